@@ -1,0 +1,86 @@
+"""The trajectories artifact: one row per interaction chunk.
+
+A chunk is one assistant turn that ends in an environment interaction (a tool
+call) or ends the episode. The columns fall in two groups:
+
+Chunk columns (differ row by row)
+    chunk_index       0-based position in the episode
+    prompt_ids        tokens fed to the model *since the previous chunk's response*
+                      (the whole prompt for chunk 0; then the observation turn and the
+                      next assistant header). Concatenating prompt_ids + response_ids over
+                      the chunks in order gives exactly the token stream the model saw.
+    response_ids      tokens the model generated, exactly as sampled
+    response_logprobs the inference engine's log-probabilities of response_ids (μ)
+    action            JSON list of tool calls parsed from the response
+    call_format       how the calls were found: tool-call | fenced-bash | malformed | none
+    observation       what the environment returned (as shown to the model)
+    exit_code         the last command's exit status (null when nothing ran)
+
+Episode columns (repeated on each of the episode's rows)
+    reward, success, stop_reason, failure_type, masked, mask_reason, drop,
+    placeholder, trainable, num_chunks, episode_tokens
+
+A placeholder row stands in for an episode that produced nothing (env init
+failed, sandbox unavailable, reward failed): empty token lists, ``masked``
+true, ``placeholder`` true, zero reward — the batch keeps its shape and the
+trainer gives it zero weight.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from termrl.artifacts.contract import ArtifactSchema, Rows, read_artifact, write_artifact
+
+__all__ = ["TRAJECTORIES", "read_trajectories", "write_trajectories"]
+
+TRAJECTORIES = ArtifactSchema(
+    name="trajectories",
+    version="1.0",
+    schema=pa.schema(
+        [
+            # identity
+            pa.field("episode_id", pa.string(), nullable=False),
+            pa.field("group_id", pa.string(), nullable=False),
+            pa.field("task_id", pa.string(), nullable=False),
+            pa.field("policy_version", pa.int64(), nullable=False),
+            pa.field("mode", pa.string()),  # roll-managed | cli-native | eval
+            pa.field("chunk_index", pa.int32(), nullable=False),
+            # chunk
+            pa.field("prompt_ids", pa.list_(pa.int32()), nullable=False),
+            pa.field("response_ids", pa.list_(pa.int32()), nullable=False),
+            pa.field("response_logprobs", pa.list_(pa.float32()), nullable=False),
+            pa.field("response_text", pa.string()),
+            pa.field("action", pa.string()),
+            pa.field("call_format", pa.string()),
+            pa.field("observation", pa.string()),
+            pa.field("exit_code", pa.int32()),
+            pa.field("gen_ms", pa.float64()),
+            pa.field("exec_ms", pa.float64()),
+            # episode
+            pa.field("reward", pa.float64(), nullable=False),
+            pa.field("success", pa.bool_(), nullable=False),
+            pa.field("stop_reason", pa.string(), nullable=False),
+            pa.field("failure_type", pa.string()),
+            pa.field("masked", pa.bool_(), nullable=False),
+            pa.field("mask_reason", pa.string()),
+            pa.field("drop", pa.bool_(), nullable=False),
+            pa.field("placeholder", pa.bool_(), nullable=False),
+            pa.field("trainable", pa.bool_(), nullable=False),
+            pa.field("num_chunks", pa.int32()),
+            pa.field("episode_tokens", pa.int64()),
+        ]
+    ),
+)
+
+
+def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
+    """Write a trajectories artifact atomically."""
+    write_artifact(path, rows, TRAJECTORIES)
+
+
+def read_trajectories(path: str | os.PathLike) -> pa.Table:
+    """Read and validate a trajectories artifact."""
+    return read_artifact(path, TRAJECTORIES)
