@@ -111,7 +111,7 @@ class Task:
     build_timeout_sec: float | None = 600.0
     cpus: float | None = 1.0
     memory_mb: int | None = 2048
-    storage_mb: int | None = None
+    storage_mb: int | None = 10240
     allow_internet: bool | None = False
     seed: int | None = None
     perturbations: list[str] = field(default_factory=list)

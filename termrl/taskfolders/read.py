@@ -1,0 +1,327 @@
+"""Read Terminal-Bench task folders (Harbor and legacy layouts) into ``Task`` objects.
+
+Every problem with a folder becomes a one-line ``TaskFormatError`` naming the
+folder; ``import_task_folders`` collects them all instead of stopping at the
+first, so a user sees every bad folder in one run. File bytes and mode bits
+are kept exactly. A symlink that points outside the task folder is refused (a
+task must not smuggle host files into an image); one that points inside is
+read as the file it points to.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from termrl.artifacts.tasks import Task, TaskFile
+from termrl.errors import TaskFormatError
+from termrl.taskfolders.layout import (
+    HARBOR_DEFAULTS,
+    HARBOR_SOLUTION_COMMAND,
+    HARBOR_TEST_COMMAND,
+    LEGACY_DEFAULTS,
+    LEGACY_ROOT_FILES,
+    LEGACY_SOLUTION_COMMAND,
+    LEGACY_TEST_COMMAND,
+    TERMRL_KEYS,
+)
+
+__all__ = ["ImportReport", "find_task_folders", "import_task_folders", "read_task_folder"]
+
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+TASK_MARKERS = ("task.toml", "task.yaml", "instruction.md")
+
+
+@dataclass
+class ImportReport:
+    """The outcome of importing many folders: good tasks and one error per bad folder."""
+
+    tasks: list[Task] = field(default_factory=list)
+    errors: list[TaskFormatError] = field(default_factory=list)
+
+
+def _is_task_folder(path: Path) -> bool:
+    return any((path / marker).exists() for marker in TASK_MARKERS)
+
+
+def find_task_folders(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[TaskFormatError]]:
+    """The task folders under each path: the path itself, or any folder below it."""
+    folders: list[Path] = []
+    errors: list[TaskFormatError] = []
+    for raw in paths:
+        root = Path(raw)
+        if not root.is_dir():
+            errors.append(TaskFormatError(str(root), "not a folder"))
+            continue
+        if _is_task_folder(root):
+            folders.append(root)
+            continue
+        found = [
+            Path(dirpath)
+            for dirpath, dirnames, _ in os.walk(root)
+            if not Path(dirpath).name.startswith(".") and _is_task_folder(Path(dirpath))
+        ]
+        # A task folder's own subfolders (tests/, environment/) are not tasks.
+        found = sorted(p for p in found if not any(q in p.parents for q in found))
+        if not found:
+            errors.append(TaskFormatError(str(root), "no task folders found (no task.toml or task.yaml)"))
+        folders.extend(found)
+    return folders, errors
+
+
+def import_task_folders(paths: Iterable[str | os.PathLike]) -> ImportReport:
+    """Read every task folder under ``paths``; bad folders are reported, not raised."""
+    folders, errors = find_task_folders(paths)
+    report = ImportReport(errors=errors)
+    seen: dict[str, Path] = {}
+    for folder in folders:
+        try:
+            task = read_task_folder(folder)
+        except TaskFormatError as exc:
+            report.errors.append(exc)
+            continue
+        if task.id in seen:
+            report.errors.append(TaskFormatError(str(folder), f"duplicate task id {task.id!r} (also {seen[task.id]})"))
+            continue
+        seen[task.id] = folder
+        report.tasks.append(task)
+    return report
+
+
+def read_task_folder(folder: str | os.PathLike) -> Task:
+    """Read one task folder in either layout; raises ``TaskFormatError`` on any problem."""
+    folder = Path(folder)
+    if not TASK_ID.match(folder.name):
+        raise TaskFormatError(str(folder), f"folder name {folder.name!r} is not a valid task id")
+    has_toml, has_yaml = (folder / "task.toml").is_file(), (folder / "task.yaml").is_file()
+    if has_toml and has_yaml:
+        raise TaskFormatError(str(folder), "has both task.toml (Harbor) and task.yaml (legacy)")
+    _check_links(folder)
+    if has_toml:
+        return _read_harbor(folder)
+    if has_yaml:
+        return _read_legacy(folder)
+    raise TaskFormatError(str(folder), "no task.toml (Harbor) or task.yaml (legacy)")
+
+
+def _check_links(folder: Path) -> None:
+    root = folder.resolve()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            if root not in target.parents and target != root:
+                raise TaskFormatError(
+                    str(folder), f"{path.relative_to(folder)} is a symlink escaping the folder (-> {os.readlink(path)})"
+                )
+            if target.is_dir():
+                raise TaskFormatError(str(folder), f"{path.relative_to(folder)} is a symlinked folder (not supported)")
+
+
+def _files(folder: Path, base: Path, *, exclude: set[str] = frozenset()) -> list[TaskFile]:
+    """Every file below ``base`` (relative POSIX paths, sorted), minus top-level ``exclude``."""
+    if not base.is_dir():
+        return []
+    out: list[TaskFile] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            relative = path.relative_to(base).as_posix()
+            if relative in exclude or relative.split("/")[0] in exclude:
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise TaskFormatError(str(folder), f"cannot read {path.relative_to(folder)}: {exc.strerror}") from exc
+            out.append(TaskFile(relative, data, path.stat().st_mode & 0o7777))
+    return sorted(out, key=lambda f: f.path)
+
+
+def _file(folder: Path, name: str) -> TaskFile:
+    path = folder / name
+    return TaskFile(name, path.read_bytes(), path.stat().st_mode & 0o7777)
+
+
+def _text(folder: Path, name: str) -> str | None:
+    path = folder / name
+    if not path.is_file():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")  # bytes as written: no newline translation
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFormatError(str(folder), f"cannot read {name}: {exc}") from exc
+
+
+def _number(folder: Path, where: str, value: Any, kind: type) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TaskFormatError(str(folder), f"{where} must be a number, got {value!r}")
+    return kind(value)
+
+
+def _pop(table: dict[str, Any], section: str, key: str) -> Any:
+    inner = table.get(section)
+    if not isinstance(inner, dict):
+        return None
+    value = inner.pop(key, None)
+    if not inner:
+        del table[section]
+    return value
+
+
+def _memory_mb(text: str) -> int | None:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+    if not match:
+        return None
+    scale = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}[match.group(2).upper()]
+    return int(float(match.group(1)) * scale)
+
+
+def _read_harbor(folder: Path) -> Task:
+    where = str(folder)
+    try:
+        config = tomllib.loads(_text(folder, "task.toml") or "")
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskFormatError(where, f"unreadable task.toml: {exc}") from exc
+    instruction = _text(folder, "instruction.md")
+    if not instruction or not instruction.strip():
+        raise TaskFormatError(where, "no instruction (instruction.md missing or empty)")
+    rest = copy.deepcopy(config)
+    ours = rest.pop("termrl", {})
+    if not isinstance(ours, dict):
+        raise TaskFormatError(where, "task.toml: [termrl] must be a table")
+    # An exported legacy task names its own test script in [termrl].test_command.
+    if "test_command" in ours:
+        if not _files(folder, folder / "tests"):
+            raise TaskFormatError(where, "no tests (tests/ missing or empty)")
+    elif not (folder / "tests" / "test.sh").is_file():
+        raise TaskFormatError(where, "no tests (tests/test.sh missing)")
+    if not (folder / "environment" / "Dockerfile").is_file():
+        raise TaskFormatError(where, "no environment/Dockerfile")
+    tags = _pop(rest, "metadata", "tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise TaskFormatError(where, f"task.toml: [metadata].tags must be a list of strings, got {tags!r}")
+    values: dict[str, Any] = {
+        "difficulty": _pop(rest, "metadata", "difficulty"),
+        "family": _pop(rest, "metadata", "category"),
+        "agent_timeout_sec": _number(folder, "[agent].timeout_sec", _pop(rest, "agent", "timeout_sec"), float),
+        "verifier_timeout_sec": _number(folder, "[verifier].timeout_sec", _pop(rest, "verifier", "timeout_sec"), float),
+        "build_timeout_sec": _number(
+            folder, "[environment].build_timeout_sec", _pop(rest, "environment", "build_timeout_sec"), float
+        ),
+        "cpus": _number(folder, "[environment].cpus", _pop(rest, "environment", "cpus"), float),
+        "memory_mb": _number(folder, "[environment].memory_mb", _pop(rest, "environment", "memory_mb"), int),
+        "storage_mb": _number(folder, "[environment].storage_mb", _pop(rest, "environment", "storage_mb"), int),
+        "allow_internet": _pop(rest, "environment", "allow_internet"),
+    }
+    if values["memory_mb"] is None and isinstance(rest.get("environment"), dict) and "memory" in rest["environment"]:
+        values["memory_mb"] = _memory_mb(rest["environment"]["memory"])
+    for key, default in HARBOR_DEFAULTS.items():
+        if values.get(key) is None:
+            values[key] = default
+    unknown = set(ours) - set(TERMRL_KEYS)
+    if unknown:
+        raise TaskFormatError(where, f"task.toml: unknown [termrl] keys {sorted(unknown)}")
+    has_solution = (folder / "solution" / "solve.sh").is_file()
+    return Task(
+        id=folder.name,
+        instruction=instruction,
+        source=ours.get("source", "terminal-bench"),
+        family=values["family"] or "unknown",
+        difficulty=values["difficulty"] or "unknown",
+        tags=list(tags),
+        layout=ours.get("layout", "harbor"),
+        environment_files=_files(folder, folder / "environment"),
+        solution_files=_files(folder, folder / "solution"),
+        # "" in the file stands for "no command" (TOML has no null).
+        solution_command=ours.get("solution_command", HARBOR_SOLUTION_COMMAND if has_solution else None) or None,
+        test_files=_files(folder, folder / "tests"),
+        test_command=ours.get("test_command", HARBOR_TEST_COMMAND),
+        scoring=ours.get("scoring", "reward-file"),
+        agent_timeout_sec=values["agent_timeout_sec"],
+        verifier_timeout_sec=values["verifier_timeout_sec"],
+        build_timeout_sec=values["build_timeout_sec"],
+        cpus=values["cpus"],
+        memory_mb=values["memory_mb"],
+        storage_mb=values["storage_mb"],
+        allow_internet=bool(values["allow_internet"]),
+        seed=ours.get("seed"),
+        perturbations=list(ours.get("perturbations", [])),
+        metadata=json.loads(json.dumps(rest, default=str, sort_keys=True)),
+        adaptations=json.loads(ours.get("adaptations", "{}")),
+    )
+
+
+def _read_legacy(folder: Path) -> Task:
+    where = str(folder)
+    try:
+        config = yaml.safe_load(_text(folder, "task.yaml") or "")
+    except yaml.YAMLError as exc:
+        problem = str(exc).replace("\n", " ")
+        raise TaskFormatError(where, f"unreadable task.yaml: {problem}") from exc
+    if not isinstance(config, dict):
+        raise TaskFormatError(where, "unreadable task.yaml: not a mapping")
+    rest = dict(config)
+    instruction = rest.pop("instruction", None)
+    if instruction is None:  # the oldest 1.0 tasks: a list of keyed descriptions
+        descriptions = rest.get("descriptions") or []
+        instruction = next(
+            (d.get("description") for d in descriptions if isinstance(d, dict) and d.get("key") == "base"), None
+        )
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise TaskFormatError(where, "no instruction in task.yaml")
+    if not (folder / "run-tests.sh").is_file():
+        raise TaskFormatError(where, "no tests (run-tests.sh missing)")
+    if not (folder / "Dockerfile").is_file():
+        raise TaskFormatError(where, "no Dockerfile")
+    tags = rest.pop("tags", None) or []
+    if not isinstance(tags, list):
+        raise TaskFormatError(where, f"task.yaml: tags must be a list, got {tags!r}")
+    agent_timeout = _number(folder, "max_agent_timeout_sec", rest.pop("max_agent_timeout_sec", None), float)
+    test_timeout = _number(folder, "max_test_timeout_sec", rest.pop("max_test_timeout_sec", None), float)
+
+    if (folder / "solution.sh").is_file():
+        solution, solution_command = [_file(folder, "solution.sh")], LEGACY_SOLUTION_COMMAND
+    elif (folder / "solution.yaml").is_file():
+        # No single command: the yaml's commands run one by one (termrl.taskrun).
+        solution, solution_command = [_file(folder, "solution.yaml")], None
+    else:
+        solution, solution_command = [], None
+    test_files = [_file(folder, "run-tests.sh")]
+    test_files = sorted(test_files + _files(folder, folder / "tests"), key=lambda f: f.path)
+    return Task(
+        id=folder.name,
+        instruction=instruction,
+        source="terminal-bench",
+        family=str(rest.pop("category", None) or "unknown"),
+        difficulty=str(rest.pop("difficulty", None) or "unknown"),
+        tags=[str(t) for t in tags],
+        layout="legacy",
+        environment_files=_files(folder, folder, exclude=LEGACY_ROOT_FILES | {"tests"}),
+        solution_files=solution,
+        solution_command=solution_command,
+        test_files=test_files,
+        test_command=LEGACY_TEST_COMMAND,
+        scoring="pytest-report",
+        agent_timeout_sec=agent_timeout or LEGACY_DEFAULTS["agent_timeout_sec"],
+        verifier_timeout_sec=test_timeout or LEGACY_DEFAULTS["verifier_timeout_sec"],
+        build_timeout_sec=LEGACY_DEFAULTS["build_timeout_sec"],
+        cpus=LEGACY_DEFAULTS["cpus"],
+        memory_mb=LEGACY_DEFAULTS["memory_mb"],
+        storage_mb=LEGACY_DEFAULTS["storage_mb"],
+        allow_internet=LEGACY_DEFAULTS["allow_internet"],
+        metadata={"metadata": json.loads(json.dumps(rest, default=str, sort_keys=True))} if rest else {},
+    )
