@@ -1,0 +1,177 @@
+"""Run a task's reference solution and its tests in a sandbox session — the official way.
+
+Every stage that needs a task's outcome (verify's ground truth and no-op,
+eval's oracle and scoring, rollout's reward) goes through these two calls, so
+a task is scored the same everywhere:
+
+    await run_solution(session, task)   upload solution_files to /solution, run it
+    await run_tests(session, task)      upload test_files to /tests, run test_command
+                                        from the image's workdir with TEST_DIR=/tests,
+                                        turn the outcome into a reward
+
+Scoring follows the task's ``scoring`` column:
+
+- ``reward-file`` (Harbor): the float in /logs/verifier/reward.txt; when the
+  script wrote none, its exit status (0 → 1.0, else 0.0).
+- ``pytest-report`` (Terminal-Bench 1.0): passed when pytest's report lists at
+  least one PASSED test and no FAILED or ERROR one.
+
+Tests and the solution are uploaded only here, so they are never inside the
+sandbox while an agent works.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import yaml
+
+from termrl.artifacts.tasks import Task, TaskFile
+from termrl.errors import RewardFailed
+
+__all__ = [
+    "SolutionOutcome",
+    "TestOutcome",
+    "parse_pytest_report",
+    "run_solution",
+    "run_tests",
+    "solution_steps",
+]
+
+REWARD_FILE = "/logs/verifier/reward.txt"
+TESTS_DIR = "/tests"
+SOLUTION_DIR = "/solution"
+DEFAULT_AGENT_TIMEOUT_SEC = 600.0
+DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
+
+
+class _Result(Protocol):
+    output: str
+    exit_code: int | None
+    timed_out: bool
+
+
+class _Session(Protocol):
+    """The part of ``termrl.sandbox.Session`` used here."""
+
+    workdir: str
+
+    async def exec(self, command: str, timeout: float = ...) -> _Result: ...
+    async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
+    async def download(self, path: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class SolutionOutcome:
+    """What running the reference solution did."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration: float
+    output: str
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """The task's verdict on the sandbox's current state."""
+
+    passed: bool
+    reward: float
+    output: str
+    duration: float
+    timed_out: bool
+    exit_code: int | None = None
+
+    __test__ = False  # not a pytest class
+
+
+def solution_steps(task: Task) -> list[str]:
+    """The solution as shell commands: the task's command, or a solution.yaml's list."""
+    if task.solution_command:
+        return [task.solution_command]
+    spec = next((f for f in task.solution_files if f.path == "solution.yaml"), None)
+    if spec is None:
+        return []
+    try:
+        entries = yaml.safe_load(spec.data.decode())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"task {task.id}: unreadable solution.yaml: {exc}") from exc
+    if not isinstance(entries, list):
+        raise ValueError(f"task {task.id}: solution.yaml is not a list of commands")
+    steps = []
+    for entry in entries:
+        command = entry.get("command") if isinstance(entry, dict) else entry
+        if not isinstance(command, str):
+            raise ValueError(f"task {task.id}: solution.yaml entry without a command: {entry!r}")
+        steps.append(command)
+    return steps
+
+
+def _in_workdir(session: _Session, command: str, env: dict[str, str]) -> str:
+    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    # A subshell: the agent's shell state (cwd, functions, aliases) must not leak in.
+    return f"(cd {shlex.quote(session.workdir)} && {assignments} {command})"
+
+
+async def run_solution(session: _Session, task: Task, *, timeout: float | None = None) -> SolutionOutcome:
+    """Upload the solution files to /solution and run the solution under the agent timeout."""
+    timeout = timeout or task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
+    if task.solution_files:
+        await session.upload_files(task.solution_files, SOLUTION_DIR)
+    started = time.monotonic()
+    outputs: list[str] = []
+    exit_code: int | None = 0
+    for step in solution_steps(task):
+        remaining = timeout - (time.monotonic() - started)
+        if remaining <= 0:
+            return SolutionOutcome(None, True, time.monotonic() - started, "".join(outputs))
+        result = await session.exec(_in_workdir(session, step, {}), timeout=remaining)
+        outputs.append(result.output)
+        exit_code = result.exit_code
+        if result.timed_out:
+            return SolutionOutcome(None, True, time.monotonic() - started, "".join(outputs))
+    return SolutionOutcome(exit_code, False, time.monotonic() - started, "".join(outputs))
+
+
+_PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR)\b", re.MULTILINE)
+
+
+def parse_pytest_report(output: str) -> bool:
+    """Terminal-Bench 1.0's rule: at least one PASSED and no FAILED or ERROR line."""
+    outcomes = _PYTEST_LINE.findall(output)
+    return "PASSED" in outcomes and "FAILED" not in outcomes and "ERROR" not in outcomes
+
+
+async def run_tests(session: _Session, task: Task, *, timeout: float | None = None) -> TestOutcome:
+    """Upload the tests, run them, and read the reward. Raises ``RewardFailed`` if unreadable."""
+    timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
+    await session.upload_files(task.test_files, TESTS_DIR)
+    started = time.monotonic()
+    prepare = await session.exec(f"rm -f {REWARD_FILE}; mkdir -p /logs/verifier", timeout=30)
+    if prepare.exit_code != 0:
+        raise RewardFailed(f"task {task.id}: cannot prepare /logs/verifier", log_tail=prepare.output[-2000:])
+    result = await session.exec(_in_workdir(session, task.test_command, {"TEST_DIR": TESTS_DIR}), timeout=timeout)
+    duration = time.monotonic() - started
+    if result.timed_out:
+        return TestOutcome(False, 0.0, result.output, duration, True)
+    if task.scoring == "pytest-report":
+        passed = parse_pytest_report(result.output)
+        return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code)
+    if task.scoring != "reward-file":
+        raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
+    try:
+        text = (await session.download(REWARD_FILE)).decode().strip()
+    except FileNotFoundError:
+        reward = 1.0 if result.exit_code == 0 else 0.0
+    else:
+        try:
+            reward = float(text)
+        except ValueError as exc:
+            raise RewardFailed(
+                f"task {task.id}: {REWARD_FILE} holds {text[:80]!r}, not a number", log_tail=result.output[-2000:]
+            ) from exc
+    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code)
