@@ -47,3 +47,25 @@ def test_a_broken_solution_yaml_is_reported_with_the_task_id():
                 solution_files=[TaskFile("solution.yaml", b"- command: [unclosed\n")])
     with pytest.raises(ValueError, match="task t: unreadable solution.yaml"):
         solution_steps(task)
+
+
+async def score_fixture(relative: str, *, solve: bool):
+    from termrl.sandbox import SandboxManager, SandboxSpec
+    from termrl.taskrun import run_solution, run_tests
+
+    task = read_task_folder(FIXTURES / relative)
+    async with SandboxManager() as manager, await manager.create(SandboxSpec.from_task(task)) as session:
+        await session.exec("cd / && mkdir -p /tmp/elsewhere && cd /tmp/elsewhere", timeout=10)
+        if solve:
+            solution = await run_solution(session, task)
+            assert solution.exit_code == 0 and not solution.timed_out, solution.output
+        return await run_tests(session, task)
+
+
+@pytest.mark.podman
+@pytest.mark.parametrize("relative", ["harbor/hello-file", "legacy/utilities/make-runnable"])
+async def test_solution_passes_and_doing_nothing_fails_in_a_real_sandbox(relative):
+    solved = await score_fixture(relative, solve=True)
+    assert solved.passed and solved.reward == 1.0, solved.output
+    untouched = await score_fixture(relative, solve=False)
+    assert not untouched.passed and untouched.reward == 0.0
