@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from termrl import __version__
+from termrl.sandbox.commands import sandbox
 from termrl.taskfolders.commands import tasks
 
 
@@ -15,6 +16,7 @@ def main() -> None:
 
 
 main.add_command(tasks)
+main.add_command(sandbox)
 
 if __name__ == "__main__":
     main()

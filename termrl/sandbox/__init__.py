@@ -1,0 +1,31 @@
+"""Isolated terminal sessions for agents: podman (default), bubblewrap, Kubernetes.
+
+    from termrl.sandbox import SandboxManager, SandboxSpec
+
+    async with SandboxManager(backend="podman") as manager:
+        async with await manager.create(SandboxSpec(image="termrl/base:bookworm")) as session:
+            result = await session.exec("ls /app", timeout=30)
+
+Modules: ``spec`` (what to start, what a command returns), ``manager`` (the
+entry point), ``session`` (one sandbox), ``shell`` (the persistent-shell
+protocol every backend shares), ``podman``/``bwrap``/``kubernetes`` (backends),
+``base_images`` (local Debian base images), ``hostca`` (CA injection),
+``metrics`` (Prometheus), ``commands`` (`termrl sandbox ...`).
+"""
+
+from termrl.sandbox.base_images import BASE_IMAGES, BaseImage, build_base_images
+from termrl.sandbox.manager import BACKENDS, SandboxManager
+from termrl.sandbox.session import Session, State
+from termrl.sandbox.spec import ExecResult, SandboxSpec
+
+__all__ = [
+    "BACKENDS",
+    "BASE_IMAGES",
+    "BaseImage",
+    "ExecResult",
+    "SandboxManager",
+    "SandboxSpec",
+    "Session",
+    "State",
+    "build_base_images",
+]

@@ -1,0 +1,206 @@
+"""Local base images: Debian rootfs built with mmdebstrap, imported into podman.
+
+There is no container registry here (nor on air-gapped clusters), so the names
+task Dockerfiles start ``FROM`` are built locally and tagged. ``BASE_IMAGES``
+is the one list of what gets built and under which names; add a stand-in name
+to a recipe's ``aliases`` and ``build_base_images()`` tags it.
+
+Each recipe's content hash is stored as the image label ``termrl.recipe``; a
+build is skipped when every tag exists with the current hash (idempotent, and
+cheap enough for ``make test``). The rootfs tarball is kept in the cache for
+the bwrap backend:
+
+    $TERMRL_CACHE/sandbox/rootfs/<name>-<hash>.tar   (tag name with / and : as -)
+
+The host's CA certificates are never part of an image: mmdebstrap downloads
+with the host's apt and the image's ``ca-certificates`` bundle is Debian's own.
+Sandboxes and builds get the host bundle injected when they run (``host_ca``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from termrl.errors import EnvInitFailed, SandboxUnavailable
+
+__all__ = [
+    "BASE_IMAGES",
+    "BaseImage",
+    "build_base_images",
+    "cache_root",
+    "rootfs_tarball",
+]
+
+RECIPE_LABEL = "termrl.recipe"
+
+# Enough for most Terminal-Bench style tasks to run their set-up offline.
+DEFAULT_PACKAGES = (
+    "python3", "python3-pip", "python3-venv", "git", "curl", "procps", "ca-certificates",
+    "sqlite3", "jq", "tmux", "zip", "unzip", "xz-utils", "bzip2", "file", "less", "cron",
+    "netcat-openbsd", "iproute2", "psmisc", "tar", "gzip",
+    # Terminal-Bench 1.0 run-tests.sh scripts that do not install pytest themselves.
+    "python3-pytest",
+)  # fmt: skip
+
+# ENV/WORKDIR/CMD given to `podman import --change`; a Dockerfile base has these.
+DEFAULT_CONFIG = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    # Debian's python refuses `pip install` outside a venv (PEP 668); task
+    # Dockerfiles written for python:3.x images expect it to work.
+    "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
+    "WORKDIR /app",
+    'CMD ["bash"]',
+)
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """One base image recipe and every name it is tagged under."""
+
+    name: str
+    suite: str = "bookworm"
+    packages: tuple[str, ...] = DEFAULT_PACKAGES
+    config: tuple[str, ...] = DEFAULT_CONFIG
+    aliases: tuple[str, ...] = ()
+    # Files written into the rootfs (path -> text), e.g. /etc/pip.conf.
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def recipe_hash(self) -> str:
+        recipe = {
+            "v": 1,
+            "suite": self.suite,
+            "packages": sorted(self.packages),
+            "config": list(self.config),
+            "files": self.files,
+        }
+        return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+BASE_IMAGES: list[BaseImage] = [
+    BaseImage(
+        name="termrl/base:bookworm",
+        aliases=(
+            "debian:bookworm",
+            "debian:bookworm-slim",
+            "docker.io/library/debian:bookworm",
+            "docker.io/library/debian:bookworm-slim",
+        ),
+    ),
+]
+
+
+def cache_root() -> Path:
+    """The termrl cache: ``$TERMRL_CACHE`` or ``~/.cache/termrl``."""
+    env = os.environ.get("TERMRL_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "termrl"
+
+
+def rootfs_tarball(image: BaseImage) -> Path:
+    """Where the rootfs tarball of ``image`` is kept (it may not exist yet)."""
+    slug = image.name.replace("/", "-").replace(":", "-")
+    return cache_root() / "sandbox" / "rootfs" / f"{slug}-{image.recipe_hash}.tar"
+
+
+def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise EnvInitFailed(f"{what}: timed out after {timeout:.0f}s") from e
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr)[-4000:]
+        raise EnvInitFailed(f"{what}: exit status {done.returncode}", log_tail=tail)
+    return done
+
+
+def _image_label(binary: str, ref: str) -> str | None:
+    done = subprocess.run(
+        [binary, "image", "inspect", "--format", f'{{{{index .Labels "{RECIPE_LABEL}"}}}}', ref],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _is_current(binary: str, image: BaseImage) -> bool:
+    return all(_image_label(binary, tag) == image.recipe_hash for tag in image.tags)
+
+
+def _build_rootfs(image: BaseImage, out: Path, log: Callable[[str], None]) -> None:
+    if shutil.which("mmdebstrap") is None:
+        raise SandboxUnavailable("mmdebstrap is not installed (apt-get install mmdebstrap)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    hooks = ['mkdir -p "$1/app"']
+    for path, text in sorted(image.files.items()):
+        hooks.append(f"mkdir -p \"$1{os.path.dirname(path)}\" && printf %s {_sh_quote(text)} > \"$1{path}\"")
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        partial = Path(tmp) / out.name
+        argv = [
+            "mmdebstrap", "--mode=root", "--variant=minbase", "--quiet",
+            "--include=" + ",".join(image.packages),
+            # Documentation is dead weight in thousands of sandboxes.
+            "--dpkgopt=path-exclude=/usr/share/doc/*",
+            "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+            "--dpkgopt=path-exclude=/usr/share/man/*",
+            *(f"--customize-hook={h}" for h in hooks),
+            image.suite, str(partial),
+        ]  # fmt: skip
+        log(f"mmdebstrap {image.suite} -> {out}")
+        _run(argv, timeout=1800, what=f"mmdebstrap {image.name}")
+        os.replace(partial, out)
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _import(binary: str, image: BaseImage, tarball: Path, log: Callable[[str], None]) -> None:
+    changes = [*image.config, f"LABEL {RECIPE_LABEL}={image.recipe_hash}"]
+    argv = [binary, "import", *(a for c in changes for a in ("--change", c)), str(tarball), image.name]
+    log(f"{binary} import {tarball.name} -> {image.name}")
+    _run(argv, timeout=900, what=f"{binary} import {image.name}")
+    for alias in image.aliases:
+        _run([binary, "tag", image.name, alias], timeout=60, what=f"{binary} tag {alias}")
+
+
+def build_base_images(
+    images: list[BaseImage] | None = None,
+    *,
+    binary: str = "podman",
+    force: bool = False,
+    log: Callable[[str], None] = lambda message: None,
+) -> list[str]:
+    """Build, import and tag every base image that is missing or out of date.
+
+    Returns the names that were (re)built; an empty list means all were current.
+    Raises ``SandboxUnavailable`` when podman or mmdebstrap is missing and
+    ``EnvInitFailed`` (with the tool's log tail) when a build step fails.
+    """
+    if shutil.which(binary) is None:
+        raise SandboxUnavailable(f"{binary} is not installed")
+    built = []
+    for image in BASE_IMAGES if images is None else images:
+        tarball = rootfs_tarball(image)
+        if not force and _is_current(binary, image) and tarball.exists():
+            continue
+        started = time.monotonic()
+        if force or not tarball.exists():
+            _build_rootfs(image, tarball, log)
+        _import(binary, image, tarball, log)
+        log(f"built {image.name} in {time.monotonic() - started:.0f}s")
+        built.append(image.name)
+    return built

@@ -1,0 +1,74 @@
+"""`termrl sandbox build-base | stats | cleanup`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from termrl.errors import TermrlError
+from termrl.sandbox import metrics
+from termrl.sandbox.base_images import BASE_IMAGES, build_base_images
+from termrl.sandbox.manager import BACKENDS, SandboxManager
+from termrl.sandbox.spec import SandboxSpec
+
+__all__ = ["sandbox"]
+
+
+@click.group()
+def sandbox() -> None:
+    """Sandboxes for agents: local base images, metrics, leftovers."""
+
+
+@sandbox.command("build-base")
+@click.option("--force", is_flag=True, help="Rebuild even when the images are current.")
+@click.option("--binary", default="podman", show_default=True, help="Container CLI to import into.")
+def build_base(force: bool, binary: str) -> None:
+    """Build the Debian base images with mmdebstrap and tag them (skipped when current)."""
+    try:
+        built = build_base_images(binary=binary, force=force, log=lambda m: click.echo(f"[build-base] {m}"))
+    except TermrlError as e:
+        raise click.ClickException(str(e)) from e
+    for image in BASE_IMAGES:
+        state = "built" if image.name in built else "current"
+        click.echo(f"{image.name} ({state}, recipe {image.recipe_hash}): {', '.join(image.aliases)}")
+
+
+async def _probe(backend: str, image: str, count: int) -> None:
+    async with SandboxManager(backend=backend) as manager:
+        for _ in range(count):
+            async with await manager.create(SandboxSpec(image=image)) as session:
+                await session.exec("true")
+
+
+@sandbox.command("stats")
+@click.option("--backend", type=click.Choice(BACKENDS), default="podman", show_default=True)
+@click.option("--probe", default=0, show_default=True, help="First run this many create/exec/close cycles.")
+@click.option("--image", default=BASE_IMAGES[0].name, show_default=True, help="Image for --probe.")
+@click.option("--prometheus", is_flag=True, help="Print the Prometheus text exposition format.")
+def stats(backend: str, probe: int, image: str, prometheus: bool) -> None:
+    """Print the sandbox counters and gauges of this process (after an optional probe)."""
+    if probe:
+        try:
+            asyncio.run(_probe(backend, image, probe))
+        except TermrlError as e:
+            raise click.ClickException(str(e)) from e
+    if prometheus:
+        from prometheus_client import generate_latest
+
+        click.echo(generate_latest(metrics.REGISTRY).decode(), nl=False)
+        return
+    for key, value in metrics.snapshot(backend).items():
+        if "_bucket{" not in key:
+            click.echo(f"{key} {value:g}")
+
+
+@sandbox.command("cleanup")
+@click.option("--binary", default="podman", show_default=True)
+@click.option("--older-than", default=6 * 3600.0, show_default=True, help="Seconds a running one must have run.")
+def cleanup(binary: str, older_than: float) -> None:
+    """Remove termrl sandbox containers left behind by crashed runs (stopped or too old)."""
+    from termrl.sandbox.podman import PodmanBackend
+
+    removed = asyncio.run(PodmanBackend(binary).cleanup(older_than))
+    click.echo(f"removed {removed} container(s)")

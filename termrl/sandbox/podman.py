@@ -1,0 +1,268 @@
+"""The podman backend (and docker: the same CLI, another binary).
+
+One container per session. Its pid 1 is the shell supervisor, attached with
+``run -i --log-driver=passthrough``: the container's stdin/stdout are our
+pipes, so creating a session costs one ``podman run`` (no ``exec`` per
+command, no log file filling up with output) and removing it ends everything.
+
+Limits: ``--cpus``, ``--memory`` with equal ``--memory-swap`` (no swap),
+``--pids-limit``, ``--timeout`` (the lifetime, enforced by conmon even if this
+process dies), ``--network=none`` unless egress, no-new-privileges, podman's
+default capability set (smaller than Docker's). Images of task environments
+are built with ``--network=host`` and cached under ``termrl/env:<hash>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
+from termrl.sandbox import hostca, metrics
+from termrl.sandbox.base_images import cache_root
+from termrl.sandbox.session import Sandbox, unpack_file
+from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
+from termrl.sandbox.spec import SandboxSpec, environment_hash
+
+__all__ = ["PodmanBackend", "PodmanSandbox"]
+
+LABEL = "termrl.sandbox"
+_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+
+
+def base_image_refs(spec: SandboxSpec) -> list[str]:
+    """The images a spec's Dockerfile builds FROM (not its own earlier stages)."""
+    dockerfile = next((f for f in spec.environment_files if f.path == "Dockerfile"), None)
+    if dockerfile is None:
+        return []
+    refs: list[str] = []
+    stages: set[str] = set()
+    for match in _FROM.finditer(dockerfile.data.decode(errors="replace")):
+        ref, alias = match.group(1), match.group(2)
+        if ref.lower() not in stages and ref.lower() != "scratch" and "$" not in ref:
+            refs.append(ref)
+        if alias:
+            stages.add(alias.lower())
+    return refs
+
+
+async def _run(argv: list[str], stdin: bytes | None = None, timeout: float = 120) -> tuple[int, bytes]:
+    """Run a CLI call; (exit status, stdout+stderr). Status 124 on timeout."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(stdin), timeout)
+    except TimeoutError:
+        process.kill()
+        out, _ = await process.communicate()
+        return 124, out or b""
+    return process.returncode or 0, out
+
+
+class PodmanSandbox(Sandbox):
+    """A running container whose pid 1 is the shell supervisor."""
+
+    def __init__(self, binary: str, name: str, channel: ProcessChannel):
+        self.binary = binary
+        self.name = name
+        self.backend = Path(binary).name
+        self.channel = channel
+
+    async def signal(self, pid: int, sig: str, mode: str) -> None:
+        argv = [self.binary, "exec", self.name, "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode]
+        await _run(argv, timeout=30)
+
+    async def put_archive(self, archive: bytes) -> None:
+        code, out = await _run([self.binary, "cp", "-", f"{self.name}:/"], stdin=archive)
+        if code != 0:
+            await self._raise_if_dead()
+            raise OSError(f"upload into {self.name} failed: {out.decode(errors='replace').strip()}")
+
+    async def get_file(self, path: str) -> bytes:
+        code, out = await _run([self.binary, "cp", f"{self.name}:{path}", "-"])
+        if code != 0:
+            await self._raise_if_dead()
+            message = out.decode(errors="replace").strip()
+            if "no such file or directory" in message.lower() or "could not be found" in message:
+                raise FileNotFoundError(path)
+            raise OSError(f"download of {path} from {self.name} failed: {message}")
+        return unpack_file(out, path)
+
+    async def _raise_if_dead(self) -> None:
+        if not await self.alive():
+            raise SandboxDied(f"container {self.name} is gone")
+
+    async def alive(self) -> bool:
+        return self.channel.process.returncode is None
+
+    async def destroy(self) -> None:
+        await _run([self.binary, "rm", "--force", "--time", "0", self.name], timeout=60)
+        try:
+            await asyncio.wait_for(self.channel.process.wait(), 10)
+        except TimeoutError:
+            self.channel.process.kill()
+
+
+class PodmanBackend:
+    """Builds and starts containers with the podman (or docker) CLI."""
+
+    def __init__(self, binary: str = "podman", *, max_concurrent_builds: int = 1):
+        if shutil.which(binary) is None:
+            raise SandboxUnavailable(f"{binary} is not installed or not on PATH")
+        self.binary = binary
+        self.name = Path(binary).name
+        self._engine_ok = False
+        self._build_locks: dict[str, asyncio.Lock] = {}
+        self._build_slots = asyncio.Semaphore(max_concurrent_builds)
+
+    async def ensure_engine(self) -> None:
+        """Raise ``SandboxUnavailable`` once if the CLI cannot reach its engine (checked once)."""
+        if self._engine_ok:
+            return
+        code, out = await _run([self.binary, "version"], timeout=60)
+        if code != 0:
+            raise SandboxUnavailable(
+                f"{self.binary} cannot reach its engine", log_tail=out.decode(errors="replace")[-2000:]
+            )
+        self._engine_ok = True
+
+    async def image_exists(self, ref: str) -> bool:
+        code, _ = await _run([self.binary, "image", "exists", ref], timeout=60)
+        return code == 0
+
+    async def build_image(self, spec: SandboxSpec) -> str:
+        """The image ``spec`` runs: its ``image``, or its environment built once and cached."""
+        await self.ensure_engine()
+        if spec.image is not None:
+            return spec.image
+        tag = await self._image_tag(spec)
+        lock = self._build_locks.setdefault(tag, asyncio.Lock())
+        async with lock:
+            if await self.image_exists(tag):
+                metrics.BUILDS.labels(self.name, "cached").inc()
+                return tag
+            async with self._build_slots:
+                started = time.monotonic()
+                try:
+                    await self._build(spec, tag)
+                except EnvInitFailed:
+                    metrics.BUILDS.labels(self.name, "failed").inc()
+                    raise
+                metrics.BUILDS.labels(self.name, "built").inc()
+                metrics.BUILD_SECONDS.labels(self.name).observe(time.monotonic() - started)
+        return tag
+
+    async def _image_tag(self, spec: SandboxSpec) -> str:
+        """``spec.image_key`` salted with the ids of the local images its Dockerfile starts
+        FROM: rebuilding a base image (new recipe) must not reuse task images built on
+        the old one."""
+        ids = []
+        for ref in base_image_refs(spec):
+            code, out = await _run([self.binary, "image", "inspect", "--format", "{{.Id}}", ref], timeout=60)
+            ids.append(out.decode().strip() if code == 0 else f"missing:{ref}")
+        if not ids:
+            return spec.image_key
+        salt = hashlib.sha256("\n".join([spec.image_key, *ids]).encode()).hexdigest()[:24]
+        return f"termrl/env:{salt}"
+
+    async def _build(self, spec: SandboxSpec, tag: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="termrl-build-") as context:
+            root = Path(context).resolve()
+            for f in spec.environment_files:
+                target = (root / f.path).resolve()
+                if not target.is_relative_to(root):
+                    raise EnvInitFailed(f"environment file escapes the build context: {f.path!r}")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(f.data)
+                target.chmod(f.mode & 0o7777)
+            argv = [
+                self.binary, "build", "--network=host", "--pull=missing",
+                "--label", f"termrl.environment={environment_hash(spec.environment_files)}",
+                "--tag", tag,
+            ]  # fmt: skip
+            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+            if bundle is not None:
+                argv += ["--volume", f"{bundle}:{hostca.SYSTEM_BUNDLE}:ro"]
+            code, out = await _run([*argv, str(root)], timeout=spec.build_timeout_sec)
+        if code != 0:
+            why = f"timed out after {spec.build_timeout_sec:g}s" if code == 124 else f"exit status {code}"
+            raise EnvInitFailed(f"image build failed ({why})", log_tail=out.decode(errors="replace")[-4000:])
+
+    def run_argv(self, spec: SandboxSpec, image: str, name: str, token: str) -> list[str]:
+        """The ``podman run`` command line of one session (public for tests and bench)."""
+        argv = [
+            self.binary, "run", "--interactive", "--rm", "--name", name,
+            "--log-driver=passthrough", "--hostname", "sandbox",
+            "--cpus", f"{spec.cpus:g}", "--memory", f"{spec.memory_mb}m",
+            "--memory-swap", f"{spec.memory_mb}m", "--pids-limit", str(spec.pids),
+            "--timeout", str(max(1, math.ceil(spec.lifetime_sec))),
+            "--security-opt", "no-new-privileges",
+            "--label", f"{LABEL}=1",
+        ]  # fmt: skip
+        for key, value in sorted(spec.labels.items()):
+            argv += ["--label", f"{key}={value}"]
+        if spec.network == "none":
+            argv.append("--network=none")
+        else:
+            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+            if bundle is not None:
+                argv += ["--volume", f"{bundle}:{hostca.SANDBOX_PATH}:ro"]
+                argv += [a for k, v in sorted(hostca.CA_ENV.items()) for a in ("--env", f"{k}={v}")]
+        for key, value in sorted(spec.env.items()):
+            argv += ["--env", f"{key}={value}"]
+        argv += ["--entrypoint", "bash", image, "-c", SUPERVISOR, "termrl-supervisor", token]
+        return argv
+
+    async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[PodmanSandbox, Shell]:
+        name = f"termrl-{uuid.uuid4().hex[:12]}"
+        token = Shell.new_token()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.run_argv(spec, image, name, token),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        except OSError as e:
+            raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
+        channel = ProcessChannel(process)
+        sandbox = PodmanSandbox(self.binary, name, channel)
+        shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
+        setup = hostca.install_command() if spec.network == "egress" else ""
+        try:
+            await shell.start(spec.workdir, setup=setup)
+        except SandboxDied as e:
+            await sandbox.destroy()
+            raise EnvInitFailed(f"container for {image} did not start", log_tail=e.log_tail) from e
+        return sandbox, shell
+
+    async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
+        """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.
+
+        Running sessions of other processes are younger than that (their
+        ``--timeout`` lifetime ends them first), so they are left alone.
+        """
+        code, out = await _run([self.binary, "ps", "-a", "--format", "json", "--filter", f"label={LABEL}=1"])
+        if code != 0:
+            raise SandboxUnavailable(f"{self.binary} ps failed", log_tail=out.decode(errors="replace"))
+        now = time.time()
+        stale = [
+            c["Id"]
+            for c in json.loads(out or b"[]")
+            if c.get("State") != "running" or now - float(c.get("Created", now)) > older_than_sec
+        ]
+        if stale:
+            await _run([self.binary, "rm", "--force", "--time", "0", *stale], timeout=300)
+        return len(stale)

@@ -1,0 +1,314 @@
+"""The persistent shell inside a sandbox and its sentinel protocol.
+
+Every backend starts one long-lived process in the sandbox, ``SUPERVISOR``,
+with its stdin and stdout connected to a ``Channel``. The supervisor runs an
+inner ``bash`` that reads commands from the same stdin (bash reads a pipe one
+byte at a time, so nothing meant for a later shell is swallowed) and starts a
+fresh one whenever it exits, so ``exit`` or ``set -e`` in an agent's command
+cost the shell's variables, never the sandbox:
+
+    host ──stdin──►  supervisor (bash -c) ─► inner bash ─► eval '<command>' </dev/null
+         ◄─stdout──  output…  \\n__TERMRL_<token> <status> <cwd>\\n
+
+One exec writes a single line: ``eval`` of the quoted command (parse errors
+stay inside eval; cd/export/background jobs persist because eval runs in the
+shell itself; stdin is /dev/null so a command cannot eat the protocol), then a
+``printf`` of a per-shell random token with ``$?`` and ``$PWD``. The token's
+two halves are separate printf arguments, so ``set -x`` tracing never prints
+it. Output is everything before the marker, capped by ``OutputCap``.
+
+A command past its timeout is interrupted in escalating steps through the
+backend's ``signal`` hook: SIGINT to the shell's foreground descendants
+(background jobs ignore SIGINT in a non-interactive shell, so they survive),
+then SIGKILL to them, and finally the inner shell itself is killed and a new
+one started in the last known working directory (variables are lost then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+
+from termrl.errors import ExecTimeout, SandboxDied
+
+__all__ = [
+    "Channel",
+    "KILL_HELPER",
+    "OutputCap",
+    "ProcessChannel",
+    "Shell",
+    "SignalHook",
+    "SUPERVISOR",
+    "shell_quote",
+]
+
+# $1 is the token. pid 1 of a container may be this script: it reaps orphans.
+# Its own stderr is dropped ("Killed" notices); each inner shell sends its
+# stderr to stdout.
+SUPERVISOR = r"""
+exec 2>/dev/null
+trap 'exit 0' TERM
+while :; do
+  bash --noprofile --norc
+  printf '\n%s%s %d\n' __TERMRL_EXIT_ "$1" "$?"
+  read -r _ || exit 0
+done
+"""
+
+# Runs inside the sandbox (bash only, no procps): kill-helper SIG ROOT MODE.
+# MODE fg: ROOT's descendants that do not ignore SIGINT (background jobs of a
+# non-interactive shell do); all: every descendant and ROOT itself.
+KILL_HELPER = r"""
+sig=$1 root=$2 mode=$3
+declare -A kids
+for d in /proc/[0-9]*; do
+  read -r line 2>/dev/null < "$d/stat" || continue
+  rest=${line##*) }
+  set -- $rest
+  kids[$2]+=" ${d#/proc/}"
+done
+todo=(${kids[$root]}) found=()
+while ((${#todo[@]})); do
+  p=${todo[0]}; todo=("${todo[@]:1}"); found+=("$p"); todo+=(${kids[$p]})
+done
+[ "$mode" = all ] && found+=("$root")
+for p in "${found[@]}"; do
+  if [ "$mode" = fg ]; then
+    skip=0
+    while read -r k v; do
+      [ "$k" = SigIgn: ] && { ((16#$v & 2)) && skip=1; break; }
+    done 2>/dev/null < "/proc/$p/status"
+    ((skip)) && continue
+  fi
+  kill -s "$sig" "$p" 2>/dev/null
+done
+exit 0
+"""
+
+SignalHook = Callable[[int, str, str], Awaitable[None]]
+"""signal(shell_pid, "INT" | "KILL", "fg" | "all"): deliver a signal inside the sandbox."""
+
+
+def shell_quote(text: str) -> str:
+    """Single-quote ``text`` for bash (works across newlines)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+class Channel(ABC):
+    """A byte stream to the supervisor's stdin/stdout."""
+
+    @abstractmethod
+    async def write(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    async def read(self) -> bytes:
+        """Some bytes; b"" once the stream has ended."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class ProcessChannel(Channel):
+    """A channel over a local process (``podman run -i``, ``bwrap``) with piped stdio."""
+
+    def __init__(self, process: asyncio.subprocess.Process):
+        if process.stdin is None or process.stdout is None:
+            raise ValueError("the process needs piped stdin and stdout")
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+
+    async def write(self, data: bytes) -> None:
+        try:
+            self._stdin.write(data)
+            await self._stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise SandboxDied("the sandbox shell's stdin is closed") from e
+
+    async def read(self) -> bytes:
+        return await self._stdout.read(65536)
+
+    async def close(self) -> None:
+        if self.process.returncode is None:
+            try:
+                self._stdin.close()
+                await asyncio.wait_for(self.process.wait(), 5)
+            except (TimeoutError, BrokenPipeError, ConnectionResetError):
+                self.process.kill()
+                await self.process.wait()
+
+
+class OutputCap:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.half:  # trim rarely: amortised O(n)
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + self.half
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (self.head + self.tail).decode(errors="replace")
+        tail = self.tail[-self.half :]
+        dropped = self.total - len(self.head) - len(tail)
+        marker = f"\n[... {dropped} bytes of output truncated ...]\n".encode()
+        return (self.head + marker + tail).decode(errors="replace")
+
+
+class Shell:
+    """The exec protocol over one supervisor channel. One command at a time."""
+
+    GRACE_SEC = 1.0
+    READY_TIMEOUT_SEC = 30.0
+
+    def __init__(self, channel: Channel, token: str, signal: SignalHook, *, output_limit: int):
+        self.channel = channel
+        self.token = token
+        self.signal = signal
+        self.output_limit = output_limit
+        self.pid: int | None = None
+        self.start_dir: str = "/"
+        self.cwd: str | None = None
+        self.restarts = 0
+        self._buf = bytearray()
+        self._lock = asyncio.Lock()
+        tok = token.encode()
+        self._done = b"\n__TERMRL_" + tok + b" "
+        self._exit = b"\n__TERMRL_EXIT_" + tok + b" "
+        self._ready = b"__TERMRL_READY_" + tok + b" "
+
+    @staticmethod
+    def new_token() -> str:
+        return secrets.token_hex(12)
+
+    async def start(self, workdir: str | None, setup: str = "") -> None:
+        """Initialise a fresh inner shell and wait for its pid.
+
+        ``setup`` is a shell line run first (e.g. installing the host CAs).
+        Raises ``SandboxDied`` (with what the sandbox printed as ``log_tail``)
+        when the shell never reports ready.
+        """
+        # Docker creates a missing WORKDIR; a vanished cwd after a restart is not fatal.
+        q = shell_quote(workdir) if workdir else ""
+        cd = f"{{ mkdir -p -- {q}; cd -- {q}; }} 2>/dev/null; " if workdir else ""
+        await self.channel.write(
+            f"exec 2>&1; {setup}{cd}printf '%s%s %d %s\\n' __TERMRL_READY_ {self.token} \"$$\" \"$PWD\"\n".encode()
+        )
+        seen = OutputCap(4096)
+        try:
+            found = await self._read_until([self._ready], time.monotonic() + self.READY_TIMEOUT_SEC, seen)
+        except SandboxDied as e:
+            raise SandboxDied(str(e), log_tail=seen.text()) from e
+        if found is None:
+            raise SandboxDied("the sandbox shell did not start in time", log_tail=seen.text())
+        pid, _, start_dir = found[1].partition(" ")
+        self.pid = int(pid)
+        if self.restarts == 0:
+            # The image's WORKDIR (or the spec's): where tests run, whatever the agent cd'ed to.
+            self.start_dir = start_dir.strip() or "/"
+
+    async def exec(self, command: str, timeout: float) -> tuple[str, int | None, bool, bool]:
+        """Run ``command``; returns (output, exit status or None, timed_out, truncated)."""
+        async with self._lock:
+            cap = OutputCap(self.output_limit)
+            line = (
+                f"eval {shell_quote(command)} </dev/null; "
+                f"printf '\\n%s%s %d %s\\n' __TERMRL_ {self.token} \"$?\" \"$PWD\"\n"
+            )
+            await self.channel.write(line.encode())
+            found = await self._read_until([self._done, self._exit], time.monotonic() + timeout, cap)
+            timed_out = found is None
+            if timed_out:
+                found = await self._interrupt(cap)
+            needle, rest = found
+            status = int(rest.split(" ", 1)[0])
+            if needle == self._done:
+                self.cwd = rest.split(" ", 1)[1] if " " in rest else self.cwd
+            else:  # the inner shell exited (exit, set -e, killed): start another one
+                await self._restart()
+            return self._untraced(cap.text()), None if timed_out else status, timed_out, cap.truncated
+
+    def _untraced(self, output: str) -> str:
+        """Drop the `set -x` trace of our own marker printf (the command's last line)."""
+        cut = output.rfind("\n", 0, len(output) - 1) + 1
+        if f"__TERMRL_ {self.token} " in output[cut:]:
+            return output[:cut]
+        return output
+
+    async def _interrupt(self, cap: OutputCap) -> tuple[bytes, str]:
+        if self.pid is None:
+            raise SandboxDied("the sandbox shell has no pid")
+        for sig in ("INT", "KILL"):
+            await self.signal(self.pid, sig, "fg")
+            found = await self._read_until([self._done, self._exit], time.monotonic() + self.GRACE_SEC, cap)
+            if found is not None:
+                return found
+        # Stuck in a builtin loop or behind a process that ignores SIGINT:
+        # kill the inner shell with everything it started.
+        await self.signal(self.pid, "KILL", "all")
+        found = await self._read_until([self._done, self._exit], time.monotonic() + 5 * self.GRACE_SEC, cap)
+        if found is None:
+            raise ExecTimeout("the command ran past its timeout and the shell could not be recovered")
+        return found
+
+    async def _restart(self) -> None:
+        self.restarts += 1
+        await self.channel.write(b"\n")  # the supervisor's `read` starts the next shell
+        await self.start(self.cwd)
+
+    async def _read_until(
+        self, needles: list[bytes], deadline: float, sink: OutputCap
+    ) -> tuple[bytes, str] | None:
+        """Feed output to ``sink`` until a needle and its line arrive: (needle, rest of line).
+
+        None at the deadline; raises ``SandboxDied`` when the stream ends.
+        """
+        keep = max(len(n) for n in needles)
+        while True:
+            best = None
+            for needle in needles:
+                at = self._buf.find(needle)
+                if at >= 0 and (best is None or at < best[0]):
+                    best = (at, needle)
+            if best is not None:
+                at, needle = best
+                end = self._buf.find(b"\n", at + len(needle))
+                if end >= 0:
+                    sink.add(bytes(self._buf[:at]))
+                    rest = self._buf[at + len(needle) : end].decode(errors="replace")
+                    del self._buf[: end + 1]
+                    return needle, rest
+            elif len(self._buf) > keep:
+                sink.add(bytes(self._buf[:-keep]))
+                del self._buf[:-keep]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                data = await asyncio.wait_for(self.channel.read(), remaining)
+            except TimeoutError:
+                return None
+            if not data:
+                sink.add(bytes(self._buf))
+                self._buf.clear()
+                raise SandboxDied("the sandbox shell's output ended (the sandbox is gone)")
+            self._buf += data

@@ -1,0 +1,118 @@
+"""What a sandbox is made from (``SandboxSpec``) and what one command returns (``ExecResult``).
+
+A spec names either a ready image or a task environment (a Dockerfile and its
+build context as ``TaskFile``s). Environment images are cached by content hash:
+``environment_hash`` is the key, so two tasks with byte-identical environments
+share one image build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from termrl.artifacts.tasks import TaskFile
+from termrl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from termrl.artifacts.tasks import Task
+
+__all__ = ["ExecResult", "Network", "SandboxSpec", "environment_hash"]
+
+Network = Literal["none", "egress"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one command in a session's shell.
+
+    ``exit_code`` is None when the command timed out (``timed_out``) and was
+    interrupted; ``output`` is stdout and stderr interleaved, capped to the
+    manager's limit with the middle replaced by a marker line (``truncated``).
+    """
+
+    output: str
+    exit_code: int | None
+    duration: float
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+def environment_hash(files: list[TaskFile]) -> str:
+    """A content hash of a build context: paths, bytes and modes, order-independent."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.path):
+        digest.update(f"{f.path}\0{f.mode & 0o7777:o}\0{len(f.data)}\0".encode())
+        digest.update(f.data)
+    return digest.hexdigest()
+
+
+@dataclass
+class SandboxSpec:
+    """Everything needed to start one sandbox.
+
+    Exactly one of ``image`` and ``environment_files`` is set: an image
+    reference, or a Dockerfile plus build context to build (and cache) first.
+    """
+
+    image: str | None = None
+    environment_files: list[TaskFile] = field(default_factory=list)
+    workdir: str | None = None
+    """Start directory of the shell; None keeps the image's WORKDIR."""
+    env: dict[str, str] = field(default_factory=dict)
+    network: Network = "none"
+    """"none": no network at all; "egress": outbound access, host CAs injected."""
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    pids: int = 512
+    """Most processes and threads alive at once; a fork bomb stops here."""
+    lifetime_sec: float = 3600.0
+    """The sandbox is destroyed this long after it started, whatever it is doing."""
+    build_timeout_sec: float = 600.0
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if (self.image is None) == (not self.environment_files):
+            problems.append("set exactly one of image and environment_files")
+        if self.environment_files and not any(f.path == "Dockerfile" for f in self.environment_files):
+            problems.append("environment_files has no Dockerfile")
+        if self.network not in ("none", "egress"):
+            problems.append(f"network must be 'none' or 'egress', not {self.network!r}")
+        for name, value in (("cpus", self.cpus), ("memory_mb", self.memory_mb), ("pids", self.pids),
+                            ("lifetime_sec", self.lifetime_sec), ("build_timeout_sec", self.build_timeout_sec)):  # fmt: skip
+            if value <= 0:
+                problems.append(f"{name} must be positive, not {value}")
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def image_key(self) -> str:
+        """A stable name for the image this spec runs (built or given)."""
+        if self.image is not None:
+            return self.image
+        return f"termrl/env:{environment_hash(self.environment_files)[:24]}"
+
+    @classmethod
+    def from_task(cls, task: Task, **overrides: object) -> SandboxSpec:
+        """The spec of ``task``'s environment with its resource limits.
+
+        Only the environment goes in: test and solution files are never part
+        of the image, so the agent cannot read them before scoring.
+        """
+        values: dict[str, object] = {
+            "environment_files": list(task.environment_files),
+            "network": "egress" if task.allow_internet else "none",
+            "labels": {"termrl.task": task.id},
+        }
+        for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb),
+                            ("build_timeout_sec", task.build_timeout_sec)):  # fmt: skip
+            if value is not None:
+                values[name] = value
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]

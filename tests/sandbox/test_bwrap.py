@@ -1,0 +1,134 @@
+"""The bubblewrap backend end to end: overlay sandboxes over the base rootfs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from termrl.artifacts.tasks import Task, TaskFile
+from termrl.errors import SandboxDied, SandboxUnavailable
+from termrl.sandbox import SandboxManager, SandboxSpec
+
+pytestmark = pytest.mark.podman  # the base images (and task images) come from podman
+
+
+@pytest.fixture
+async def bwrap(base_images):
+    if os.geteuid() != 0:
+        pytest.skip("the bwrap backend needs root")
+    async with SandboxManager(backend="bwrap", output_limit=4096) as manager:
+        yield manager
+
+
+async def test_persistent_shell_and_image_config(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images, env={"EXTRA": "1"})) as session:
+        first = await session.exec("pwd; echo $PIP_BREAK_SYSTEM_PACKAGES $EXTRA; hostname")
+        assert first.output == "/app\n1 1\nsandbox\n"
+        await session.exec("cd /tmp && export N=41; sleep 300 & echo $! > bg.pid")
+        result = await session.exec("echo $((N + 1)); kill -0 $(cat bg.pid) && echo bg")
+        assert (result.output, result.exit_code) == ("42\nbg\n", 0)
+        timed = await session.exec("sleep 100", timeout=0.5)
+        assert timed.timed_out and timed.exit_code is None
+        assert (await session.exec("pwd; kill -0 $(cat bg.pid) && echo bg")).output == "/tmp\nbg\n"
+
+
+async def test_capabilities_are_dockers_default_set(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images)) as session:
+        caps = int((await session.exec("grep CapEff /proc/self/status | cut -f2")).output, 16)
+        # CAP_SYS_ADMIN (21), CAP_SYS_PTRACE (19), CAP_NET_ADMIN (12), CAP_SYS_MODULE (16) are gone.
+        assert all(not caps & (1 << bit) for bit in (21, 19, 12, 16))
+        assert caps & (1 << 0) and caps & (1 << 5)  # CAP_CHOWN, CAP_KILL kept
+        assert (await session.exec("mount -t tmpfs none /mnt")).exit_code != 0
+
+
+async def test_upload_download_and_symlinks_stay_inside(bwrap, base_images, tmp_path):
+    host_dir = tmp_path / "hostdir"
+    host_dir.mkdir()
+    (host_dir / "secret").write_text("host-only")
+    async with await bwrap.create(SandboxSpec(image=base_images)) as session:
+        await session.upload_files([TaskFile("test.sh", b"#!/bin/sh\necho ok\n", 0o755)], "/tests")
+        assert (await session.exec("stat -c %a /tests/test.sh; /tests/test.sh")).output == "755\nok\n"
+        # Symlinks the agent plants point inside the sandbox, never at the host.
+        await session.exec(f"ln -s {host_dir} /app/link; ln -s {host_dir}/secret /app/file-link")
+        await session.upload(b"inside", "/app/link/planted")
+        assert not (host_dir / "planted").exists()
+        with pytest.raises(FileNotFoundError):
+            await session.download("/app/file-link")
+        await session.exec(f"mkdir -p {host_dir} && echo sandbox-copy > {host_dir}/secret")
+        assert await session.download("/app/file-link") == b"sandbox-copy\n"
+        assert (host_dir / "secret").read_text() == "host-only"
+        with pytest.raises(FileNotFoundError):
+            await session.download("/no/such/file")
+
+
+async def test_isolation_from_the_host(bwrap, base_images, tmp_path):
+    secret = tmp_path / f"secret-{uuid.uuid4().hex}"
+    secret.write_text("host")
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    host = subprocess.Popen(["sleep", "987.25"])
+    try:
+        async with await bwrap.create(SandboxSpec(image=base_images)) as session:
+            assert (await session.exec(f"cat {secret}")).exit_code != 0
+            assert (await session.exec(f"curl -sS --max-time 2 http://127.0.0.1:{port}/", timeout=20)).exit_code != 0
+            assert (await session.exec("grep -la 987.25 /proc/[0-9]*/cmdline")).output == ""
+            await session.exec(f"kill -9 {host.pid}; kill -9 -1")
+        assert host.poll() is None
+    finally:
+        server.close()
+        host.kill()
+        host.wait()
+
+
+async def test_limits_memory_pids_lifetime(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images, memory_mb=128, pids=64)) as session:
+        hog = await session.exec("python3 -c \"b = bytearray(400 * 2**20); print('survived')\"", timeout=60)
+        assert hog.exit_code == 137 and "survived" not in hog.output.splitlines()
+        bomb = await session.exec("bomb() { bomb | bomb & }; bomb; sleep 2", timeout=4)
+        assert "fork: Resource temporarily unavailable" in bomb.output or "fork: retry" in bomb.output
+    short = await bwrap.create(SandboxSpec(image=base_images, lifetime_sec=2))
+    with pytest.raises(SandboxDied):
+        await short.exec("sleep 30", timeout=60)
+    await short.close()
+
+
+async def test_rm_rf_and_isolation_between_sessions(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images)) as first:
+        await first.exec("echo one > /app/leak; rm -rf --no-preserve-root / 2>/dev/null", timeout=120)
+        async with await bwrap.create(SandboxSpec(image=base_images)) as second:
+            result = await second.exec("ls /app/leak; ls /bin/ls")
+            assert "No such file" in result.output and "/bin/ls" in result.output
+
+
+async def test_teardown_leaves_no_mount_cgroup_or_process(bwrap, base_images):
+    session = await bwrap.create(SandboxSpec(image=base_images))
+    await session.exec("sleep 1000 & sleep 1001 &")
+    sandbox = session.sandbox
+    launcher = sandbox.channel.process.pid
+    assert sandbox.cgroups and all(c.exists() for c in sandbox.cgroups)
+    await session.close()
+    assert not sandbox.session_dir.exists()
+    assert not any(c.exists() for c in sandbox.cgroups)
+    assert sandbox.name not in Path("/proc/self/mountinfo").read_text()
+    leftover = subprocess.run(["pgrep", "-f", "sleep 100[01]"], capture_output=True, text=True).stdout.split()
+    assert leftover == [] and not Path(f"/proc/{launcher}").exists()
+
+
+async def test_task_environment_image_runs_under_bwrap(bwrap):
+    task = Task(
+        id="bwrap-env",
+        instruction="unused",
+        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nWORKDIR /work\nRUN echo built > /work/built\n")],
+    )
+    async with await bwrap.create(SandboxSpec.from_task(task)) as session:
+        assert (await session.exec("pwd; cat built")).output == "/work\nbuilt\n"
+
+
+async def test_egress_is_refused(bwrap, base_images):
+    with pytest.raises(SandboxUnavailable):
+        await bwrap.create(SandboxSpec(image=base_images, network="egress"))
