@@ -2,17 +2,21 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test test-all lint
+.PHONY: setup base-images run test test-all lint
 setup:
 	bash scripts/setup.sh
 
-run: setup
+# Local Debian base images for sandboxes (mmdebstrap, ~1-5 min once; seconds when current).
+base-images: setup
+	$(VENV)/bin/termrl sandbox build-base
+
+run: base-images
 	$(VENV)/bin/termrl run
 
-test: setup
+test: base-images
 	$(PY) -m pytest -m "not slow or ci" -q
 
-test-all: setup
+test-all: base-images
 	$(PY) -m pytest -q
 
 lint: setup
