@@ -1,9 +1,16 @@
-"""The `termrl` command line. Each command is a thin call into the library."""
+"""The `termrl` command line. Each command is a thin call into the library.
+
+This module is the entry layer: besides termrl's own commands it gathers the
+stage commands (``termrl stage <name>`` = ``python -m components.<name>``) and
+the pipeline commands. It is the one place in ``termrl`` that imports
+``components`` and ``pipelines``; library modules never do.
+"""
 
 from __future__ import annotations
 
 import click
 
+from components.synthesize.cli import synthesize
 from termrl import __version__
 from termrl.sandbox.commands import sandbox
 from termrl.taskfolders.commands import tasks
@@ -17,6 +24,14 @@ def main() -> None:
 
 main.add_command(tasks)
 main.add_command(sandbox)
+
+
+@main.group()
+def stage() -> None:
+    """Run one pipeline stage by hand (the same code the pipeline runs)."""
+
+
+stage.add_command(synthesize)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,102 @@
+"""Deliberate perturbations of a task's environment (the seed's "environment augmentation").
+
+The seed perturbs or partly breaks the initial environment — a preinstalled
+dependency removed, the package mirror switched to one that does not
+answer — so the agent learns to check, diagnose and recover instead of
+assuming an ideal machine. Each perturbation here is one RUN line (or an
+ENV/WORKDIR change) applied after the task's set-up:
+
+    tool-removed:<tool>   a preinstalled tool the golden solution and checks do not need is deleted
+    pip-index-missing     pip's index points at an address where nothing listens
+    apt-mirror-missing    apt's sources point at a mirror that does not resolve
+    workdir-moved         the shell starts in /root instead of /app
+
+Families add their own (a broken git config, ...) through ``Draft.perturbations``.
+The golden solution is written to pass under every perturbation its draft
+allows; the podman test runs it under them.
+"""
+
+from __future__ import annotations
+
+import random
+
+from components.synthesize.draft import Draft, Perturbation
+
+__all__ = ["REMOVABLE_TOOLS", "applicable", "choose"]
+
+# Tools of termrl/base:bookworm that a task may lose, with the binaries to delete.
+REMOVABLE_TOOLS: dict[str, tuple[str, ...]] = {
+    "jq": ("jq",),
+    "sqlite3": ("sqlite3",),
+    "zip": ("zip",),
+    "unzip": ("unzip",),
+    "tmux": ("tmux",),
+    "file": ("file",),
+    "nc": ("nc", "netcat", "nc.openbsd"),
+    "curl": ("curl",),
+    "xz": ("xz", "unxz", "xzcat"),
+    "bzip2": ("bzip2", "bunzip2", "bzcat"),
+}
+
+
+def _tool_removed(tool: str) -> Perturbation:
+    bins = " ".join(REMOVABLE_TOOLS[tool])
+    return Perturbation(
+        name=f"tool-removed:{tool}",
+        description=f"the preinstalled tool {tool} was deleted from the image",
+        run=f"for b in {bins}; do rm -f /usr/bin/$b /bin/$b /usr/local/bin/$b; done",
+    )
+
+
+PIP_INDEX_MISSING = Perturbation(
+    name="pip-index-missing",
+    description="pip is configured to use an index at 127.0.0.1:9 where nothing listens",
+    run=(
+        "printf '[global]\\nindex-url = http://127.0.0.1:9/simple\\ntimeout = 3\\nretries = 0\\n'"
+        " > /etc/pip.conf"
+    ),
+)
+
+APT_MIRROR_MISSING = Perturbation(
+    name="apt-mirror-missing",
+    description="apt's sources point at a mirror host that does not resolve",
+    run=(
+        "rm -f /etc/apt/sources.list.d/* && echo 'deb http://deb.mirror.invalid/debian bookworm main'"
+        " > /etc/apt/sources.list"
+    ),
+)
+
+WORKDIR_MOVED = Perturbation(
+    name="workdir-moved",
+    description="the working directory is /root, not /app",
+    workdir="/root",
+)
+
+
+def applicable(draft: Draft) -> list[Perturbation]:
+    """Every perturbation ``draft``'s golden solution and checks survive, in a fixed order."""
+    options = [_tool_removed(t) for t in sorted(REMOVABLE_TOOLS) if t not in draft.uses]
+    options += [PIP_INDEX_MISSING, APT_MIRROR_MISSING]
+    if draft.workdir == "/app":
+        options.append(WORKDIR_MOVED)
+    options += list(draft.perturbations)
+    return options
+
+
+def choose(draft: Draft, rng: random.Random, rate: float, max_count: int) -> list[Perturbation]:
+    """With probability ``rate``, 1..``max_count`` distinct perturbations; else none.
+
+    A family's own perturbations are weighted up (drawn first half the time):
+    they break something the task is about, which teaches more than a missing
+    tool the task never needed.
+    """
+    if max_count <= 0 or rng.random() >= rate:
+        return []
+    options = applicable(draft)
+    count = rng.randint(1, min(max_count, len(options)))
+    chosen: list[Perturbation] = []
+    if draft.perturbations and rng.random() < 0.5:
+        chosen.append(rng.choice(list(draft.perturbations)))
+    rest = [p for p in options if p not in chosen]
+    chosen += rng.sample(rest, max(0, count - len(chosen)))
+    return sorted(chosen, key=lambda p: p.name)
