@@ -12,6 +12,7 @@ import click
 
 from components.synthesize.cli import synthesize
 from termrl import __version__
+from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
 from termrl.taskfolders.commands import tasks
 
@@ -24,6 +25,7 @@ def main() -> None:
 
 main.add_command(tasks)
 main.add_command(sandbox)
+main.add_command(model)
 
 
 @main.group()

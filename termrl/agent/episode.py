@@ -1,0 +1,304 @@
+"""One episode of the terminal agent: the single harness rollout and eval share.
+
+    run_episode(engine, session, instruction, config) -> EpisodeResult
+
+    prompt ─► engine.generate ─► parse calls ─► session.exec ─► observation ─┐
+      ▲                                                                      │
+      └──────────── append the observation turn's tokens ◄───────────────────┘
+
+Each assistant turn becomes a ``Chunk`` whose fields are the chunk columns of
+the trajectories artifact. With an engine that takes token ids (transformers,
+vLLM) the conversation is a token stream grown by appending (see
+``termrl.llm.chat``), so ``prompt_ids + response_ids`` over the chunks is
+exactly what the model was fed. With a message-only engine (an API through
+litellm) the chunks record what the endpoint reports; the episode is
+``trainable`` only if those ids are exact and each prompt extends the last.
+
+The episode ends with a stop reason: ``done`` (the model called done),
+``max-turns``, ``context-overflow`` (no room left for a response),
+``lifetime`` (wall clock) or ``error`` (a sandbox or engine failure, whose
+type is kept in ``failure_type`` for mask & filter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from termrl.agent.session import ExecOutcome, ExecSession
+from termrl.agent.toolcalls import (
+    CallFormat,
+    ToolCall,
+    format_tool_responses,
+    is_read_only,
+    parse_response,
+    system_prompt,
+    truncate_middle,
+)
+from termrl.errors import ConfigError, TermrlError, failure_type
+from termrl.llm.chat import ChatTokens
+from termrl.llm.engine import ChatMessages, Engine, Generation, SamplingParams
+
+__all__ = ["AgentConfig", "Chunk", "EpisodeResult", "StopReason", "run_episode"]
+
+StopReason = Literal["done", "max-turns", "context-overflow", "lifetime", "error"]
+
+_NO_CALL = (
+    'No tool call found. Call a tool as <tool_call>{"name": "bash", "arguments": '
+    '{"command": "..."}}</tool_call>, or call done when the task is complete.'
+)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Every knob of the agent, with its default and why."""
+
+    max_turns: int = 30
+    """Assistant turns before the episode stops with ``max-turns``."""
+    max_new_tokens: int = 512
+    """Response budget per turn; lowered automatically near the end of the context."""
+    context_window: int | None = None
+    """Tokens of prompt + response the episode may use; None takes the engine's."""
+    min_response_tokens: int = 16
+    """Stop with ``context-overflow`` when less room than this is left for a response."""
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    """Temperature, top-p/k, stop strings and seed (max_new_tokens is set per turn)."""
+    max_observation_chars: int = 4000
+    """Longer command outputs are cut to head + tail with a marker."""
+    default_timeout_s: float = 60.0
+    """Timeout of a bash call that does not give one."""
+    max_timeout_s: float = 600.0
+    """Cap on the timeout a bash call may ask for."""
+    lifetime_s: float | None = None
+    """Wall-clock limit of the whole episode (``lifetime``); None means no limit."""
+    system_prompt: str | None = None
+    """None uses the default prompt with the bash and done tools."""
+    allow_fenced_bash: bool = True
+    """Accept a fenced bash block as a call (small models); marked ``fenced-bash``."""
+    parallel_read_only: bool = True
+    """Run consecutive read-only calls of one turn concurrently."""
+
+    def validate(self) -> None:
+        problems = []
+        if self.max_turns < 1:
+            problems.append("max_turns must be at least 1")
+        if self.max_new_tokens < 1:
+            problems.append("max_new_tokens must be at least 1")
+        if self.min_response_tokens < 1:
+            problems.append("min_response_tokens must be at least 1")
+        if self.max_observation_chars < 64:
+            problems.append("max_observation_chars must be at least 64")
+        if self.default_timeout_s <= 0 or self.max_timeout_s <= 0:
+            problems.append("timeouts must be positive")
+        if problems:
+            raise ConfigError(problems)
+
+
+@dataclass
+class Chunk:
+    """One assistant turn, as the trajectories artifact stores it."""
+
+    chunk_index: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    response_text: str
+    action: str
+    call_format: CallFormat
+    observation: str
+    exit_code: int | None
+    gen_ms: float
+    exec_ms: float
+
+    def to_row(self) -> dict[str, Any]:
+        """The chunk columns of a trajectories row."""
+        return asdict(self)
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode produced."""
+
+    chunks: list[Chunk]
+    stop_reason: StopReason
+    num_turns: int
+    episode_tokens: int
+    """Length of the token stream the model saw (prompts and responses)."""
+    trainable: bool
+    """True when every token id is exactly what the model was fed and sampled."""
+    failure_type: str | None = None
+    error: str | None = None
+    messages: ChatMessages = field(default_factory=list)
+    """The conversation as text (logs, reports); training reads the chunks."""
+    wall_s: float = 0.0
+
+
+def _describe(outcome: ExecOutcome, max_chars: int, timeout: float) -> str:
+    text = truncate_middle(outcome.output, max_chars)
+    if outcome.truncated:
+        text += "\n[output truncated by the sandbox]"
+    if outcome.timed_out:
+        return f"{text}\n[command timed out after {timeout:g} s]"
+    return f"{text}\n[exit code: {outcome.exit_code}]"
+
+
+async def _execute(
+    session: ExecSession, calls: list[ToolCall], config: AgentConfig
+) -> tuple[list[str], int | None, bool]:
+    """Run a turn's calls in order; returns (observation parts, last exit code, done)."""
+    parts: list[str] = []
+    last_exit: int | None = None
+    i = 0
+    while i < len(calls):
+        call = calls[i]
+        if call.name == "done":
+            return parts, last_exit, True
+        group = [call]
+        if config.parallel_read_only and is_read_only(call):
+            while i + len(group) < len(calls) and is_read_only(calls[i + len(group)]):
+                group.append(calls[i + len(group)])
+        timeouts = [
+            min(float(c.arguments.get("timeout") or config.default_timeout_s), config.max_timeout_s)
+            for c in group
+        ]
+        outcomes = await asyncio.gather(
+            *(session.exec(c.arguments["command"], t) for c, t in zip(group, timeouts, strict=True))
+        )
+        for outcome, timeout in zip(outcomes, timeouts, strict=True):
+            parts.append(_describe(outcome, config.max_observation_chars, timeout))
+            last_exit = outcome.exit_code
+        i += len(group)
+    return parts, last_exit, False
+
+
+class _Stream:
+    """The token bookkeeping of one episode (token mode or message mode)."""
+
+    def __init__(self, engine: Engine, messages: ChatMessages) -> None:
+        self.engine = engine
+        self.token_mode = engine.accepts_token_ids and engine.tokenizer is not None
+        self.chat = ChatTokens(engine.tokenizer) if self.token_mode else None
+        self.messages = messages
+        self.ids: list[int] = []  # everything fed and sampled so far
+        self.pending: list[int] = self.chat.initial_ids(messages) if self.chat else []
+        self.exact = True
+
+    def prompt_tokens(self) -> int:
+        return len(self.ids) + len(self.pending)
+
+    async def generate(self, params: SamplingParams) -> tuple[Generation, list[int]]:
+        """Generate the next response; returns it with this chunk's prompt delta."""
+        if self.chat is not None:
+            full = self.ids + self.pending
+            gen = (await self.engine.generate([full], params))[0]
+            delta, self.ids = self.pending, full + gen.token_ids
+            return gen, delta
+        gen = (await self.engine.generate([list(self.messages)], params))[0]
+        fed = gen.prompt_ids
+        if (
+            not gen.exact_tokens
+            or fed is None
+            or not gen.token_ids
+            or fed[: len(self.ids)] != self.ids
+        ):
+            # Without exact ids that extend the previous stream, the chunk cannot be trained on.
+            self.exact = False
+            delta = list(fed or [])
+            self.ids = list(fed or []) + list(gen.token_ids)
+        else:
+            delta = fed[len(self.ids) :]
+            self.ids = fed + gen.token_ids
+        return gen, delta
+
+    def add_turns(self, response: Generation, new_messages: ChatMessages) -> None:
+        self.messages.append({"role": "assistant", "content": response.text})
+        self.messages.extend(new_messages)
+        if self.chat is not None:
+            self.pending = self.chat.continuation_ids(new_messages, response.token_ids)
+
+
+async def run_episode(
+    engine: Engine, session: ExecSession, instruction: str, config: AgentConfig
+) -> EpisodeResult:
+    """Let the agent work on ``instruction`` in ``session`` until it stops."""
+    config.validate()
+    started = time.monotonic()
+    window = config.context_window or engine.context_window
+    stream = _Stream(
+        engine,
+        [
+            {"role": "system", "content": config.system_prompt or system_prompt()},
+            {"role": "user", "content": instruction},
+        ],
+    )
+    chunks: list[Chunk] = []
+    stop: StopReason = "max-turns"
+    error: BaseException | None = None
+    for turn in range(config.max_turns):
+        if config.lifetime_s is not None and time.monotonic() - started > config.lifetime_s:
+            stop = "lifetime"
+            break
+        room = window - stream.prompt_tokens()
+        if room < config.min_response_tokens:
+            stop = "context-overflow"
+            break
+        params = replace(config.sampling, max_new_tokens=min(config.max_new_tokens, room))
+        try:
+            gen, delta = await stream.generate(params)
+        except TermrlError as exc:
+            stop, error = "error", exc
+            break
+        parsed = parse_response(gen.text)
+        if parsed.call_format == "fenced-bash" and not config.allow_fenced_bash:
+            parsed = replace(parsed, calls=[], call_format="none")
+        exec_started = time.perf_counter()
+        try:
+            parts, exit_code, done = await _execute(session, parsed.calls, config)
+        except TermrlError as exc:
+            parts, exit_code, done = [f"[sandbox error: {type(exc).__name__}]"], None, False
+            stop, error = "error", exc
+        exec_ms = (time.perf_counter() - exec_started) * 1000.0
+        parts = [f"Error: {e}" for e in parsed.errors] + parts
+        if parsed.call_format == "none":
+            parts.append(_NO_CALL)
+        elif gen.finish_reason == "length" and parsed.errors:
+            parts.append("[your response was cut off at the token limit]")
+        observation = format_tool_responses(parts) if parts else ""
+        chunks.append(
+            Chunk(
+                chunk_index=turn,
+                prompt_ids=list(delta),
+                response_ids=list(gen.token_ids),
+                response_logprobs=list(gen.logprobs or []),
+                response_text=gen.text,
+                action=json.dumps([c.to_json() for c in parsed.calls]),
+                call_format=parsed.call_format,
+                observation=observation,
+                exit_code=exit_code,
+                gen_ms=gen.gen_ms,
+                exec_ms=exec_ms,
+            )
+        )
+        if error is not None:
+            break
+        if done:
+            stop = "done"
+            break
+        stream.add_turns(gen, [{"role": "user", "content": observation}])
+    trainable = stream.exact and all(
+        len(c.response_logprobs) == len(c.response_ids) for c in chunks
+    )
+    return EpisodeResult(
+        chunks=chunks,
+        stop_reason=stop,
+        num_turns=len(chunks),
+        episode_tokens=len(stream.ids),
+        trainable=trainable,
+        failure_type=failure_type(error) if error is not None else None,
+        error=str(error) if error is not None else None,
+        messages=stream.messages,
+        wall_s=time.monotonic() - started,
+    )

@@ -1,0 +1,128 @@
+"""The one inference interface every stage talks to.
+
+An engine generates for a *batch* of prompts, with one set of sampling
+parameters or one per prompt (a seeded request samples the same tokens alone
+or batched with others). A prompt is either token ids (the token-in-token-out path that
+training needs: the caller decides every token the model is fed) or a chat
+conversation (API models, which only take messages). Each result carries the
+text, the response token ids, the per-token log-probabilities under the
+sampling distribution (μ), and why generation stopped:
+
+    Engine.generate([Prompt, ...], SamplingParams | [SamplingParams, ...]) -> [Generation, ...]
+        ├── TransformersEngine   CPU/GPU, batched, KV cache          (hf_engine)
+        ├── VLLMEngine           GPU, offline vllm.LLM               (vllm_engine)
+        └── LiteLLMEngine        any OpenAI-compatible endpoint      (litellm_engine)
+
+``BatchingEngine`` (batching.py) sits in front of any of them and merges the
+single requests of many concurrent episodes into batched calls.
+
+Stop strings are *kept* in the returned text and token ids: the tokens were
+sampled and the trainer must see them (OpenAI servers drop them; the
+litellm engine puts them back).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "TOOL_CALL_END",
+    "ChatMessages",
+    "Engine",
+    "FinishReason",
+    "Generation",
+    "ParamsArg",
+    "Prompt",
+    "SamplingParams",
+    "per_prompt_params",
+]
+
+TOOL_CALL_END = "</tool_call>"
+"""Where an assistant turn that calls a tool ends: generation stops here."""
+
+ChatMessages = list[dict[str, Any]]
+Prompt = list[int] | ChatMessages
+FinishReason = Literal["stop", "eos", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. Hashable, so the batching front can group equal requests."""
+
+    max_new_tokens: int = 512
+    """Upper bound on generated tokens for this call (the agent lowers it near the context limit)."""
+    temperature: float = 1.0
+    """0 means greedy. Logprobs are computed from logits / temperature (1.0 when greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass; 1.0 disables it."""
+    top_k: int = 0
+    """Keep only the k most likely tokens; 0 disables it."""
+    stop: tuple[str, ...] = (TOOL_CALL_END,)
+    """Generation stops once the response text contains one of these (kept in the output)."""
+    seed: int | None = None
+    """Seed for reproducible sampling (per call; None draws fresh randomness)."""
+
+
+ParamsArg = SamplingParams | Sequence[SamplingParams]
+"""One SamplingParams for the whole batch, or one per prompt."""
+
+
+def per_prompt_params(params: ParamsArg, n: int) -> list[SamplingParams]:
+    """Expand ``params`` to one entry per prompt."""
+    if isinstance(params, SamplingParams):
+        return [params] * n
+    out = list(params)
+    if len(out) != n:
+        raise ValueError(f"{len(out)} sampling params for {n} prompts")
+    return out
+
+
+@dataclass
+class Generation:
+    """One response."""
+
+    text: str
+    """The decoded response, stop string included, end-of-turn token not."""
+    token_ids: list[int]
+    """Response tokens exactly as sampled (empty when an API does not say)."""
+    logprobs: list[float] | None
+    """log μ(token) per response token; None when the engine cannot tell."""
+    finish_reason: FinishReason
+    """stop: a stop string; eos: the end-of-turn token; length: max_new_tokens reached."""
+    prompt_ids: list[int] | None = None
+    """The tokens the model was fed, when known (a token prompt, or an endpoint that reports them)."""
+    exact_tokens: bool = True
+    """False when token_ids/prompt_ids are not what the model really saw and sampled."""
+    gen_ms: float = 0.0
+    """Wall time of the (batched) call that produced this response."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine(abc.ABC):
+    """Batched generation. Implementations may block: call them from a thread or a batcher."""
+
+    name: str = "engine"
+    #: True when prompts may be token ids (the engine owns a tokenizer).
+    accepts_token_ids: bool = True
+    #: The Hugging Face tokenizer whose ids the engine speaks (None for API engines).
+    tokenizer: Any = None
+    #: The model's context window in tokens (prompt + response).
+    context_window: int = 8192
+    #: The model name reported by /v1/models and stored with results.
+    model_name: str = "model"
+
+    @abc.abstractmethod
+    async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
+        """Generate one response per prompt, in order (params: shared or one per prompt)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most engines hold nothing
+        """Release resources (servers, GPU memory)."""
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,259 @@
+"""The transformers engine: batched sampling with a KV cache, on CPU or GPU.
+
+The decoding loop is written out rather than delegated to ``generate()`` so
+that each row's stop reason, the exact sampled ids and log μ of every token
+come out directly. Prompts are left-padded into one batch; position ids
+follow the attention mask so padding does not shift a row's positions. A row
+stops at the end-of-turn token, at a stop string (``</tool_call>``) or at
+its token budget; the batch stops when every row has.
+
+fp32 on CPU: this machine has no bf16 units, and bf16 matmuls run ~40× slower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from termrl.errors import ModelError
+from termrl.llm.engine import (
+    Engine,
+    FinishReason,
+    Generation,
+    ParamsArg,
+    Prompt,
+    SamplingParams,
+    per_prompt_params,
+)
+
+__all__ = ["TransformersEngine", "sample_next"]
+
+
+def sample_next(logits: Any, params: SamplingParams, generator: Any) -> tuple[Any, Any]:
+    """Pick one token per row; return (token ids [B], log μ of them [B]).
+
+    μ is the distribution at the sampling temperature before top-k/top-p
+    truncation (greedy counts as temperature 1), which is what the trainer
+    recomputes for the same tokens.
+    """
+    import torch
+
+    logits = logits.float()  # [B, V]
+    if params.temperature <= 0:
+        tokens = logits.argmax(dim=-1)  # [B]
+        logp = torch.log_softmax(logits, dim=-1)  # [B, V]
+        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+    scaled = logits / params.temperature  # [B, V]
+    logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
+    filtered = scaled
+    if params.top_k > 0:
+        kth = torch.topk(filtered, min(params.top_k, filtered.shape[-1]), dim=-1).values[:, -1:]
+        filtered = filtered.masked_fill(filtered < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(filtered, descending=True, dim=-1)  # [B, V]
+        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)  # [B, V]
+        # Drop a token when the mass before it already reaches top_p (keeps at least one).
+        drop_sorted = (cum - torch.softmax(sorted_logits, dim=-1)) >= params.top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        filtered = filtered.masked_fill(drop, float("-inf"))
+    probs = torch.softmax(filtered, dim=-1)  # [B, V]
+    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class TransformersEngine(Engine):
+    """A Hugging Face causal LM behind the engine interface.
+
+    One generate runs at a time (a lock): on CPU a second concurrent batch
+    would only slow both; the batching front merges concurrent requests instead.
+    """
+
+    name = "transformers"
+    accepts_token_ids = True
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_batch_size: int = 32,
+        context_window: int | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype=getattr(torch, dtype)
+            ).to(device)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load model from {model_path}: {exc}") from exc
+        self.model.eval()
+        self.device = device
+        self.max_batch_size = max_batch_size
+        self.model_name = os.path.basename(os.path.normpath(str(model_path)))
+        self.context_window = context_window or int(
+            getattr(self.model.config, "max_position_embeddings", 8192)
+        )
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.add(self.tokenizer.eos_token_id)
+        self.eos_ids = frozenset(eos_ids)
+        self.pad_id = (
+            self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else next(iter(self.eos_ids))
+        )
+        self._lock = threading.Lock()
+
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        """Token ids for a prompt: as given, or the chat template with a generation header."""
+        if prompt and isinstance(prompt[0], dict):
+            return list(
+                self.tokenizer.apply_chat_template(
+                    prompt, tokenize=True, add_generation_prompt=True
+                )
+            )
+        return [int(t) for t in prompt]
+
+    async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
+        return await asyncio.to_thread(self.generate_sync, prompts, params)
+
+    def generate_sync(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
+        """Blocking generate (benchmarks and scripts call it directly)."""
+        ids = [self.prompt_ids(p) for p in prompts]
+        per_row = per_prompt_params(params, len(ids))
+        out: list[Generation] = []
+        with self._lock:
+            for start in range(0, len(ids), self.max_batch_size):
+                end = start + self.max_batch_size
+                out.extend(self._generate_batch(ids[start:end], per_row[start:end]))
+        return out
+
+    def _generate_batch(
+        self, prompts: list[list[int]], params: list[SamplingParams]
+    ) -> list[Generation]:
+        import torch
+
+        if not prompts:
+            return []
+        if any(not p for p in prompts):
+            raise ModelError("an empty prompt cannot be generated from")
+        longest = max(len(p) for p in prompts)
+        if longest >= self.context_window:
+            raise ModelError(
+                f"prompt of {longest} tokens leaves no room in a {self.context_window}-token context"
+            )
+        budgets = [min(p.max_new_tokens, self.context_window - longest) for p in params]
+        started = time.perf_counter()
+        batch = len(prompts)
+        input_ids = torch.full((batch, longest), self.pad_id, dtype=torch.long)  # [B, T]
+        mask = torch.zeros((batch, longest), dtype=torch.long)  # [B, T]
+        for row, p in enumerate(prompts):
+            input_ids[row, longest - len(p) :] = torch.tensor(p)
+            mask[row, longest - len(p) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
+        sampler = _Sampler(params)
+        tails = [
+            max(
+                (len(self.tokenizer.encode(s, add_special_tokens=False)) for s in p.stop), default=0
+            )
+            + 2
+            for p in params
+        ]
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        finish: list[FinishReason | None] = [None] * batch
+        dev = self.device
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=input_ids.to(dev),
+                attention_mask=mask.to(dev),
+                position_ids=positions.to(dev),
+                use_cache=True,
+            )
+            last_pos = positions[:, -1]  # [B]
+            for _ in range(max(budgets)):
+                picked, picked_logp = sampler(out.logits[:, -1, :].cpu())  # [B], [B]
+                for row in range(batch):
+                    if finish[row] is not None:
+                        picked[row] = self.pad_id
+                        continue
+                    tok = int(picked[row])
+                    tokens[row].append(tok)
+                    logprobs[row].append(float(picked_logp[row]))
+                    stop = params[row].stop
+                    if tok in self.eos_ids:
+                        finish[row] = "eos"
+                    elif stop and any(
+                        s in self.tokenizer.decode(tokens[row][-tails[row] :]) for s in stop
+                    ):
+                        finish[row] = "stop"
+                    elif len(tokens[row]) >= budgets[row]:
+                        finish[row] = "length"
+                if all(f is not None for f in finish):
+                    break
+                mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=-1)
+                last_pos = last_pos + 1
+                out = self.model(
+                    input_ids=picked[:, None].to(dev),
+                    attention_mask=mask.to(dev),
+                    position_ids=last_pos[:, None].to(dev),
+                    past_key_values=out.past_key_values,
+                    use_cache=True,
+                )
+        gen_ms = (time.perf_counter() - started) * 1000.0
+        return [
+            Generation(
+                # The end-of-turn token is in token_ids but not in the text.
+                text=self.tokenizer.decode(
+                    tokens[row][:-1] if finish[row] == "eos" else tokens[row]
+                ),
+                token_ids=tokens[row],
+                logprobs=logprobs[row],
+                finish_reason=finish[row] or "length",
+                prompt_ids=prompts[row],
+                exact_tokens=True,
+                gen_ms=gen_ms,
+            )
+            for row in range(batch)
+        ]
+
+
+class _Sampler:
+    """Samples a batch; one vectorised draw when all rows share their settings.
+
+    Rows with their own seed or settings (requests of different episodes
+    merged by the batching front) are drawn one by one, each with its own
+    generator, so a seeded request gives the same tokens alone or in a batch.
+    """
+
+    def __init__(self, params: list[SamplingParams]) -> None:
+        import torch
+
+        def make(seed: int | None) -> Any:
+            return torch.Generator().manual_seed(
+                seed if seed is not None else int(torch.randint(0, 2**62, (1,)))
+            )
+
+        self.params = params
+        self.shared = all(p == params[0] for p in params) and params[0].seed is None
+        self.generators = [make(None)] if self.shared else [make(p.seed) for p in params]
+
+    def __call__(self, logits: Any) -> tuple[Any, Any]:
+        import torch
+
+        if self.shared:
+            return sample_next(logits, self.params[0], self.generators[0])
+        rows = [
+            sample_next(logits[i : i + 1], p, g)
+            for i, (p, g) in enumerate(zip(self.params, self.generators, strict=True))
+        ]
+        return torch.cat([t for t, _ in rows]), torch.cat([lp for _, lp in rows])

@@ -1,0 +1,150 @@
+"""The vLLM engine: offline ``vllm.LLM`` on a GPU, token ids in, token ids and logprobs out.
+
+vLLM's wheels are CUDA builds pinned to their own torch, so vLLM lives in the
+GPU image (the ``gpu`` extra), never in the CPU install. Constructing this
+engine where vLLM or a CUDA device is missing raises ``EngineUnavailable``
+with the reason; callers fall back to the transformers engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from termrl.errors import EngineUnavailable
+from termrl.llm.engine import (
+    Engine,
+    FinishReason,
+    Generation,
+    ParamsArg,
+    Prompt,
+    SamplingParams,
+    per_prompt_params,
+)
+
+__all__ = ["VLLMEngine", "vllm_available"]
+
+
+def vllm_available() -> str | None:
+    """None when vLLM can run here, else why not."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"vllm is not installed ({exc}); it ships in the GPU image: pip install 'termrl[gpu]'"
+        )
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a base dependency
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "vllm needs a CUDA device and none is visible"
+    return None
+
+
+class VLLMEngine(Engine):
+    """An offline vLLM instance; generate calls are serialized (vLLM batches internally)."""
+
+    name = "vllm"
+    accepts_token_ids = True
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        *,
+        gpu_memory_utilization: float = 0.5,
+        context_window: int | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+    ) -> None:
+        reason = vllm_available()
+        if reason is not None:
+            raise EngineUnavailable(f"the vllm engine cannot run here: {reason}")
+        from vllm import LLM
+
+        self.llm = LLM(
+            model=str(model_path),
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=context_window,
+            dtype=dtype,
+            seed=seed,
+            enable_prefix_caching=True,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.context_window = int(self.llm.llm_engine.model_config.max_model_len)
+        self.model_name = os.path.basename(os.path.normpath(str(model_path)))
+        self._lock = threading.Lock()
+
+    async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
+        return await asyncio.to_thread(self.generate_sync, prompts, params)
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        if prompt and isinstance(prompt[0], dict):
+            return list(
+                self.tokenizer.apply_chat_template(
+                    prompt, tokenize=True, add_generation_prompt=True
+                )
+            )
+        return [int(t) for t in prompt]
+
+    def generate_sync(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
+        ids = [self._prompt_ids(p) for p in prompts]
+        vparams = [_to_vllm(p) for p in per_prompt_params(params, len(ids))]
+        from vllm.inputs import TokensPrompt
+
+        started = time.perf_counter()
+        with self._lock:
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=p) for p in ids], vparams, use_tqdm=False
+            )
+        gen_ms = (time.perf_counter() - started) * 1000.0
+        results = []
+        for prompt, out in zip(ids, outputs, strict=True):
+            completion = out.outputs[0]
+            token_ids = list(completion.token_ids)
+            logprobs = [
+                float(step[tok].logprob)
+                for tok, step in zip(token_ids, completion.logprobs or [], strict=False)
+            ]
+            results.append(
+                Generation(
+                    text=completion.text,
+                    token_ids=token_ids,
+                    logprobs=logprobs if len(logprobs) == len(token_ids) else None,
+                    finish_reason=_finish(completion, self.tokenizer.eos_token_id),
+                    prompt_ids=prompt,
+                    gen_ms=gen_ms,
+                )
+            )
+        return results
+
+    async def aclose(self) -> None:
+        self.llm = None  # dropping the LLM frees its GPU memory
+
+
+def _to_vllm(params: SamplingParams) -> Any:
+    from vllm import SamplingParams as VParams
+
+    return VParams(
+        n=1,
+        max_tokens=params.max_new_tokens,
+        temperature=max(params.temperature, 0.0),
+        top_p=params.top_p,
+        top_k=params.top_k if params.top_k > 0 else -1,
+        seed=params.seed,
+        stop=list(params.stop) or None,
+        include_stop_str_in_output=True,
+        logprobs=0,  # the sampled token's own logprob only
+    )
+
+
+def _finish(completion: Any, eos_id: int | None) -> FinishReason:
+    if completion.finish_reason == "length":
+        return "length"
+    if completion.token_ids and completion.token_ids[-1] == eos_id:
+        return "eos"
+    return "stop"

