@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import click
 
+from components.eval.cli import eval_command, report_command
+from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
+from components.verify.cli import verify
 from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
@@ -34,6 +37,10 @@ def stage() -> None:
 
 
 stage.add_command(synthesize)
+stage.add_command(verify)
+stage.add_command(rollout)
+stage.add_command(eval_command)
+main.add_command(report_command)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,145 @@
+"""The three agents eval can put in a sandbox, behind one small interface.
+
+    agent.act(session, task, trial, budget_sec) -> AgentRun
+
+- ``PolicyAgent``: the training agent itself — ``termrl.agent.run_episode``,
+  the one episode harness rollout uses too — driving a transformers model
+  folder or a ``litellm:`` model. The agent phase's budget becomes the
+  episode's lifetime and the cap on any one command's timeout.
+- ``OracleAgent``: runs the task's reference solution (``termrl.taskrun``),
+  the way verification does. Must score 100 % on sound tasks.
+- ``NopAgent``: does nothing. Must score 0 % on sound tasks.
+
+Oracle and nop check the harness and the tasks; they use no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from components.eval.config import API_PREFIX, EvalConfig
+from termrl.agent.episode import AgentConfig, Chunk, run_episode
+from termrl.artifacts.tasks import Task
+from termrl.errors import ModelError
+from termrl.llm.engine import Engine, SamplingParams
+from termrl.sandbox.session import Session
+from termrl.taskrun import run_solution, solution_steps
+
+__all__ = ["Agent", "AgentRun", "NopAgent", "OracleAgent", "PolicyAgent", "make_agent", "open_engine"]
+
+
+@dataclass
+class AgentRun:
+    """What one agent phase did, in the terms the results and the taxonomy use."""
+
+    stop_reason: str
+    chunks: list[Chunk] = field(default_factory=list)
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    episode_tokens: int = 0
+    timed_out: bool = False
+    """The agent itself stopped at its budget (the solution timed out, the episode's lifetime)."""
+    failure_type: str | None = None
+    error: str | None = None
+
+
+class Agent(Protocol):
+    name: str
+
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun: ...
+
+
+class NopAgent:
+    """Leaves the sandbox as the environment built it."""
+
+    name = "nop"
+
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
+        return AgentRun(stop_reason="done")
+
+
+class OracleAgent:
+    """Runs the reference solution under the agent budget."""
+
+    name = "oracle"
+
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
+        outcome = await run_solution(session, task, timeout=budget_sec)
+        steps = len(solution_steps(task))
+        return AgentRun(
+            stop_reason="lifetime" if outcome.timed_out else "done",
+            turns=steps,
+            timed_out=outcome.timed_out,
+            error=None if outcome.exit_code in (0, None) else f"solution exited {outcome.exit_code}",
+        )
+
+
+class PolicyAgent:
+    """The training agent: one ``run_episode`` per trial on a shared engine."""
+
+    name = "policy"
+
+    def __init__(self, engine: Engine, config: EvalConfig):
+        self.engine = engine
+        self.config = config
+
+    def agent_config(self, trial: int, budget_sec: float) -> AgentConfig:
+        """The episode's settings for one trial under ``budget_sec`` seconds."""
+        c = self.config
+        seed = None if c.seed is None else c.seed + trial
+        return AgentConfig(
+            max_turns=c.max_turns,
+            max_new_tokens=c.max_new_tokens,
+            context_window=c.context_window,
+            sampling=SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed),
+            lifetime_s=budget_sec,
+            default_timeout_s=min(AgentConfig.default_timeout_s, budget_sec),
+            max_timeout_s=min(AgentConfig.max_timeout_s, budget_sec),
+        )
+
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
+        result = await run_episode(self.engine, session, task.instruction, self.agent_config(trial, budget_sec))
+        return AgentRun(
+            stop_reason=result.stop_reason,
+            chunks=result.chunks,
+            turns=result.num_turns,
+            prompt_tokens=sum(len(c.prompt_ids) for c in result.chunks),
+            completion_tokens=sum(len(c.response_ids) for c in result.chunks),
+            episode_tokens=result.episode_tokens,
+            timed_out=result.stop_reason == "lifetime",
+            failure_type=result.failure_type,
+            error=result.error,
+        )
+
+
+def open_engine(config: EvalConfig) -> Engine:
+    """The engine behind the policy agent: litellm for ``litellm:MODEL``, else transformers."""
+    model = str(config.model or "")
+    if model.startswith(API_PREFIX):
+        from termrl.llm.litellm_engine import LiteLLMEngine
+
+        return LiteLLMEngine(
+            model[len(API_PREFIX):], api_base=config.api_base, context_window=config.context_window or 8192
+        )
+    from termrl.llm.batching import BatchingEngine
+    from termrl.llm.hf_engine import TransformersEngine
+
+    try:
+        engine = TransformersEngine(model, max_batch_size=config.max_batch_size, context_window=config.context_window)
+    except ImportError as exc:
+        raise ModelError(f"the transformers engine cannot load {model}: {exc}") from exc
+    # Concurrent episodes ask one response at a time; the front merges them into batches.
+    return BatchingEngine(engine, max_batch_size=config.max_batch_size)
+
+
+def make_agent(config: EvalConfig, engine: Engine | None = None) -> Agent:
+    """The agent ``config.agent`` names (the policy agent needs ``engine``)."""
+    if config.agent == "oracle":
+        return OracleAgent()
+    if config.agent == "nop":
+        return NopAgent()
+    if engine is None:
+        raise ModelError("the policy agent needs an engine")
+    return PolicyAgent(engine, config)

@@ -1,0 +1,119 @@
+"""The eval stage's one configuration: every knob, its default and why.
+
+``EvalConfig`` is filled by the command line (``components.eval.cli``) or by
+the KFP component; ``validate()`` reports every problem at once, before any
+sandbox starts. Values derived from other values live in methods here
+(``is_api_model``, ``label``), nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from termrl.errors import ConfigError
+from termrl.sandbox.manager import BACKENDS
+
+__all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
+
+AGENTS = ("policy", "oracle", "nop")
+API_PREFIX = "litellm:"
+
+
+@dataclass
+class EvalConfig:
+    """Everything the eval stage needs. Inputs and outputs first, then the agent, then limits."""
+
+    tasks: str = ""
+    """A tasks artifact (Parquet), or a folder of Terminal-Bench task folders (Harbor or
+    legacy layout, or one task folder) — imported on the fly, nothing written back."""
+    out: str = ""
+    """The eval-results artifact to write (Parquet, one row per task and trial)."""
+    report: str | None = None
+    """The self-contained HTML report to write; None writes none."""
+    agent: str = "policy"
+    """``policy`` (the training agent driving ``model``), ``oracle`` (runs each task's
+    reference solution: must score 100 %) or ``nop`` (does nothing: must score 0 %).
+    The last two check the harness and the tasks, not a model."""
+    model: str | None = None
+    """For the policy agent: a Hugging Face model folder (transformers engine) or
+    ``litellm:MODEL`` (any API or OpenAI-compatible endpoint through litellm)."""
+    api_base: str | None = None
+    """Endpoint for a ``litellm:`` model (e.g. a vLLM server); None uses litellm's default."""
+    trials: int = 1
+    """Independent trials per task; pass@k is reported for k up to this."""
+    task_ids: list[str] = field(default_factory=list)
+    """Evaluate only these task ids (empty: all tasks)."""
+    concurrency: int = 2
+    """Sandboxes alive at once. This machine has about one core of real throughput, so a
+    small number keeps command timings honest; raise it on a cluster."""
+    build_concurrency: int = 1
+    """Image builds at once before the trials start (each task's image is built once)."""
+    backend: str = "podman"
+    """Sandbox backend (see ``termrl.sandbox.manager.BACKENDS``)."""
+    max_turns: int = 30
+    """Assistant turns before an episode stops with ``max-turns``."""
+    max_new_tokens: int = 512
+    """Response budget per turn."""
+    context_window: int | None = None
+    """Tokens of prompt + response an episode may use; None takes the engine's."""
+    temperature: float = 0.7
+    """Sampling temperature; above 0 so that trials differ and pass@k means something."""
+    seed: int | None = None
+    """None samples fresh randomness, so concurrent episodes share batches. A seed makes
+    trial t sample with ``seed + t`` (reproducible), at the price of one batch per trial."""
+    max_batch_size: int = 32
+    """Largest batch the transformers engine generates at once (concurrent episodes merge)."""
+    run_id: str | None = None
+    """Name of this run in the results and the report; None derives one from agent and model."""
+    progress: bool = True
+    """Show a progress bar over trials."""
+
+    def is_api_model(self) -> bool:
+        return bool(self.model) and str(self.model).startswith(API_PREFIX)
+
+    def label(self) -> str:
+        """How this run is named in the results and the report."""
+        if self.run_id:
+            return self.run_id
+        if self.agent != "policy":
+            return self.agent
+        model = str(self.model or "")
+        return model if self.is_api_model() else f"policy:{Path(model).name}"
+
+    def validate(self) -> None:
+        """Check everything that can be checked before work starts; raise one ConfigError."""
+        problems: list[str] = []
+        if not self.tasks:
+            problems.append("tasks: give a tasks artifact (Parquet) or a folder of task folders")
+        elif not Path(self.tasks).exists():
+            problems.append(f"tasks: {self.tasks} does not exist")
+        if not self.out:
+            problems.append("out: give the eval-results file to write")
+        elif Path(self.out).is_dir():
+            problems.append(f"out: {self.out} is a folder, expected a Parquet file path")
+        if self.report is not None and Path(self.report).is_dir():
+            problems.append(f"report: {self.report} is a folder, expected an HTML file path")
+        if self.agent not in AGENTS:
+            problems.append(f"agent must be one of {', '.join(AGENTS)}, not {self.agent!r}")
+        if self.agent == "policy":
+            if not self.model:
+                problems.append("model: the policy agent needs a model folder or litellm:MODEL")
+            elif self.is_api_model():
+                if not str(self.model)[len(API_PREFIX):]:
+                    problems.append("model: litellm: needs a model name after the prefix")
+            elif not Path(self.model).is_dir():
+                problems.append(f"model: {self.model} is not a folder (termrl never downloads weights)")
+        elif self.model:
+            problems.append(f"model: the {self.agent} agent runs no model; leave --model out")
+        if self.backend not in BACKENDS:
+            problems.append(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+        for name in ("trials", "concurrency", "build_concurrency", "max_turns", "max_new_tokens", "max_batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.context_window is not None and self.context_window <= self.max_new_tokens:
+            problems.append("context_window must be larger than max_new_tokens")
+        if self.temperature < 0:
+            problems.append(f"temperature must be >= 0, not {self.temperature}")
+        if problems:
+            raise ConfigError(problems)

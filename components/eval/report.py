@@ -1,0 +1,253 @@
+"""The eval report: one self-contained HTML file, plots embedded as base64 PNG.
+
+    write_report(out_path, [(label, rows), ...])   one run, or several side by side
+    report_from_files(out_path, [a.parquet, ...])  the same from eval-results files
+
+Contents, top to bottom: a summary table (accuracy, pass@k, failure modes,
+tokens, turns, wall time, tool-call statistics; one column per run), plots
+(pass rate by family and by difficulty, failure modes, turns, tokens and wall
+time distributions, calls per turn and read-only vs state-changing calls),
+the family and difficulty tables, and the per-task table. With two runs the
+per-task table shows both pass rates and the difference (B − A), so a
+regression stands out.
+
+Plots are drawn with matplotlib's Agg backend (no display needed); the file
+references nothing outside itself, so it opens anywhere — a KFP HTML
+artifact, a mail attachment, an air-gapped laptop.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: no display on a cluster node
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from components.eval.summary import difficulty_key, group_table, summarize, task_table  # noqa: E402
+from components.eval.taxonomy import FAILURE_MODES  # noqa: E402
+from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
+
+__all__ = ["render_report", "report_from_files", "write_report"]
+
+Rows = Sequence[Mapping[str, Any]]
+Run = tuple[str, Rows]
+_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+
+
+def _png(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[tuple[str, list[float]]],
+                  ylim: tuple[float, float] | None = None) -> str:  # fmt: skip
+    figure, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(categories) * max(1, len(series)) + 1.5), 3.2))
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(categories))]
+        bars = ax.bar(xs, values, width, label=label, color=_COLORS[i % len(_COLORS)])
+        ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)
+    ax.set_xticks(range(len(categories)), categories, rotation=20 if len(categories) > 4 else 0, ha="right" if len(categories) > 4 else "center")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    if ylim:
+        ax.set_ylim(*ylim)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    return _png(figure)
+
+
+def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], ylabel: str = "trials") -> str:
+    figure, ax = plt.subplots(figsize=(4.8, 3.2))
+    values = [v for _, vs in series for v in vs]
+    if values:
+        low, high = min(values), max(values)
+        if all(float(v).is_integer() for v in values) and high - low <= 20:
+            bins: Any = [b - 0.5 for b in range(int(low), int(high) + 2)]  # one bar per integer
+        else:
+            bins = 20
+        # Side-by-side bars per bin: overlaid runs would hide each other.
+        kept = [(label, vs) for label, vs in series if vs]
+        ax.hist([vs for _, vs in kept], bins=bins, label=[label for label, _ in kept],
+                color=[_COLORS[i % len(_COLORS)] for i in range(len(kept))])  # fmt: skip
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if len(series) > 1 and values:
+        ax.legend(fontsize=8)
+    return _png(figure)
+
+
+def _rate_plot(runs: Sequence[Run], key: str, title: str) -> str:
+    tables = [{r[key]: r["pass_rate"] for r in group_table(rows, key)} for _, rows in runs]
+    names = sorted({n for t in tables for n in t}, key=difficulty_key if key == "difficulty" else str)
+    series = [(label, [t.get(n, 0.0) for n in names]) for (label, _), t in zip(runs, tables, strict=True)]
+    return _grouped_bars(title, "pass rate", names, series, ylim=(0, 1.1))
+
+
+def _plots(runs: Sequence[Run]) -> list[tuple[str, str]]:
+    """(caption, base64 PNG) of every plot."""
+    def column(pick: Callable[[Mapping[str, Any]], Any]) -> list[tuple[str, list[float]]]:
+        return [(label, [float(v) for v in map(pick, rows) if v is not None]) for label, rows in runs]
+
+    modes = [(label, [float(summarize(rows)["failure_modes"][m]) for m in FAILURE_MODES]) for label, rows in runs]
+    reached = [(label, [r for r in rows if r.get("failure_mode") != "environment-error"]) for label, rows in runs]
+    tokens = [(label, [float((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)) for r in rows])
+              for label, rows in reached]  # fmt: skip
+    calls = [(label, [float(n) for r in rows for n in (r.get("calls_per_turn") or [])]) for label, rows in runs]
+    kinds = []
+    for label, rows in runs:
+        s = summarize(rows)
+        kinds.append((label, [float(s["read_only_calls"]), float(s["state_changing_calls"])]))
+    return [
+        ("Pass rate by family", _rate_plot(runs, "family", "Pass rate by family")),
+        ("Pass rate by difficulty", _rate_plot(runs, "difficulty", "Pass rate by difficulty")),
+        ("Failure modes", _grouped_bars("Failure modes (failed trials)", "trials", list(FAILURE_MODES), modes)),
+        ("Turns per trial", _histogram("Turns per trial", "turns", column(lambda r: r.get("turns")))),
+        ("Tokens per trial", _histogram("Tokens per trial (prompt + completion)", "tokens", tokens)),
+        ("Wall time per trial", _histogram("Wall time per trial", "seconds", column(lambda r: r.get("wall_sec")))),
+        ("Calls per turn", _histogram("Tool calls per agent turn", "calls", calls, ylabel="turns")),
+        ("Read-only vs state-changing calls",
+         _grouped_bars("Tool calls by kind", "calls", ["read-only", "state-changing"], kinds)),
+    ]  # fmt: skip
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[Any]], css: str = "") -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in body
+    )
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
+def _summary_table(runs: Sequence[Run]) -> str:
+    summaries = [summarize(rows) for _, rows in runs]
+    names: list[str] = []
+    for s in summaries:
+        names += [n for n in s if n not in names and n not in ("failure_modes", "run_id")]
+    body = [[n] + [s.get(n) for s in summaries] for n in names]
+    body += [[f"failure: {m}"] + [s["failure_modes"][m] for s in summaries] for m in FAILURE_MODES]
+    return _table(["metric"] + [label for label, _ in runs], body, "summary")
+
+
+def _group_tables(runs: Sequence[Run], key: str) -> str:
+    parts = []
+    for label, rows in runs:
+        table = group_table(rows, key)
+        header = list(table[0]) if table else [key]
+        parts.append(f"<h3>{html.escape(label)}</h3>" + _table(header, [list(r.values()) for r in table]))
+    return "".join(parts)
+
+
+def _task_tables(runs: Sequence[Run]) -> str:
+    if len(runs) == 2:
+        (label_a, rows_a), (label_b, rows_b) = runs
+        a = {r["task_id"]: r for r in task_table(rows_a)}
+        b = {r["task_id"]: r for r in task_table(rows_b)}
+        body = []
+        for task_id in sorted(set(a) | set(b)):
+            ra, rb = a.get(task_id), b.get(task_id)
+            meta = ra or rb or {}
+            rate_a = ra["pass_rate"] if ra else None
+            rate_b = rb["pass_rate"] if rb else None
+            delta = rate_b - rate_a if rate_a is not None and rate_b is not None else None
+            body.append([task_id, meta.get("family"), meta.get("difficulty"), rate_a, rate_b, delta,
+                         ra and ra["failure_modes"], rb and rb["failure_modes"]])  # fmt: skip
+        header = ["task", "family", "difficulty", f"pass rate {label_a}", f"pass rate {label_b}",
+                  "Δ (B − A)", f"failures {label_a}", f"failures {label_b}"]  # fmt: skip
+        return _table(header, body, "tasks")
+    parts = []
+    for label, rows in runs:
+        table = task_table(rows)
+        parts.append(f"<h3>{html.escape(label)}</h3>" + _table(list(table[0]), [list(r.values()) for r in table], "tasks"))
+    return "".join(parts)
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+.plots{display:flex;flex-wrap:wrap;gap:12px}
+figure{margin:0;border:1px solid #eee;padding:6px}
+figcaption{font-size:12px;color:#555}
+"""
+
+
+def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
+    """The report's HTML for one or more runs (label, rows)."""
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    labels = [label for label, _ in runs]
+    title = title or ("termrl eval: " + " vs ".join(labels))
+    figures = "".join(
+        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{png}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        for caption, png in _plots(runs)
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p>Generated {stamp}. Runs: "
+        + ", ".join(f"<b>{html.escape(label)}</b> ({len(rows)} trials)" for label, rows in runs)
+        + "</p>"
+        f"<h2>Summary</h2>{_summary_table(runs)}"
+        f'<h2>Plots</h2><div class="plots">{figures}</div>'
+        f"<h2>By family</h2>{_group_tables(runs, 'family')}"
+        f"<h2>By difficulty</h2>{_group_tables(runs, 'difficulty')}"
+        f"<h2>Per task</h2>{_task_tables(runs)}"
+        "</body></html>"
+    )
+
+
+def write_report(out_path: str | os.PathLike, runs: Sequence[Run], *, title: str | None = None) -> Path:
+    """Render and write the report atomically; returns its path."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(render_report(runs, title=title), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def _run_label(path: Path, rows: Rows, taken: set[str]) -> str:
+    ids = {r.get("run_id") for r in rows if r.get("run_id")}
+    label = ids.pop() if len(ids) == 1 else path.stem
+    # Two files of the same run (a rerun) still need distinct columns.
+    return label if label not in taken else f"{label} ({path.stem})"
+
+
+def report_from_files(out_path: str | os.PathLike, results: Sequence[str | os.PathLike]) -> Path:
+    """The report of one eval-results file, or a comparison of several."""
+    runs: list[Run] = []
+    for item in results:
+        path = Path(item)
+        rows = read_eval_results(path).to_pylist()
+        runs.append((_run_label(path, rows, {label for label, _ in runs}), rows))
+    return write_report(out_path, runs)

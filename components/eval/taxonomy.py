@@ -1,0 +1,205 @@
+"""Why a trial failed: the failure-mode taxonomy, and the agent's tool-call statistics.
+
+Every failed trial gets exactly one failure mode. The rules are checked in
+this order and the first that matches wins — the order puts causes outside
+the agent's control first, so a sandbox that died is never blamed on the
+model:
+
+1. ``environment-error``  the harness, not the agent, failed: the image did
+   not build, no sandbox could be had, the sandbox died, the reward could
+   not be read, or the engine failed (any ``UnrecoverableError``,
+   ``SandboxDied``, ``NetworkError`` or ``ModelError``, see termrl.errors).
+2. ``timeout``            the agent phase ran past the task's agent timeout
+   (``over_budget``; the episode's own ``lifetime`` stop is the same thing
+   seen from inside), or the tests ran past the verifier timeout.
+3. ``context-overflow``   the episode stopped because no room was left in
+   the context window for another response.
+4. ``invalid-loop``       after a clear failure (a command that exited
+   non-zero or timed out) the agent issued the very same command again,
+   turn after turn: at least ``LOOP_REPEATS`` identical turns in a row after
+   the failing one. Re-running a command that just failed without changing
+   anything is the repeated-command loop the seed warns about.
+5. ``malformed-tool-calls`` at least half of the agent's turns carried no
+   usable tool call (an unparseable or invalid call, or none at all).
+6. ``wrong-result``       none of the above: the agent stopped (``done``,
+   ``max-turns``) and the tests failed.
+
+Tool-call statistics (``call_stats``) describe how the agent acts, failed or
+not: calls per turn, how many turns issued more than one call (parallel
+calls), and how many calls were read-only (``termrl.agent.toolcalls.is_read_only``:
+the calls the agent may run concurrently) versus state-changing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from termrl.agent.toolcalls import ToolCall, is_read_only
+
+__all__ = [
+    "ENVIRONMENT_ERRORS",
+    "FAILURE_MODES",
+    "LOOP_REPEATS",
+    "MALFORMED_FRACTION",
+    "CallStats",
+    "FailureMode",
+    "TrialFacts",
+    "call_stats",
+    "classify",
+    "longest_failed_repeat",
+]
+
+FailureMode = Literal[
+    "environment-error",
+    "timeout",
+    "context-overflow",
+    "invalid-loop",
+    "malformed-tool-calls",
+    "wrong-result",
+]
+FAILURE_MODES: tuple[str, ...] = (
+    "environment-error",
+    "timeout",
+    "context-overflow",
+    "invalid-loop",
+    "malformed-tool-calls",
+    "wrong-result",
+)
+
+LOOP_REPEATS = 2
+"""Identical turns in a row after a failed one that make a loop (3 attempts in all)."""
+MALFORMED_FRACTION = 0.5
+"""Share of turns without a usable call from which the agent is said to miss the format."""
+
+ENVIRONMENT_ERRORS = frozenset(
+    {
+        "UnrecoverableError",
+        "EnvInitFailed",
+        "SandboxUnavailable",
+        "ResetFailed",
+        "RewardFailed",
+        "SandboxDied",
+        "NetworkError",
+        "ModelError",
+        "EngineUnavailable",
+    }
+)
+"""``termrl.errors.failure_type`` names that put the blame on the harness."""
+
+
+class ChunkLike(Protocol):
+    """The fields of ``termrl.agent.episode.Chunk`` read here."""
+
+    action: str
+    call_format: str
+    exit_code: int | None
+    observation: str
+
+
+@dataclass
+class TrialFacts:
+    """What is known about one finished trial, agent-independent."""
+
+    passed: bool
+    stop_reason: str
+    """The episode's stop reason (done, max-turns, context-overflow, lifetime, error)."""
+    chunks: Sequence[ChunkLike] = field(default_factory=list)
+    """The agent's turns (empty for the oracle and nop agents)."""
+    failure_type: str | None = None
+    """``termrl.errors.failure_type`` of the error that ended the trial, if any."""
+    over_budget: bool = False
+    """The agent phase took longer than the task's agent timeout."""
+    tests_timed_out: bool = False
+
+
+def _turn_calls(chunk: ChunkLike) -> list[dict[str, Any]]:
+    try:
+        calls = json.loads(chunk.action or "[]")
+    except json.JSONDecodeError:
+        return []
+    return calls if isinstance(calls, list) else []
+
+
+def _turn_key(chunk: ChunkLike) -> str | None:
+    """The commands a turn ran, as one comparable string; None when it ran none."""
+    commands = [c.get("arguments", {}).get("command") for c in _turn_calls(chunk) if c.get("name") == "bash"]
+    commands = [" ".join(c.split()) for c in commands if isinstance(c, str)]
+    return "\n".join(commands) if commands else None
+
+
+def _clearly_failed(chunk: ChunkLike) -> bool:
+    # A timed-out command has no exit code; the agent marks it in the observation.
+    return (chunk.exit_code is not None and chunk.exit_code != 0) or "[command timed out" in (
+        chunk.observation or ""
+    )
+
+
+def longest_failed_repeat(chunks: Sequence[ChunkLike]) -> int:
+    """The most identical turns that directly followed a failed run of the same commands."""
+    best = run = 0
+    for previous, chunk in zip(chunks, chunks[1:], strict=False):
+        key = _turn_key(chunk)
+        if key is not None and key == _turn_key(previous) and (run > 0 or _clearly_failed(previous)):
+            run += 1
+        else:
+            run = 0
+        best = max(best, run)
+    return best
+
+
+def _usable(chunk: ChunkLike) -> bool:
+    return chunk.call_format in ("tool-call", "fenced-bash") and bool(_turn_calls(chunk))
+
+
+def classify(facts: TrialFacts) -> FailureMode | None:
+    """The failure mode of a trial (None when it passed); rules in the module docstring."""
+    if facts.passed:
+        return None
+    if facts.failure_type in ENVIRONMENT_ERRORS:
+        return "environment-error"
+    if facts.over_budget or facts.stop_reason == "lifetime" or facts.tests_timed_out:
+        return "timeout"
+    if facts.stop_reason == "context-overflow":
+        return "context-overflow"
+    chunks = list(facts.chunks)
+    if longest_failed_repeat(chunks) >= LOOP_REPEATS:
+        return "invalid-loop"
+    if chunks and sum(not _usable(c) for c in chunks) >= MALFORMED_FRACTION * len(chunks):
+        return "malformed-tool-calls"
+    return "wrong-result"
+
+
+@dataclass
+class CallStats:
+    """How the agent used its tools in one trial."""
+
+    tool_calls: int
+    """bash calls issued (``done`` is not counted)."""
+    parallel_turns: int
+    """Turns that issued more than one bash call."""
+    read_only_calls: int
+    """Calls that cannot change the sandbox; the rest are state-changing."""
+    calls_per_turn: list[int]
+
+    @property
+    def state_changing_calls(self) -> int:
+        return self.tool_calls - self.read_only_calls
+
+
+def call_stats(chunks: Sequence[ChunkLike]) -> CallStats:
+    """Count calls per turn, parallel turns and read-only calls over an episode."""
+    per_turn: list[int] = []
+    read_only = 0
+    for chunk in chunks:
+        bash = [c for c in _turn_calls(chunk) if c.get("name") == "bash"]
+        per_turn.append(len(bash))
+        read_only += sum(is_read_only(ToolCall("bash", dict(c.get("arguments") or {}))) for c in bash)
+    return CallStats(
+        tool_calls=sum(per_turn),
+        parallel_turns=sum(n > 1 for n in per_turn),
+        read_only_calls=read_only,
+        calls_per_turn=per_turn,
+    )

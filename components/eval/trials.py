@@ -1,0 +1,242 @@
+"""Running the trials: tasks × K in sandboxes, bounded, with a progress bar.
+
+    load_eval_tasks(config)          tasks artifact or task folders -> [Task]
+    run_trials(config, tasks) -> rows    one eval-results row per (task, trial)
+
+One trial, the official way (Terminal-Bench's execution model):
+
+    fresh sandbox from the task's image
+      ─► agent phase under task.agent_timeout_sec   (agent.act)
+      ─► tests under task.verifier_timeout_sec       (termrl.taskrun.run_tests)
+      ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats
+
+A trial whose agent phase ended past its budget counts as failed and is
+flagged ``over_budget`` whatever the tests say (their verdict is kept in
+``tests_passed``). An agent phase still running at 1.5 × its budget + 30 s
+is cancelled and its tests are not run: a half-finished command may still
+hold the shell.
+
+Each task's image is built once before its trials start; a task whose
+image does not build gets ``environment-error`` rows without starting a
+sandbox. Errors of the harness (``termrl.errors``) become rows, never a
+crashed eval; anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from components.eval.agents import Agent, AgentRun, make_agent, open_engine
+from components.eval.config import EvalConfig
+from components.eval.taxonomy import TrialFacts, call_stats, classify
+from termrl.artifacts.tasks import Task, load_tasks
+from termrl.errors import ConfigError, TermrlError, failure_type
+from termrl.llm.engine import Engine
+from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.spec import SandboxSpec
+from termrl.taskfolders import import_task_folders
+from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, run_tests
+
+__all__ = ["TEST_OUTPUT_CHARS", "hard_cap_sec", "load_eval_tasks", "run_trials", "trial_row"]
+
+TEST_OUTPUT_CHARS = 2000
+"""The tail of the tests' output kept per trial: enough to see why a trial failed."""
+
+
+def load_eval_tasks(config: EvalConfig) -> list[Task]:
+    """The tasks to evaluate, from a Parquet artifact or Terminal-Bench task folders."""
+    path = config.tasks
+    if not Path(path).is_dir():
+        tasks = load_tasks(path)
+    else:
+        imported = import_task_folders([path])
+        if imported.errors:
+            raise ConfigError([f"tasks: {e}" for e in imported.errors])
+        tasks = imported.tasks
+    if config.task_ids:
+        missing = sorted(set(config.task_ids) - {t.id for t in tasks})
+        if missing:
+            raise ConfigError([f"task_ids: no task {m!r} in {path}" for m in missing])
+        tasks = [t for t in tasks if t.id in set(config.task_ids)]
+    if not tasks:
+        raise ConfigError(f"tasks: {path} holds no tasks")
+    return tasks
+
+
+def hard_cap_sec(budget_sec: float) -> float:
+    """When a still-running agent phase is cancelled (the episode should stop itself first)."""
+    return 1.5 * budget_sec + 30.0
+
+
+def trial_row(
+    config: EvalConfig,
+    task: Task,
+    trial: int,
+    run: AgentRun,
+    *,
+    over_budget: bool,
+    tests_passed: bool | None,
+    reward: float,
+    tests_timed_out: bool = False,
+    agent_sec: float | None = None,
+    test_sec: float | None = None,
+    wall_sec: float | None = None,
+    test_output: str | None = None,
+) -> dict[str, Any]:
+    """The eval-results row of one trial (schema columns, then eval's extra columns)."""
+    passed = bool(tests_passed) and not over_budget
+    facts = TrialFacts(
+        passed=passed,
+        stop_reason=run.stop_reason,
+        chunks=run.chunks,
+        failure_type=run.failure_type,
+        over_budget=over_budget,
+        tests_timed_out=tests_timed_out,
+    )
+    stats = call_stats(run.chunks)
+    return {
+        "run_id": config.label(),
+        "task_id": task.id,
+        "trial": trial,
+        "agent": config.agent,
+        "model": config.model,
+        "family": task.family,
+        "difficulty": task.difficulty,
+        "passed": passed,
+        "reward": reward if not over_budget else 0.0,
+        "failure_mode": classify(facts),
+        "stop_reason": run.stop_reason,
+        "turns": run.turns,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "wall_sec": wall_sec,
+        "over_budget": over_budget,
+        "tool_calls": stats.tool_calls,
+        "parallel_turns": stats.parallel_turns,
+        "read_only_calls": stats.read_only_calls,
+        "error": run.error,
+        # extra columns (the contract keeps them)
+        "source": task.source,
+        "tests_passed": tests_passed,
+        "failure_type": run.failure_type,
+        "episode_tokens": run.episode_tokens,
+        "calls_per_turn": stats.calls_per_turn,
+        "agent_sec": agent_sec,
+        "test_sec": test_sec,
+        "agent_timeout_sec": task.agent_timeout_sec,
+        "test_output": test_output[-TEST_OUTPUT_CHARS:] if test_output else None,
+    }
+
+
+async def _run_one(
+    manager: SandboxManager, agent: Agent, config: EvalConfig, task: Task, trial: int
+) -> dict[str, Any]:
+    budget = task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
+    started = time.monotonic()
+    run = AgentRun(stop_reason="error")
+    agent_sec: float | None = None
+    over_budget = False
+    try:
+        async with await manager.create(SandboxSpec.from_task(task)) as session:
+            agent_started = time.monotonic()
+            try:
+                run = await asyncio.wait_for(agent.act(session, task, trial, budget), hard_cap_sec(budget))
+            except TimeoutError:
+                agent_sec = time.monotonic() - agent_started
+                run = AgentRun(stop_reason="lifetime", timed_out=True, error=f"agent cancelled after {agent_sec:.0f}s")
+                return trial_row(config, task, trial, run, over_budget=True, tests_passed=None, reward=0.0,
+                                 agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+            agent_sec = time.monotonic() - agent_started
+            over_budget = run.timed_out or agent_sec > budget
+            if run.failure_type in ("SandboxDied", "SandboxUnavailable"):
+                return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
+                                 reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+            outcome = await run_tests(session, task)
+    except TermrlError as exc:
+        run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
+        return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None, reward=0.0,
+                         agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+    return trial_row(
+        config, task, trial, run,
+        over_budget=over_budget, tests_passed=outcome.passed, reward=outcome.reward,
+        tests_timed_out=outcome.timed_out, agent_sec=agent_sec, test_sec=outcome.duration,
+        wall_sec=time.monotonic() - started, test_output=outcome.output,
+    )  # fmt: skip
+
+
+async def _prebuild(manager: SandboxManager, tasks: list[Task], config: EvalConfig) -> dict[str, TermrlError]:
+    """Build each distinct task image once; returns the build error of each broken task."""
+    by_image: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_image.setdefault(SandboxSpec.from_task(task).image_key, []).append(task)
+    limit = asyncio.Semaphore(config.build_concurrency)
+    broken: dict[str, TermrlError] = {}
+
+    async def build(group: list[Task]) -> None:
+        async with limit:
+            try:
+                await manager.build_image(SandboxSpec.from_task(group[0]))
+            except TermrlError as exc:
+                broken.update({t.id: exc for t in group})
+
+    async with asyncio.TaskGroup() as tg:
+        for group in by_image.values():
+            tg.create_task(build(group))
+    return broken
+
+
+async def run_trials(
+    config: EvalConfig,
+    tasks: list[Task],
+    *,
+    engine: Engine | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``config.trials`` trials of every task; rows in (task, trial) order.
+
+    The policy agent uses ``engine`` when given (a caller that already holds
+    one, e.g. a model server), else opens ``config.model`` and closes it after.
+    """
+    owned = engine is None and config.agent == "policy"
+    if owned:
+        engine = open_engine(config)
+    agent = make_agent(config, engine)
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    try:
+        async with SandboxManager(config.backend, max_sessions=config.concurrency) as manager:
+            broken = await _prebuild(manager, tasks, config)
+            bar = tqdm(total=len(tasks) * config.trials, desc=f"eval {config.label()}", unit="trial",
+                       disable=not config.progress)  # fmt: skip
+            slots = asyncio.Semaphore(config.concurrency)
+
+            async def one(index: int, task: Task, trial: int) -> None:
+                if task.id in broken:
+                    exc = broken[task.id]
+                    run = AgentRun(stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000])
+                    row = trial_row(config, task, trial, run, over_budget=False, tests_passed=None, reward=0.0)
+                else:
+                    async with slots:
+                        row = await _run_one(manager, agent, config, task, trial)
+                rows[(index, trial)] = row
+                bar.set_postfix(passed=sum(r["passed"] for r in rows.values()), refresh=False)
+                bar.update(1)
+                if on_row is not None:
+                    on_row(row)
+
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for index, task in enumerate(tasks):
+                        for trial in range(config.trials):
+                            tg.create_task(one(index, task, trial))
+            finally:
+                bar.close()
+    finally:
+        if owned and engine is not None:
+            await engine.aclose()
+    return [rows[key] for key in sorted(rows)]

@@ -1,0 +1,79 @@
+"""``termrl stage rollout`` / ``python -m components.rollout``: the stage's command line.
+
+Options map one-to-one onto ``RolloutConfig`` fields; ``--set KEY=VALUE``
+reaches any other field (e.g. ``--set drop_ratio_limit=0.3``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from pathlib import Path
+
+import click
+
+from components.rollout.config import MODES, RolloutConfig
+from components.rollout.stage import main
+from termrl.errors import ConfigError, TermrlError
+
+__all__ = ["rollout"]
+
+
+def _coerce(name: str, text: str) -> object:
+    """A ``--set`` value as the field's type (JSON for tuples, lists and None)."""
+    hints = typing.get_type_hints(RolloutConfig)
+    if name not in hints:
+        raise ConfigError(f"--set {name}: RolloutConfig has no field {name!r}")
+    hint = hints[name]
+    args = set(typing.get_args(hint)) or {hint}
+    if text.lower() in ("none", "null") and type(None) in args:
+        return None
+    if Path in args:
+        return Path(text)
+    if bool in args:
+        return text.lower() in ("1", "true", "yes", "on")
+    for kind in (int, float):
+        if kind in args:
+            return kind(text)
+    if str in args:
+        return text
+    return tuple(json.loads(text))
+
+
+@click.command("rollout")
+@click.option("--tasks", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Tasks artifact (normally verify's admitted.parquet).")
+@click.option("--model", default=None, help="Policy: a Hugging Face folder (default: SmolLM2).")
+@click.option("--group-size", type=int, required=True, help="Episodes per group (G).")
+@click.option("--groups", type=int, required=True, help="Groups kept in the batch (N).")
+@click.option("--redundancy", type=int, default=1, show_default=True,
+              help="Extra groups started (R); the first N to complete are kept.")
+@click.option("--max-turns", type=int, required=True, help="Assistant turns per episode (T).")
+@click.option("--mode", type=click.Choice(MODES), default="roll-managed", show_default=True)
+@click.option("--policy-version", type=int, default=0, show_default=True)
+@click.option("--concurrency", type=int, default=8, show_default=True,
+              help="Episodes (sandboxes) alive at once.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Trajectories artifact to write; rerunning with the same --out resumes.")
+@click.option("--metrics", "metrics_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Rollout metrics artifact (default: beside --out).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any RolloutConfig field (repeatable).")
+def rollout(settings: tuple[str, ...], **options: typing.Any) -> None:
+    """Roll the policy out on the tasks in real sandboxes; write trajectories and metrics."""
+    try:
+        extra = {}
+        for item in settings:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+            extra[key.strip()] = _coerce(key.strip(), value)
+        config = dataclasses.replace(RolloutConfig(), **options, **extra)
+        summary = main(config)
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"rollout: {summary.episodes} episodes ({summary.finished_now} run now), "
+        f"{summary.rows} rows -> {config.out}"
+    )

@@ -1,0 +1,163 @@
+"""The rollout stage's one configuration: every knob, its default and why.
+
+``RolloutConfig`` is filled by the command line (``cli.py``) or by the KFP
+wrapper; ``validate()`` reports every problem at once. Values derived from
+other values (the sidecar folder of finished episodes, the sandbox lifetime,
+the agent's config) are computed in one place each, as properties.
+
+The batch a rollout produces is ``groups × group_size`` episodes: one group
+per task draw (GRPO-style, every episode of a group works on the same task),
+``groups + redundancy`` groups started, the first ``groups`` complete kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from termrl.agent.episode import AgentConfig
+from termrl.errors import ConfigError
+from termrl.llm.engine import SamplingParams
+
+__all__ = ["MODES", "RolloutConfig"]
+
+MODES = ("roll-managed", "cli-native")
+
+
+@dataclass
+class RolloutConfig:
+    """Everything the rollout stage needs. Paths first, then the batch, then the episode."""
+
+    tasks: Path = Path("admitted.parquet")
+    """Tasks artifact to roll out on (normally verify's ``admitted.parquet``)."""
+    out: Path = Path("trajectories.parquet")
+    """Trajectories artifact to write (one row per chunk)."""
+    metrics_out: Path | None = None
+    """Rollout metrics artifact (long format); None puts ``rollout_metrics.parquet`` beside ``out``."""
+    model: str | None = None
+    """Policy: a Hugging Face folder; None uses the embedded default (SmolLM2, prepared once)."""
+    mode: str = "roll-managed"
+    """``roll-managed``: termrl's agent loop drives the episode. ``cli-native``: the reference
+    agent CLI drives it through the ModelProxy, whose recorded chunks become the trajectory."""
+    policy_version: int = 0
+    """Stored on every row so the trainer can tell how stale a sample is."""
+
+    group_size: int = 4
+    """Episodes per group (G): the group's rewards form the advantage baseline."""
+    groups: int = 4
+    """Groups kept in the batch (N)."""
+    redundancy: int = 1
+    """Extra groups started (R): the first N groups to complete are kept, so a few slow or
+    stuck environments never hold the batch up (the seed's redundant parallel environments)."""
+    seed: int = 0
+    """Which tasks the groups draw: group i takes task (seed + i) mod #tasks."""
+    concurrency: int = 8
+    """Episodes (sandboxes) alive at once. One real core here: keep it small."""
+    backend: str = "podman"
+    """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
+
+    max_turns: int = 8
+    """Assistant turns per episode (T)."""
+    max_new_tokens: int = 256
+    """Response budget per turn."""
+    context_window: int | None = 4096
+    """Tokens of prompt + response an episode may use; None takes the model's."""
+    temperature: float = 1.0
+    """Sampling temperature: on-policy RL samples at 1.0 so μ matches the trained π."""
+    exec_timeout_s: float = 30.0
+    """Timeout of a bash call that gives none; a call that runs past its timeout marks the
+    episode with the drop flag (a transient failure, per the seed)."""
+    max_exec_timeout_s: float = 120.0
+    """Cap on the timeout a bash call may ask for."""
+    episode_lifetime_s: float = 600.0
+    """Wall-clock limit of one episode's agent phase (stop reason ``lifetime``)."""
+    verifier_timeout_s: float | None = None
+    """Timeout of the tests; None takes the task's ``verifier_timeout_sec``."""
+    cli_agent_command: tuple[str, ...] | None = None
+    """cli-native mode: the agent CLI to run (argv); None runs termrl's reference agent CLI."""
+
+    drop_ratio_limit: float = 0.5
+    """Most groups the transient-failure filter may drop, as a fraction of the batch."""
+    max_failed_response_tokens: int = 20000
+    """A failed episode with more response tokens than this is masked (the seed's 20k)."""
+    mask_max_turns: bool = True
+    """Mask episodes that stopped at max turns (the seed's max-turn mask)."""
+
+    loop_repeats: int = 3
+    """The same command this many times in a row counts as a repeated-command loop."""
+    warn_destructive_rate: float = 0.0
+    """Warn when more than this fraction of episodes ran a destructive command."""
+    warn_test_access_rate: float = 0.0
+    """Warn when more than this fraction of episodes tried to read test or solution paths."""
+    warn_loop_rate: float = 0.25
+    """Warn when more than this fraction of episodes fell into a repeated-command loop."""
+    warn_failure_rate: float = 0.2
+    """Warn when more than this fraction of episodes failed (unrecoverable or transient)."""
+    keep_parts: bool = False
+    """Keep the sidecar folder of per-episode part files after the final merge."""
+
+    @property
+    def parts_dir(self) -> Path:
+        """Sidecar folder holding one Parquet part per finished episode (the resume state)."""
+        return self.out.with_name(self.out.name + ".parts")
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.metrics_out or self.out.with_name("rollout_metrics.parquet")
+
+    @property
+    def groups_started(self) -> int:
+        return self.groups + self.redundancy
+
+    @property
+    def agent(self) -> AgentConfig:
+        """The agent's config (shared with eval) for this rollout."""
+        return AgentConfig(
+            max_turns=self.max_turns,
+            max_new_tokens=self.max_new_tokens,
+            context_window=self.context_window,
+            sampling=SamplingParams(temperature=self.temperature),
+            default_timeout_s=self.exec_timeout_s,
+            max_timeout_s=self.max_exec_timeout_s,
+            lifetime_s=self.episode_lifetime_s,
+        )
+
+    def sandbox_lifetime_s(self, verifier_timeout_s: float) -> float:
+        """A sandbox outlives its episode by the tests' time plus a margin, never longer."""
+        return self.episode_lifetime_s + self.max_exec_timeout_s + verifier_timeout_s + 60.0
+
+    def validate(self) -> None:
+        """Raise one ``ConfigError`` listing every problem."""
+        problems: list[str] = []
+        if self.mode not in MODES:
+            problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        for name in ("group_size", "groups", "concurrency", "max_turns", "max_new_tokens",
+                     "loop_repeats"):  # fmt: skip
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("redundancy", "policy_version", "max_failed_response_tokens"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must not be negative, not {getattr(self, name)}")
+        for name in ("exec_timeout_s", "max_exec_timeout_s", "episode_lifetime_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive, not {getattr(self, name)}")
+        if self.verifier_timeout_s is not None and self.verifier_timeout_s <= 0:
+            problems.append("verifier_timeout_s must be positive when given")
+        if self.context_window is not None and self.context_window <= self.max_new_tokens:
+            problems.append("context_window must be larger than max_new_tokens")
+        if self.temperature < 0:
+            problems.append("temperature must not be negative")
+        if not 0.0 <= self.drop_ratio_limit <= 1.0:
+            problems.append("drop_ratio_limit must be within [0, 1]")
+        for name in ("warn_destructive_rate", "warn_test_access_rate", "warn_loop_rate",
+                     "warn_failure_rate"):  # fmt: skip
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                problems.append(f"{name} must be within [0, 1]")
+        if self.cli_agent_command is not None and not self.cli_agent_command:
+            problems.append("cli_agent_command must not be empty when given")
+        if self.out.suffix != ".parquet":
+            problems.append(f"out must be a .parquet file, not {str(self.out)!r}")
+        if not self.tasks.is_file():
+            problems.append(f"tasks artifact {str(self.tasks)!r} does not exist")
+        if problems:
+            raise ConfigError(problems)

@@ -1,0 +1,257 @@
+"""One rollout episode in a real sandbox (the seed's TerminalBenchEnv + one TrajEnvManager step).
+
+    create ─► reset ─► decide/execute (the shared agent) ─► terminate ─► reward
+    (image    (set-up   run_episode(engine, session, ...)   (done, max    run_tests: tests
+     cached)  leftovers                                     turns, ...)   uploaded only now
+              removed)
+
+Every failure is caught at the step where it happens and kept as the
+episode's ``failure_type`` (the ``termrl.errors`` class name), so mask &
+filter can tell an unrecoverable failure (placeholder) from a transient one
+(drop flag) later. Nothing here decides masks: an ``EpisodeRecord`` is the
+raw outcome, written as soon as the episode ends.
+
+Every command the agent runs goes through ``RecordingSession``, whose log
+(command, exit status, timeout) feeds the drop flag (a tool call that timed
+out is a transient failure) and behaviour monitoring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from termrl.agent.episode import AgentConfig, run_episode
+from termrl.artifacts.tasks import Task
+from termrl.errors import (
+    EnvInitFailed,
+    EpisodeError,
+    ResetFailed,
+    RewardFailed,
+    TermrlError,
+    TransientError,
+    UnrecoverableError,
+    failure_type,
+)
+from termrl.llm.engine import Engine
+from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.session import Session
+from termrl.sandbox.spec import SandboxSpec
+from termrl.taskrun import run_tests
+
+__all__ = [
+    "AgentStep",
+    "EpisodeIds",
+    "EpisodeRecord",
+    "ExecRecord",
+    "RecordingSession",
+    "SandboxEpisodeRunner",
+    "reset_session",
+    "roll_managed_step",
+]
+
+# Paths that must not exist when the agent starts (tests and solution come later).
+_LEFTOVERS = ("/solution", "/tests", "/logs/verifier")
+
+
+@dataclass(frozen=True)
+class EpisodeIds:
+    """Where an episode sits in the batch."""
+
+    episode_id: str
+    group_id: str
+    group_index: int
+    episode_index: int
+
+
+@dataclass
+class ExecRecord:
+    """One command the agent ran."""
+
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+
+
+@dataclass
+class EpisodeRecord:
+    """The raw outcome of one episode, before mask & filter."""
+
+    ids: EpisodeIds
+    task_id: str
+    policy_version: int
+    mode: str
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    """Chunk columns of the trajectories artifact, one dict per assistant turn."""
+    reward: float = 0.0
+    success: bool = False
+    rewarded: bool = False
+    """True when the tests ran and produced a reward."""
+    stop_reason: str = "error"
+    failure_type: str | None = None
+    error: str | None = None
+    trainable: bool = False
+    episode_tokens: int = 0
+    execs: list[ExecRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+    finished_at: float = 0.0
+    """Wall-clock time (epoch seconds) the episode ended: orders group completion."""
+
+    @property
+    def timed_out_execs(self) -> int:
+        return sum(e.timed_out for e in self.execs)
+
+    @property
+    def response_tokens(self) -> int:
+        return sum(len(c["response_ids"]) for c in self.chunks)
+
+
+class RecordingSession:
+    """An ``ExecSession`` that logs every command before handing it to the real session."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.log: list[ExecRecord] = []
+
+    async def exec(self, cmd: str, timeout: float | None = None) -> Any:
+        started = time.monotonic()
+        try:
+            result = await self.session.exec(cmd, timeout)
+        except TermrlError:
+            self.log.append(ExecRecord(cmd, None, False, time.monotonic() - started))
+            raise
+        self.log.append(ExecRecord(cmd, result.exit_code, result.timed_out, result.duration))
+        return result
+
+
+async def reset_session(session: Session) -> None:
+    """Bring a fresh sandbox to the task's start state: no tests, no solution, no reward file.
+
+    The image never contains them (``SandboxSpec.from_task``), but a Dockerfile
+    may have created such paths; the agent must not find them.
+    """
+    paths = " ".join(_LEFTOVERS)
+    checks = " && ".join(f"[ ! -e {p} ]" for p in _LEFTOVERS)
+    try:
+        result = await session.exec(f"rm -rf {paths}; {checks}", 30.0)
+    except TransientError:
+        raise
+    except TermrlError as exc:
+        raise ResetFailed(f"reset failed: {exc}") from exc
+    if result.timed_out or result.exit_code != 0:
+        raise ResetFailed("set-up leftovers could not be removed", log_tail=result.output[-2000:])
+
+
+AgentStep = Callable[[Session, RecordingSession, Task, EpisodeIds], Awaitable[Any]]
+"""Runs the agent in a ready session; returns ``termrl.agent.episode.EpisodeResult``-like."""
+
+
+def roll_managed_step(engine: Engine, agent: AgentConfig) -> AgentStep:
+    """The roll-managed agent step: termrl's own agent loop, on ``engine``."""
+
+    async def step(session: Session, recorder: RecordingSession, task: Task, ids: EpisodeIds) -> Any:
+        return await run_episode(engine, recorder, task.instruction, agent)
+
+    return step
+
+
+class SandboxEpisodeRunner:
+    """Runs episodes in sandboxes of one ``SandboxManager``; one call, one ``EpisodeRecord``.
+
+    Task images are built once per environment: a failed build is remembered
+    so the task's other episodes fail at once with the same ``EnvInitFailed``
+    instead of rebuilding.
+    """
+
+    def __init__(
+        self,
+        manager: SandboxManager,
+        agent_step: AgentStep,
+        *,
+        mode: str,
+        policy_version: int,
+        sandbox_lifetime_s: Callable[[float], float],
+        verifier_timeout_s: float | None = None,
+    ) -> None:
+        self.manager = manager
+        self.agent_step = agent_step
+        self.mode = mode
+        self.policy_version = policy_version
+        self.sandbox_lifetime_s = sandbox_lifetime_s
+        self.verifier_timeout_s = verifier_timeout_s
+        self._builds: dict[str, asyncio.Future[None]] = {}
+
+    def spec(self, task: Task) -> SandboxSpec:
+        verifier = self.verifier_timeout_s or task.verifier_timeout_sec or 180.0
+        return SandboxSpec.from_task(task, lifetime_sec=self.sandbox_lifetime_s(verifier))
+
+    async def _ensure_image(self, spec: SandboxSpec) -> None:
+        key = spec.image_key
+        while (pending := self._builds.get(key)) is not None:
+            try:
+                await asyncio.shield(pending)  # EnvInitFailed of an earlier build re-raises here
+                return
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise
+                # The episode that was building got cancelled, not this one: build here.
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._builds[key] = future
+        try:
+            await self.manager.build_image(spec)
+        except BaseException as exc:
+            if isinstance(exc, EnvInitFailed):
+                future.set_exception(exc)
+                future.exception()  # marked retrieved; later waiters re-raise it
+            else:  # cancelled or unexpected: let the next episode try again
+                del self._builds[key]
+                future.cancel()
+            raise
+        future.set_result(None)
+
+    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
+        record = EpisodeRecord(ids=ids, task_id=task.id, policy_version=self.policy_version,
+                               mode=self.mode)  # fmt: skip
+        started = time.monotonic()
+        try:
+            await self._run(task, ids, record)
+        except EpisodeError as exc:
+            record.failure_type, record.error = failure_type(exc), str(exc)[-4000:]
+            record.stop_reason = "error" if not record.chunks else record.stop_reason
+        except Exception as exc:  # every failure must end up classified
+            # A backend call failed in a way no boundary translated; keep it classified.
+            record.failure_type, record.error = "UnexpectedError", f"{type(exc).__name__}: {exc}"
+        record.wall_s = time.monotonic() - started
+        record.finished_at = time.time()
+        return record
+
+    async def _run(self, task: Task, ids: EpisodeIds, record: EpisodeRecord) -> None:
+        spec = self.spec(task)
+        await self._ensure_image(spec)
+        session = await self.manager.create(spec)
+        async with session:
+            await reset_session(session)
+            recorder = RecordingSession(session)
+            try:
+                result = await self.agent_step(session, recorder, task, ids)
+            finally:
+                record.execs = recorder.log
+            record.chunks = [c if isinstance(c, dict) else c.to_row() for c in result.chunks]
+            record.stop_reason = result.stop_reason
+            record.trainable = result.trainable
+            record.episode_tokens = result.episode_tokens
+            if result.failure_type is not None:
+                record.failure_type, record.error = result.failure_type, result.error
+                return
+            try:
+                outcome = await run_tests(session, task, timeout=self.verifier_timeout_s)
+            except (UnrecoverableError, TransientError):
+                raise
+            except (TermrlError, OSError, ValueError) as exc:
+                raise RewardFailed(f"task {task.id}: scoring failed: {exc}") from exc
+            record.reward, record.success, record.rewarded = outcome.reward, outcome.passed, True

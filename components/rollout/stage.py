@@ -1,0 +1,147 @@
+"""The rollout stage, top to bottom: validate → set up → run → write artifacts → clean up.
+
+    main(config)
+      ├─ load tasks, plan N + R groups, read finished episodes back (resume)
+      ├─ engine (transformers, batched) ─┬─ roll-managed: termrl's agent loop
+      │                                  └─ cli-native: ModelProxy + reference agent CLI
+      ├─ EnvManager: every episode async, first N complete groups kept, parts written as they end
+      ├─ mask & filter over the batch ─► trajectories.parquet (atomic)
+      └─ monitor ─► rollout_metrics.parquet + printed summary and warnings
+
+``rollout(config, tasks, engine)`` is the async core; tests and the benchmark
+call it with their own engine (a scripted one for fault injection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from components.rollout.cli_native import cli_native_step
+from components.rollout.config import RolloutConfig
+from components.rollout.env_manager import EnvManager, plan_groups, select_complete_groups
+from components.rollout.episode import AgentStep, SandboxEpisodeRunner, roll_managed_step
+from components.rollout.mask_filter import MaskRules, apply_mask_filter
+from components.rollout.monitor import MonitorThresholds, monitor_rows, summary_lines
+from components.rollout.writer import PartWriter
+from termrl.artifacts import load_tasks, write_rollout_metrics
+from termrl.artifacts.tasks import Task
+from termrl.errors import ConfigError
+from termrl.llm.batching import BatchingEngine
+from termrl.llm.engine import Engine
+from termrl.sandbox.manager import SandboxManager
+
+__all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout"]
+
+
+@dataclass
+class RolloutSummary:
+    episodes: int
+    rows: int
+    finished_now: int
+    cancelled: int
+    dropped_groups: list[str]
+    wall_s: float
+    lines: list[str]
+
+
+def main(config: RolloutConfig) -> RolloutSummary:
+    """Run the stage as configured (the command line and the KFP component call this)."""
+    config.validate()
+    tasks = load_tasks(config.tasks)
+    if not tasks:
+        raise ConfigError(f"tasks artifact {config.tasks} holds no tasks")
+    summary = asyncio.run(rollout(config, tasks, make_engine(config)))
+    for line in summary.lines:
+        print(line)
+    return summary
+
+
+def make_engine(config: RolloutConfig) -> Engine:
+    """The policy on this machine's engine (transformers, fp32 on CPU)."""
+    from termrl.llm.engines import make_engine as build
+
+    return build("transformers", config.model, context_window=config.context_window)
+
+
+def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
+    """What must match for a rerun to resume the same rollout."""
+    digest = hashlib.sha256("\0".join(t.id for t in tasks).encode()).hexdigest()[:16]
+    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "seed", "max_turns")
+    return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
+
+
+@contextlib.asynccontextmanager
+async def _agent_step(config: RolloutConfig, engine: Engine) -> AsyncIterator[AgentStep]:
+    batching = engine if isinstance(engine, BatchingEngine) else BatchingEngine(
+        engine, max_batch_size=max(config.concurrency, 1))
+    if config.mode == "roll-managed":
+        try:
+            yield roll_managed_step(batching, config.agent)
+        finally:
+            await batching.aclose()
+        return
+    async with cli_native_step(config, batching) as step:
+        yield step
+
+
+async def rollout(
+    config: RolloutConfig,
+    tasks: list[Task],
+    engine: Engine,
+    *,
+    manager_factory: Callable[[], SandboxManager] | None = None,
+) -> RolloutSummary:
+    """Roll out one batch and write the trajectories and metrics artifacts."""
+    started = time.monotonic()
+    writer = PartWriter(config.parts_dir, fingerprint(config, tasks))
+    finished = writer.load()
+    plans = plan_groups(tasks, config.groups_started, seed=config.seed,
+                        policy_version=config.policy_version)  # fmt: skip
+    make_manager = manager_factory or (
+        lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency))
+    async with make_manager() as manager, _agent_step(config, engine) as step:
+        runner = SandboxEpisodeRunner(
+            manager, step, mode=config.mode, policy_version=config.policy_version,
+            sandbox_lifetime_s=config.sandbox_lifetime_s,
+            verifier_timeout_s=config.verifier_timeout_s,
+        )  # fmt: skip
+        outcome = await EnvManager(
+            plans, group_size=config.group_size, needed=config.groups,
+            concurrency=config.concurrency, run_episode=runner, on_finished=writer.write,
+            finished=finished,
+        ).run()  # fmt: skip
+    if outcome.cancelled:
+        writer.record_cancelled(outcome.cancelled)
+    return _finish(config, writer, time.monotonic() - started, outcome.finished_now)
+
+
+def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int) -> RolloutSummary:
+    """Mask & filter the batch on disk, write both artifacts, summarise."""
+    kept = select_complete_groups(writer.load(), config.group_size, config.groups)
+    rules = MaskRules(config.drop_ratio_limit, config.max_failed_response_tokens,
+                      config.mask_max_turns)  # fmt: skip
+    result = apply_mask_filter(kept, rules)
+    cancelled = writer.cancelled()
+    episodes = sum(len(g) for g in kept)
+    extra = {f"rollout/{k}": v for k, v in result.stats.items()}
+    extra["rollout/stragglers_cancelled"] = float(sum(c["state"] == "running" for c in cancelled))
+    extra["rollout/queued_cancelled"] = float(sum(c["state"] == "queued" for c in cancelled))
+    extra["rollout/wall_s"] = wall_s
+    extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
+    thresholds = MonitorThresholds(config.loop_repeats, config.warn_destructive_rate,
+                                   config.warn_test_access_rate, config.warn_loop_rate,
+                                   config.warn_failure_rate)  # fmt: skip
+    metrics = monitor_rows(kept, thresholds, extra_global=extra, cancelled=cancelled)
+    write_rollout_metrics(config.metrics_path, metrics)
+    writer.merge(result.rows, config.out, keep_parts=config.keep_parts)
+    return RolloutSummary(
+        episodes=episodes, rows=len(result.rows), finished_now=finished_now,
+        cancelled=len(cancelled), dropped_groups=result.dropped_groups, wall_s=wall_s,
+        lines=summary_lines(metrics),
+    )  # fmt: skip

@@ -1,0 +1,168 @@
+"""Eval end to end in real podman sandboxes: the harness checks itself.
+
+The oracle agent must pass every fixture task and the nop agent none; a solve
+past its budget fails and is flagged; a broken image gives environment-error
+rows; the policy agent (the training agent's ``run_episode``) runs the tiny
+model through the same harness.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from components.eval.agents import AgentRun
+from components.eval.cli import eval_command
+from components.eval.config import EvalConfig
+from components.eval.taxonomy import FAILURE_MODES
+from components.eval.trials import run_trials, trial_row
+from termrl.artifacts.eval_results import read_eval_results
+from termrl.artifacts.tasks import TaskFile, save_tasks
+from termrl.taskfolders import import_task_folders
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "tasks"
+QUICK = ["hello-file", "reverse-words"]  # one Harbor (reward file), one legacy (pytest report)
+
+
+def fixture_task(task_id: str):
+    return next(t for t in import_task_folders([FIXTURES]).tasks if t.id == task_id)
+
+
+def run_cli(*args: str) -> list[dict]:
+    result = CliRunner().invoke(eval_command, [*args, "--no-progress"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = args[args.index("--out") + 1]
+    return read_eval_results(out).to_pylist()
+
+
+def test_a_solve_past_its_budget_fails_whatever_the_tests_say() -> None:
+    task = fixture_task("hello-file")
+    config = EvalConfig(agent="oracle")
+    row = trial_row(config, task, 0, AgentRun(stop_reason="done"), over_budget=True, tests_passed=True, reward=1.0)
+    assert (row["passed"], row["reward"], row["over_budget"], row["tests_passed"]) == (False, 0.0, True, True)
+    assert row["failure_mode"] == "timeout"
+    row = trial_row(config, task, 0, AgentRun(stop_reason="done"), over_budget=False, tests_passed=True, reward=1.0)
+    assert (row["passed"], row["failure_mode"]) == (True, None)
+
+
+def _oracle_and_nop(tmp_path: Path, tasks: list[str]) -> tuple[list[dict], list[dict]]:
+    picks = [a for t in tasks for a in ("--task", t)]
+    oracle = run_cli("--tasks", str(FIXTURES), "--agent", "oracle", "--out", str(tmp_path / "oracle.parquet"),
+                     "--report", str(tmp_path / "oracle.html"), *picks)  # fmt: skip
+    nop = run_cli("--tasks", str(FIXTURES), "--agent", "nop", "--out", str(tmp_path / "nop.parquet"), *picks)
+    return oracle, nop
+
+
+@pytest.mark.podman
+@pytest.mark.slow
+@pytest.mark.ci
+def test_oracle_passes_and_nop_fails_quick_subset(tmp_path: Path) -> None:
+    oracle, nop = _oracle_and_nop(tmp_path, QUICK)
+    assert sorted(r["task_id"] for r in oracle) == sorted(QUICK)
+    failing = {r["task_id"]: r["test_output"] for r in oracle if not r["passed"]}
+    assert not failing, failing
+    assert all(r["reward"] == 1.0 and r["failure_mode"] is None and not r["over_budget"] for r in oracle)
+    assert not any(r["passed"] for r in nop)
+    assert all(r["failure_mode"] == "wrong-result" and r["tests_passed"] is False for r in nop)
+    assert "<img" in (tmp_path / "oracle.html").read_text()
+
+
+@pytest.mark.podman
+@pytest.mark.slow
+def test_oracle_passes_and_nop_fails_every_fixture(tmp_path: Path) -> None:
+    all_ids = [t.id for t in import_task_folders([FIXTURES]).tasks]
+    oracle, nop = _oracle_and_nop(tmp_path, all_ids)
+    assert len(oracle) == len(nop) == len(all_ids) == 6
+    failing = {r["task_id"]: r["test_output"] for r in oracle if not r["passed"]}
+    assert not failing, failing
+    assert {r["task_id"] for r in nop if r["passed"]} == set()
+
+
+@pytest.mark.podman
+async def test_over_budget_oracle_is_flagged_in_a_real_sandbox(tmp_path: Path) -> None:
+    # The file is written at once, then the solution idles past its 3 s budget.
+    task = dataclasses.replace(
+        fixture_task("hello-file"),
+        id="slow-hello",
+        agent_timeout_sec=3.0,
+        solution_command="bash /solution/solve.sh",
+        solution_files=[TaskFile("solve.sh", b"echo 'Hello, terminal!' > /app/hello.txt\nsleep 30\n", 0o755)],
+    )
+    [row] = await run_trials(EvalConfig(agent="oracle", progress=False), [task])
+    assert row["tests_passed"] is True  # the tests alone would pass ...
+    assert row["passed"] is False and row["over_budget"] is True  # ... but the solve was too slow
+    assert row["failure_mode"] == "timeout" and row["stop_reason"] == "lifetime"
+    assert row["agent_sec"] < 15
+
+
+@pytest.mark.podman
+def test_an_image_that_does_not_build_gives_environment_error_rows(tmp_path: Path) -> None:
+    broken = dataclasses.replace(
+        fixture_task("hello-file"),
+        id="broken-image",
+        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nRUN exit 3\n")],
+    )
+    artifact = tmp_path / "tasks.parquet"
+    save_tasks(artifact, [broken])
+    rows = run_cli("--tasks", str(artifact), "--agent", "oracle", "--trials", "2", "--out", str(tmp_path / "r.parquet"))
+    assert [r["trial"] for r in rows] == [0, 1]
+    for row in rows:
+        assert row["failure_mode"] == "environment-error" and row["failure_type"] == "EnvInitFailed"
+        assert row["passed"] is False and row["error"]
+
+
+@pytest.mark.podman
+@pytest.mark.slow
+def test_policy_agent_with_the_tiny_model(tmp_path: Path, tiny_model_dir: Path) -> None:
+    tasks = ["hello-file", "count-errors"]
+    rows = run_cli(
+        "--tasks", str(FIXTURES), "--agent", "policy", "--model", str(tiny_model_dir),
+        "--task", tasks[0], "--task", tasks[1], "--max-turns", "2", "--max-new-tokens", "24",
+        "--out", str(tmp_path / "policy.parquet"), "--report", str(tmp_path / "policy.html"),
+    )  # fmt: skip
+    assert sorted(r["task_id"] for r in rows) == sorted(tasks)
+    for row in rows:
+        # the episode really ran: turns, tokens fed and sampled, a stop reason, then the tests
+        assert row["agent"] == "policy" and row["model"] == str(tiny_model_dir)
+        assert 1 <= row["turns"] <= 2 and len(row["calls_per_turn"]) == row["turns"]
+        assert row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= 24 * row["turns"]
+        assert row["stop_reason"] in ("done", "max-turns", "context-overflow", "lifetime")
+        assert row["tests_passed"] is not None
+        assert row["passed"] or row["failure_mode"] in FAILURE_MODES
+    html = (tmp_path / "policy.html").read_text()
+    assert html.count("<img") == 8 and "policy:" in html
+
+
+@pytest.mark.podman
+async def test_policy_episode_stops_at_the_task_budget(tiny_model_dir: Path) -> None:
+    from termrl.llm.hf_engine import TransformersEngine
+
+    # A random model never calls done: only the 1 s agent budget can end this episode early.
+    task = dataclasses.replace(fixture_task("hello-file"), id="short-budget", agent_timeout_sec=1.0)
+    config = EvalConfig(agent="policy", model=str(tiny_model_dir), max_turns=200, max_new_tokens=8, progress=False)
+    [row] = await run_trials(config, [task], engine=TransformersEngine(tiny_model_dir))
+    assert row["stop_reason"] == "lifetime" and row["turns"] < 200
+    assert row["over_budget"] is True and row["passed"] is False
+    assert row["failure_mode"] == "timeout"
+    assert row["tests_passed"] is False  # the tests still ran on the state the agent left
+
+
+@pytest.mark.podman
+@pytest.mark.slow
+async def test_policy_agent_through_litellm(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from termrl.llm.hf_engine import TransformersEngine
+    from termrl.llm.proxy import ModelProxy
+
+    # A real OpenAI-compatible server (termrl's ModelProxy on the tiny model) behind litellm:.
+    monkeypatch.setenv("OPENAI_API_KEY", "eval-test")
+    async with ModelProxy(TransformersEngine(tiny_model_dir)) as proxy:
+        config = EvalConfig(agent="policy", model="litellm:openai/tiny", api_base=proxy.base_url,
+                            max_turns=2, max_new_tokens=16, progress=False)  # fmt: skip
+        [row] = await run_trials(config, [fixture_task("hello-file")])
+    assert row["model"] == "litellm:openai/tiny" and row["run_id"] == "litellm:openai/tiny"
+    assert row["turns"] == 2 and row["stop_reason"] == "max-turns"
+    assert row["failure_type"] is None, row["error"]
+    assert row["tests_passed"] is False and row["failure_mode"] in FAILURE_MODES

@@ -1,0 +1,97 @@
+"""The env manager's scheduling with an in-process episode function (timing-free asserts).
+
+The real sandboxes are exercised in test_stage.py; here an episode is a coroutine
+that waits on an event, so the order of completion is set by the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from components.rollout.env_manager import EnvManager, plan_groups, select_complete_groups
+from components.rollout.episode import EpisodeIds, EpisodeRecord
+from termrl.artifacts import Task
+
+TASKS = [Task(id="a", instruction="a"), Task(id="b", instruction="b")]
+
+
+class Episodes:
+    """Episodes finish when released; records how many ran at once."""
+
+    def __init__(self, slow_groups: set[int]) -> None:
+        self.slow_groups = slow_groups
+        self.release = asyncio.Event()
+        self.started: list[str] = []
+        self.running = self.max_running = 0
+
+    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
+        self.started.append(ids.episode_id)
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            if ids.group_index in self.slow_groups:
+                await self.release.wait()  # a straggler: never released in these tests
+            await asyncio.sleep(0.001 * ids.group_index)
+        finally:
+            self.running -= 1
+        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+                             finished_at=asyncio.get_running_loop().time())
+
+
+def test_groups_cycle_over_tasks_deterministically():
+    plans = plan_groups(TASKS, 3, seed=1, policy_version=7)
+    assert [(p.group_id, p.task.id) for p in plans] == [("v7-g0000", "b"), ("v7-g0001", "a"),
+                                                        ("v7-g0002", "b")]
+    assert [i.episode_id for i in plans[0].episode_ids(2)] == ["v7-g0000-e00", "v7-g0000-e01"]
+
+
+async def test_redundant_groups_cut_the_straggler_and_record_it():
+    episodes = Episodes(slow_groups={0})
+    written: list[EpisodeRecord] = []
+    plans = plan_groups(TASKS, 3, seed=0, policy_version=0)  # N=2 + R=1
+    outcome = await EnvManager(plans, group_size=2, needed=2, concurrency=6, run_episode=episodes,
+                               on_finished=written.append).run()
+    assert [g[0].ids.group_index for g in outcome.kept] == [1, 2]
+    assert all(len(g) == 2 for g in outcome.kept)
+    assert {c["episode_id"] for c in outcome.cancelled} == {"v0-g0000-e00", "v0-g0000-e01"}
+    assert {c["state"] for c in outcome.cancelled} == {"running"}
+    assert len(written) == outcome.finished_now == 4
+
+
+async def test_concurrency_bound_and_queued_stragglers():
+    episodes = Episodes(slow_groups={0})
+    plans = plan_groups(TASKS, 4, seed=0, policy_version=0)
+    outcome = await EnvManager(plans, group_size=2, needed=1, concurrency=3, run_episode=episodes,
+                               on_finished=lambda r: None).run()
+    assert episodes.max_running <= 3
+    assert len(outcome.kept) == 1
+    states = sorted(c["state"] for c in outcome.cancelled)
+    # Group 0 (2 running, stuck) plus whatever of groups 2-3 had not finished.
+    assert states.count("running") >= 2 and len(states) + outcome.finished_now == 8
+
+
+async def test_a_resumed_run_skips_finished_episodes():
+    first = Episodes(slow_groups=set())
+    plans = plan_groups(TASKS, 2, seed=0, policy_version=0)
+    done = [await first(p.task, ids) for p in plans[:1] for ids in p.episode_ids(2)]
+    done.append(await first(plans[1].task, plans[1].episode_ids(2)[0]))
+    again = Episodes(slow_groups=set())
+    outcome = await EnvManager(plans, group_size=2, needed=2, concurrency=4, run_episode=again,
+                               on_finished=lambda r: None, finished=done).run()
+    assert again.started == ["v0-g0001-e01"]
+    assert outcome.finished_now == 1 and len(outcome.kept) == 2
+    # Nothing left to do: no episode runs at all.
+    nothing = Episodes(slow_groups=set())
+    outcome = await EnvManager(plans, group_size=2, needed=2, concurrency=4, run_episode=nothing,
+                               on_finished=lambda r: None,
+                               finished=[r for g in outcome.kept for r in g]).run()
+    assert nothing.started == [] and len(outcome.kept) == 2
+
+
+def test_select_complete_groups_orders_by_completion():
+    def rec(g: int, e: int, t: float) -> EpisodeRecord:
+        return EpisodeRecord(ids=EpisodeIds(f"g{g}-e{e}", f"g{g}", g, e), task_id="a",
+                             policy_version=0, mode="m", finished_at=t)
+
+    records = [rec(0, 0, 5), rec(0, 1, 9), rec(1, 0, 1), rec(1, 1, 2), rec(2, 0, 3)]
+    assert [g[0].ids.group_index for g in select_complete_groups(records, 2, 5)] == [1, 0]

@@ -1,0 +1,148 @@
+"""SandboxEpisodeRunner's failure handling, driven by an in-process manager and session.
+
+Each step's failure must end up as the right ``failure_type`` (the real-sandbox
+versions of these faults are in test_stage.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from components.rollout.episode import EpisodeIds, SandboxEpisodeRunner
+from termrl.artifacts import Task, TaskFile
+from termrl.errors import EnvInitFailed, SandboxDied
+
+TASK = Task(id="t", instruction="do it", environment_files=[TaskFile("Dockerfile", b"FROM x\n")],
+            test_files=[TaskFile("test.sh", b"true\n", 0o755)])
+IDS = [EpisodeIds(f"e{i}", "g", 0, i) for i in range(3)]
+
+
+@dataclass
+class Result:
+    output: str
+    exit_code: int | None = 0
+    duration: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class Session:
+    reset_exit: int = 0
+    reward: bytes | Exception = b"1"
+    commands: list[str] = field(default_factory=list)
+    closed: bool = False
+    workdir: str = "/app"
+
+    async def exec(self, command: str, timeout: float = 60.0) -> Result:
+        self.commands.append(command)
+        if command.startswith("rm -rf /solution"):
+            return Result("/app\n", self.reset_exit)
+        return Result("ok")
+
+    async def upload_files(self, files, dest_dir: str) -> None:
+        self.commands.append(f"upload {dest_dir}")
+
+    async def download(self, path: str) -> bytes:
+        if isinstance(self.reward, Exception):
+            raise self.reward
+        return self.reward
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self.closed = True
+
+
+class Manager:
+    def __init__(self, session: Session | None = None, build: Exception | asyncio.Event | None = None):
+        self.session = session or Session()
+        self.build = build
+        self.builds = 0
+
+    async def build_image(self, spec) -> str:
+        self.builds += 1
+        if isinstance(self.build, asyncio.Event):
+            await self.build.wait()
+        elif self.build is not None:
+            raise self.build
+        return "img"
+
+    async def create(self, spec) -> Session:
+        return self.session
+
+
+def _runner(manager: Manager, step=None) -> SandboxEpisodeRunner:
+    async def default_step(session, recorder, task, ids):
+        await recorder.exec("echo hi", 5)
+        chunk = {"chunk_index": 0, "prompt_ids": [1], "response_ids": [2], "response_logprobs": [-1.0]}
+        return SimpleNamespace(chunks=[chunk], stop_reason="done", trainable=True, episode_tokens=2,
+                               failure_type=None, error=None)
+
+    return SandboxEpisodeRunner(manager, step or default_step, mode="roll-managed", policy_version=0,
+                                sandbox_lifetime_s=lambda v: 100.0)
+
+
+async def test_a_good_episode_is_reset_run_and_rewarded():
+    manager = Manager()
+    record = await _runner(manager)(TASK, IDS[0])
+    assert (record.failure_type, record.reward, record.success, record.rewarded) == (None, 1.0, True, True)
+    assert manager.session.commands[0].startswith("rm -rf /solution /tests /logs/verifier")
+    assert [e.command for e in record.execs] == ["echo hi"] and manager.session.closed
+    # Tests are uploaded only after the agent ran.
+    assert manager.session.commands.index("upload /tests") > manager.session.commands.index("echo hi")
+
+
+async def test_a_failed_build_is_built_once_and_fails_every_episode():
+    manager = Manager(build=EnvInitFailed("image build failed (exit status 3)"))
+    runner = _runner(manager)
+    records = await asyncio.gather(*(runner(TASK, ids) for ids in IDS))
+    assert manager.builds == 1
+    assert {(r.failure_type, r.stop_reason, len(r.chunks)) for r in records} == {("EnvInitFailed", "error", 0)}
+
+
+async def test_a_cancelled_builder_does_not_take_the_waiting_episodes_with_it():
+    gate = asyncio.Event()
+    manager = Manager(build=gate)
+    runner = _runner(manager)
+    builder = asyncio.create_task(runner(TASK, IDS[0]))
+    await asyncio.sleep(0.01)
+    waiter = asyncio.create_task(runner(TASK, IDS[1]))
+    await asyncio.sleep(0.01)
+    builder.cancel()
+    await asyncio.sleep(0.01)
+    gate.set()
+    record = await waiter
+    assert record.failure_type is None and manager.builds == 2
+
+
+@pytest.mark.parametrize(
+    ("session", "expected"),
+    [(Session(reset_exit=1), "ResetFailed"), (Session(reward=b"garbage"), "RewardFailed"),
+     (Session(reward=OSError("podman cp failed")), "RewardFailed"),
+     (Session(reward=SandboxDied("gone")), "SandboxDied")],
+)
+async def test_reset_and_reward_failures_are_classified(session, expected):
+    record = await _runner(Manager(session))(TASK, IDS[0])
+    assert record.failure_type == expected and not record.rewarded and session.closed
+
+
+async def test_agent_failures_skip_the_reward_and_unexpected_errors_are_still_classified():
+    async def died(session, recorder, task, ids):
+        return SimpleNamespace(chunks=[], stop_reason="error", trainable=False, episode_tokens=0,
+                               failure_type="SandboxDied", error="gone")
+
+    manager = Manager()
+    record = await _runner(manager, died)(TASK, IDS[0])
+    assert record.failure_type == "SandboxDied" and "upload /tests" not in manager.session.commands
+
+    async def broken(session, recorder, task, ids):
+        raise RuntimeError("a bug")
+
+    record = await _runner(Manager(), broken)(TASK, IDS[0])
+    assert record.failure_type == "UnexpectedError" and "a bug" in record.error

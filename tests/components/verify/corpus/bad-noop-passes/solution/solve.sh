@@ -1,0 +1,2 @@
+#!/bin/bash
+gzip -k /app/data.txt

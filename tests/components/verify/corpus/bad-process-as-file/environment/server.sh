@@ -1,0 +1,3 @@
+#!/bin/bash
+echo $$ > /app/server.pid
+while true; do sleep 1; done

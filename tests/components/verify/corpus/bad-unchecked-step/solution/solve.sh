@@ -1,0 +1,3 @@
+#!/bin/bash
+sort -u /app/names.txt > /app/sorted.txt
+chmod +x /app/report.sh
