@@ -18,6 +18,7 @@ from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
 from termrl.taskfolders.commands import tasks
+from termrl.tbcompat.commands import tbcompat
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,6 +30,7 @@ def main() -> None:
 main.add_command(tasks)
 main.add_command(sandbox)
 main.add_command(model)
+main.add_command(tbcompat)
 
 
 @main.group()

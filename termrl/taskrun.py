@@ -17,7 +17,10 @@ Scoring follows the task's ``scoring`` column:
   least one PASSED test and no FAILED or ERROR one.
 
 Tests and the solution are uploaded only here, so they are never inside the
-sandbox while an agent works.
+sandbox while an agent works. So is a Terminal-Bench task's offline test kit
+(``termrl.tbcompat``: uv, the pinned test wheels, ``PIP_NO_INDEX``/``PIP_FIND_LINKS``
+and a uv config for the test command). A run using more than 80 % of its
+timeout is logged as a warning (it may flip under load).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import yaml
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import RewardFailed
+from termrl.tbcompat.testphase import prepare_test_phase
+from termrl.tbcompat.timing import warn_if_tight
 
 __all__ = [
     "SolutionOutcome",
@@ -134,6 +139,7 @@ async def run_solution(session: _Session, task: Task, *, timeout: float | None =
         exit_code = result.exit_code
         if result.timed_out:
             return SolutionOutcome(None, True, time.monotonic() - started, "".join(outputs))
+    warn_if_tight(task.id, "the solution", time.monotonic() - started, timeout)
     return SolutionOutcome(exit_code, False, time.monotonic() - started, "".join(outputs))
 
 
@@ -150,12 +156,14 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
     """Upload the tests, run them, and read the reward. Raises ``RewardFailed`` if unreadable."""
     timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
     await session.upload_files(task.test_files, TESTS_DIR)
+    env = {"TEST_DIR": TESTS_DIR, **await prepare_test_phase(session, task)}
     started = time.monotonic()
     prepare = await session.exec(f"rm -f {REWARD_FILE}; mkdir -p /logs/verifier", timeout=30)
     if prepare.exit_code != 0:
         raise RewardFailed(f"task {task.id}: cannot prepare /logs/verifier", log_tail=prepare.output[-2000:])
-    result = await session.exec(_in_workdir(session, task.test_command, {"TEST_DIR": TESTS_DIR}), timeout=timeout)
+    result = await session.exec(_in_workdir(session, task.test_command, env), timeout=timeout)
     duration = time.monotonic() - started
+    warn_if_tight(task.id, "the tests", duration, timeout)
     if result.timed_out:
         return TestOutcome(False, 0.0, result.output, duration, True)
     if task.scoring == "pytest-report":

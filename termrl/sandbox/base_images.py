@@ -35,6 +35,7 @@ from termrl.errors import EnvInitFailed, SandboxUnavailable
 __all__ = [
     "BASE_IMAGES",
     "BaseImage",
+    "STANDIN_PACKAGES",
     "build_base_images",
     "cache_root",
     "rootfs_tarball",
@@ -91,6 +92,17 @@ class BaseImage:
         return (self.name, *self.aliases)
 
 
+# The stand-in for Terminal-Bench's base images (t-bench/python-3-13, t-bench/ubuntu-24-04:
+# a slim Python 3.13 or Ubuntu 24.04 with tmux and asciinema) and for python:3.13 /
+# ubuntu:24.04 style names: Debian trixie's python3 is 3.13. Kept as lean as those
+# images; termrl.tbcompat.standins maps names onto it and records the differences.
+STANDIN_PACKAGES = (
+    "python3", "python3-pip", "python3-venv", "python-is-python3",
+    "tmux", "asciinema", "curl", "ca-certificates",
+)  # fmt: skip
+_STANDIN_NAMES = ("python:3.13", "python:3.13-slim", "python:3.13-slim-bookworm", "python:3.13-slim-trixie",
+                  "debian:trixie", "debian:trixie-slim", "ubuntu:24.04", "ubuntu:noble")  # fmt: skip
+
 BASE_IMAGES: list[BaseImage] = [
     BaseImage(
         name="termrl/base:bookworm",
@@ -100,6 +112,14 @@ BASE_IMAGES: list[BaseImage] = [
             "docker.io/library/debian:bookworm",
             "docker.io/library/debian:bookworm-slim",
         ),
+    ),
+    BaseImage(
+        name="termrl/standin:trixie",
+        suite="trixie",
+        packages=STANDIN_PACKAGES,
+        # python:3.x images carry no EXTERNALLY-MANAGED marker: `uv pip install --system` works there.
+        config=(*DEFAULT_CONFIG, "ENV UV_BREAK_SYSTEM_PACKAGES=1"),
+        aliases=(*_STANDIN_NAMES, *(f"docker.io/library/{n}" for n in _STANDIN_NAMES)),
     ),
 ]
 

@@ -9,49 +9,68 @@ Limits: ``--cpus``, ``--memory`` with equal ``--memory-swap`` (no swap),
 ``--pids-limit``, ``--timeout`` (the lifetime, enforced by conmon even if this
 process dies), ``--network=none`` unless egress, no-new-privileges, podman's
 default capability set (smaller than Docker's). Images of task environments
-are built with ``--network=host`` and cached under ``termrl/env:<hash>``.
+are built with ``--network=host`` and cached under ``termrl/env:<hash>``;
+a build gets the host's CA bundle mounted and ``UV_NATIVE_TLS=1`` as a
+stage ARG (uv otherwise ignores the system CA store), neither stored in the
+image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
+a Terminal-Bench stand-in) is built first when missing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import math
-import re
 import shutil
+import tarfile
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, metrics
-from termrl.sandbox.base_images import cache_root
+from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
 from termrl.sandbox.session import Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
+from termrl.tbcompat.dockerfile import base_refs, declare_build_args
 
 __all__ = ["PodmanBackend", "PodmanSandbox"]
 
 LABEL = "termrl.sandbox"
-_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+BUILD_ARGS = {"UV_NATIVE_TLS": "1"}
+"""In every RUN step of a build that gets the host CAs (as ARGs: not kept in the image)."""
 
 
 def base_image_refs(spec: SandboxSpec) -> list[str]:
-    """The images a spec's Dockerfile builds FROM (not its own earlier stages)."""
-    dockerfile = next((f for f in spec.environment_files if f.path == "Dockerfile"), None)
+    """The images a spec's Dockerfile builds FROM (stand-ins applied; not its own earlier stages)."""
+    dockerfile = next((f for f in spec.build_files() if f.path == "Dockerfile"), None)
     if dockerfile is None:
         return []
-    refs: list[str] = []
-    stages: set[str] = set()
-    for match in _FROM.finditer(dockerfile.data.decode(errors="replace")):
-        ref, alias = match.group(1), match.group(2)
-        if ref.lower() not in stages and ref.lower() != "scratch" and "$" not in ref:
-            refs.append(ref)
-        if alias:
-            stages.add(alias.lower())
-    return refs
+    return base_refs(dockerfile.data.decode(errors="replace"))
+
+
+def _trim_tar(archive: bytes) -> bytes:
+    """The archive cut right after its end-of-archive blocks.
+
+    ``podman cp -`` stops reading there; the record padding after it (Python
+    pads to 10 KiB) is then written into a closed pipe, and podman reports a
+    failed copy although every file arrived.
+    """
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for _ in tar:
+            pass
+        end = tar.offset
+    return archive[:end] + bytes(2 * tarfile.BLOCKSIZE)
+
+
+def _with_build_args(dockerfile: TaskFile) -> TaskFile:
+    text = declare_build_args(dockerfile.data.decode(errors="surrogateescape"), BUILD_ARGS)
+    return TaskFile(dockerfile.path, text.encode(errors="surrogateescape"), dockerfile.mode)
 
 
 async def _run(argv: list[str], stdin: bytes | None = None, timeout: float = 120) -> tuple[int, bytes]:
@@ -85,7 +104,7 @@ class PodmanSandbox(Sandbox):
         await _run(argv, timeout=30)
 
     async def put_archive(self, archive: bytes) -> None:
-        code, out = await _run([self.binary, "cp", "-", f"{self.name}:/"], stdin=archive)
+        code, out = await _run([self.binary, "cp", "-", f"{self.name}:/"], stdin=_trim_tar(archive))
         if code != 0:
             await self._raise_if_dead()
             raise OSError(f"upload into {self.name} failed: {out.decode(errors='replace').strip()}")
@@ -126,6 +145,8 @@ class PodmanBackend:
         self._engine_ok = False
         self._build_locks: dict[str, asyncio.Lock] = {}
         self._build_slots = asyncio.Semaphore(max_concurrent_builds)
+        self._bases_seen: set[str] = set()
+        self._base_builds = asyncio.Lock()
 
     async def ensure_engine(self) -> None:
         """Raise ``SandboxUnavailable`` once if the CLI cannot reach its engine (checked once)."""
@@ -147,6 +168,7 @@ class PodmanBackend:
         await self.ensure_engine()
         if spec.image is not None:
             return spec.image
+        await self._ensure_base_images(spec)
         tag = await self._image_tag(spec)
         lock = self._build_locks.setdefault(tag, asyncio.Lock())
         async with lock:
@@ -164,6 +186,17 @@ class PodmanBackend:
                 metrics.BUILD_SECONDS.labels(self.name).observe(time.monotonic() - started)
         return tag
 
+    async def _ensure_base_images(self, spec: SandboxSpec) -> None:
+        """Build the missing local base images (``BASE_IMAGES`` tags) the Dockerfile starts FROM."""
+        for ref in base_image_refs(spec):
+            recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
+            if recipe is None or ref in self._bases_seen:
+                continue
+            async with self._base_builds:
+                if not await self.image_exists(ref):
+                    await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
+            self._bases_seen.add(ref)
+
     async def _image_tag(self, spec: SandboxSpec) -> str:
         """``spec.image_key`` salted with the ids of the local images its Dockerfile starts
         FROM: rebuilding a base image (new recipe) must not reuse task images built on
@@ -180,7 +213,11 @@ class PodmanBackend:
     async def _build(self, spec: SandboxSpec, tag: str) -> None:
         with tempfile.TemporaryDirectory(prefix="termrl-build-") as context:
             root = Path(context).resolve()
-            for f in spec.environment_files:
+            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+            files = spec.build_files()
+            if bundle is not None:
+                files = [_with_build_args(f) if f.path == "Dockerfile" else f for f in files]
+            for f in files:
                 target = (root / f.path).resolve()
                 if not target.is_relative_to(root):
                     raise EnvInitFailed(f"environment file escapes the build context: {f.path!r}")
@@ -192,7 +229,6 @@ class PodmanBackend:
                 "--label", f"termrl.environment={environment_hash(spec.environment_files)}",
                 "--tag", tag,
             ]  # fmt: skip
-            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SYSTEM_BUNDLE}:ro"]
             code, out = await _run([*argv, str(root)], timeout=spec.build_timeout_sec)

@@ -3,7 +3,9 @@
 A spec names either a ready image or a task environment (a Dockerfile and its
 build context as ``TaskFile``s). Environment images are cached by content hash:
 ``environment_hash`` is the key, so two tasks with byte-identical environments
-share one image build.
+share one image build. A task's recorded base-image stand-ins
+(``termrl.tbcompat``) rewrite its Dockerfile's FROM names in the files handed
+to the builder (``build_files``), never in the task itself.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import ConfigError
+from termrl.tbcompat.dockerfile import rewrite_from
 
 if TYPE_CHECKING:
     from termrl.artifacts.tasks import Task
@@ -52,6 +55,11 @@ def environment_hash(files: list[TaskFile]) -> str:
     return digest.hexdigest()
 
 
+def _rewritten(dockerfile: bytes, rewrites: dict[str, str]) -> bytes:
+    text = dockerfile.decode(errors="surrogateescape")
+    return rewrite_from(text, rewrites).encode(errors="surrogateescape")
+
+
 @dataclass
 class SandboxSpec:
     """Everything needed to start one sandbox.
@@ -75,6 +83,8 @@ class SandboxSpec:
     """The sandbox is destroyed this long after it started, whatever it is doing."""
     build_timeout_sec: float = 600.0
     labels: dict[str, str] = field(default_factory=dict)
+    base_image_rewrites: dict[str, str] = field(default_factory=dict)
+    """FROM name -> local stand-in, applied to the Dockerfile at build time."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -96,7 +106,17 @@ class SandboxSpec:
         """A stable name for the image this spec runs (built or given)."""
         if self.image is not None:
             return self.image
-        return f"termrl/env:{environment_hash(self.environment_files)[:24]}"
+        return f"termrl/env:{environment_hash(self.build_files())[:24]}"
+
+    def build_files(self) -> list[TaskFile]:
+        """The build context as the builder gets it: the Dockerfile's FROM names rewritten."""
+        if not self.base_image_rewrites:
+            return list(self.environment_files)
+        return [
+            TaskFile(f.path, _rewritten(f.data, self.base_image_rewrites), f.mode)
+            if f.path == "Dockerfile" else f
+            for f in self.environment_files
+        ]
 
     @classmethod
     def from_task(cls, task: Task, **overrides: object) -> SandboxSpec:
@@ -109,6 +129,7 @@ class SandboxSpec:
             "environment_files": list(task.environment_files),
             "network": "egress" if task.allow_internet else "none",
             "labels": {"termrl.task": task.id},
+            "base_image_rewrites": {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()},
         }
         for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb),
                             ("build_timeout_sec", task.build_timeout_sec)):  # fmt: skip

@@ -5,7 +5,9 @@ folder; ``import_task_folders`` collects them all instead of stopping at the
 first, so a user sees every bad folder in one run. File bytes and mode bits
 are kept exactly. A symlink that points outside the task folder is refused (a
 task must not smuggle host files into an image); one that points inside is
-read as the file it points to.
+read as the file it points to. Each task leaves with its Terminal-Bench
+adaptations recorded (``termrl.tbcompat.adapt``: base-image stand-ins, the
+offline test kit); its bytes stay as they were.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from termrl.taskfolders.layout import (
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
 )
+from termrl.tbcompat.adapt import with_adaptations
 
 __all__ = ["ImportReport", "find_task_folders", "import_task_folders", "read_task_folder"]
 
@@ -107,9 +110,9 @@ def read_task_folder(folder: str | os.PathLike) -> Task:
         raise TaskFormatError(str(folder), "has both task.toml (Harbor) and task.yaml (legacy)")
     _check_links(folder)
     if has_toml:
-        return _read_harbor(folder)
+        return with_adaptations(_read_harbor(folder))
     if has_yaml:
-        return _read_legacy(folder)
+        return with_adaptations(_read_legacy(folder))
     raise TaskFormatError(str(folder), "no task.toml (Harbor) or task.yaml (legacy)")
 
 

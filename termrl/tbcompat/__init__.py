@@ -1,0 +1,23 @@
+"""Terminal-Bench compatibility: public task sets build and score offline, unchanged.
+
+Terminal-Bench tasks assume a registry (their Dockerfiles start FROM
+``ghcr.io/laude-institute/t-bench/...``) and internet at test time (their
+test scripts install uv and pytest). termrl adapts a task on import, records
+what it changed in ``Task.adaptations``, and applies it only where it runs —
+the task's bytes never change and export writes them back as they were:
+
+    import   adapt.with_adaptations(task)     stand-ins for FROM names, the test kit's spec, notes
+    build    dockerfile.rewrite_from(...)     FROM names -> local stand-ins (SandboxSpec.build_files)
+    test     testphase.prepare_test_phase()   uv + pinned wheels + offline config copied in,
+                                              PIP_NO_INDEX / PIP_FIND_LINKS / UV_CONFIG_FILE set
+    check    timing.warn_if_tight(...)        a reference run over 80 % of a timeout
+
+Modules: ``standins`` (which local base image stands in for a name, and how
+it differs), ``scan`` (what the test scripts download), ``kit`` (fetching and
+caching the offline kit on the host), ``commands`` (``termrl tbcompat``).
+
+Nothing is imported here: ``termrl.sandbox`` imports ``tbcompat.dockerfile``,
+and ``tbcompat`` imports ``termrl.sandbox``; import the submodules directly.
+"""
+
+__all__: list[str] = []

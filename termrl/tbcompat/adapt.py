@@ -1,0 +1,79 @@
+"""What termrl changes to run a Terminal-Bench task here, computed once and recorded on the task.
+
+``adaptations_for(task)`` reads the task (never changing its bytes) and
+returns the JSON kept in ``Task.adaptations``::
+
+    {
+      "base_images": {                       # FROM names rewritten at build time
+        "ghcr.io/laude-institute/t-bench/python-3-13:20250620":
+          {"image": "termrl/standin:trixie", "differences": ["Debian trixie's python3 3.13 ..."]}
+      },
+      "test_kit": {                          # the offline test kit (termrl.tbcompat.kit.KitSpec)
+        "uv": "0.7.13", "python": "3.13", "glibc": "2.41", "arch": "x86_64",
+        "groups": [["pytest==8.4.1"]], "found_in": ["run-tests.sh"]
+      },
+      "notes": ["..."]                       # what could not be adapted
+    }
+
+Keys appear only when needed, so a task that runs as written gets ``{}``.
+Builds read ``base_images`` (``SandboxSpec.from_task``), the test phase reads
+``test_kit`` (``termrl.taskrun.run_tests``); export writes the original
+files and this record beside them, so every step is reversible.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from termrl.artifacts.tasks import Task
+from termrl.tbcompat.dockerfile import base_refs
+from termrl.tbcompat.kit import DEFAULT_UV_VERSION, KitSpec
+from termrl.tbcompat.scan import scan_scripts
+from termrl.tbcompat.standins import SUITES, StandIn, resolve_base
+
+__all__ = ["COMPUTED_KEYS", "adaptations_for", "with_adaptations"]
+
+COMPUTED_KEYS = ("base_images", "test_kit", "notes")
+"""The adaptation keys this module owns; any other key on a task is kept as it is."""
+
+
+def adaptations_for(task: Task) -> dict[str, Any]:
+    """The adaptations ``task`` needs to build and be scored offline here."""
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    resolved: list[StandIn] = []
+    for ref in base_refs(task.dockerfile):
+        standin = resolve_base(ref)
+        if standin is None:
+            notes.append(f"no local stand-in for FROM {ref}: that image must exist locally to build")
+            continue
+        resolved.append(standin)
+        if standin.rewrite:
+            out.setdefault("base_images", {})[ref] = {"image": standin.image, "differences": list(standin.differences)}
+
+    scan = scan_scripts(task.test_files)
+    notes += scan.problems
+    if scan.uses_uv or scan.groups:
+        # The last FROM is the image the tests run in.
+        python, glibc = (resolved[-1].python, resolved[-1].glibc) if resolved else SUITES["bookworm"]
+        if not resolved:
+            notes.append(f"test kit built for Python {python} / glibc {glibc}: the base image is not known here")
+        kit = KitSpec(
+            uv=(scan.uv_version or DEFAULT_UV_VERSION) if scan.uses_uv else None,
+            python=python,
+            glibc=glibc,
+            groups=tuple(tuple(group) for group in scan.groups),
+            arch=platform.machine(),
+        )
+        out["test_kit"] = {**kit.to_json(), "found_in": scan.found_in}
+    if notes:
+        out["notes"] = notes
+    return out
+
+
+def with_adaptations(task: Task) -> Task:
+    """``task`` with its computed adaptations recorded (other recorded keys are kept)."""
+    kept = {k: v for k, v in task.adaptations.items() if k not in COMPUTED_KEYS}
+    task.adaptations = {**kept, **adaptations_for(task)}
+    return task
