@@ -1,23 +1,10 @@
-"""Fixtures of the sandbox tests: base images (built once, cached) and managers."""
+"""Fixtures of the sandbox tests: a manager with a small output cap (base images: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from termrl.sandbox import SandboxManager, build_base_images
-
-BASE = "termrl/base:bookworm"
-
-
-@pytest.fixture(scope="session")
-def base_images() -> str:
-    """Ensure the local base images exist (a no-op when current); returns the base tag."""
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed")
-    build_base_images()
-    return BASE
+from termrl.sandbox import SandboxManager
 
 
 @pytest.fixture

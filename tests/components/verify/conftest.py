@@ -7,7 +7,6 @@ never collected. Each folder's ``task.toml`` names its planted defect in
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -32,12 +31,3 @@ def corpus() -> list[Task]:
     return report.tasks
 
 
-@pytest.fixture(scope="session")
-def base_images() -> str:
-    """Ensure the local base images exist (a no-op when current)."""
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed")
-    from termrl.sandbox import build_base_images
-
-    build_base_images()
-    return "termrl/base:bookworm"
