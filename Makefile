@@ -16,7 +16,9 @@ run: base-images
 test: base-images
 	$(PY) -m pytest -m "not slow or ci" -q
 
+# Everything, slow end-to-end tests included; DeepSpeed (CPU, gloo) for its ZeRO tests.
 test-all: base-images
+	DS_BUILD_OPS=0 $(VENV)/bin/pip install -q -e '.[deepspeed]'
 	$(PY) -m pytest -q
 
 lint: setup

@@ -13,6 +13,7 @@ import click
 from components.eval.cli import eval_command, report_command
 from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
+from components.train.cli import train
 from components.verify.cli import verify
 from termrl import __version__
 from termrl.llm.commands import model
@@ -41,6 +42,7 @@ def stage() -> None:
 stage.add_command(synthesize)
 stage.add_command(verify)
 stage.add_command(rollout)
+stage.add_command(train)
 stage.add_command(eval_command)
 main.add_command(report_command)
 

@@ -1,0 +1,68 @@
+"""``termrl stage train`` / ``python -m components.train``: the stage's command line.
+
+Options map one-to-one onto ``TrainConfig`` fields; ``--set KEY=VALUE`` reaches
+any other field. Precedence: defaults < ``--config`` file < options < ``--set``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from components.train.config import MODES, load_config
+from components.train.trainer import train as run_training
+from termrl.errors import TermrlError
+
+__all__ = ["train"]
+
+
+@click.command("train")
+@click.option("--trajectories", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Trajectories artifact (Parquet) to train on.")
+@click.option("--model", type=click.Path(exists=True, file_okay=False), required=True,
+              help="Starting policy: a Hugging Face folder.")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Checkpoint folder to write (the final model lands at its root).")
+@click.option("--mode", type=click.Choice(MODES), default=None,
+              help="positive-only (phase 1) or full (phase 2). Default: positive-only.")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="YAML or JSON file with TrainConfig fields.")
+@click.option("--resume", is_flag=True, default=False,
+              help="Continue from the latest checkpoint under --out.")
+@click.option("--objective", type=click.Choice(["ipa", "token"]), default=None,
+              help="ipa (chunk level) or token (token-level GRPO baseline).")
+@click.option("--finetune", type=click.Choice(["lora", "full"]), default=None)
+@click.option("--lr", "learning_rate", type=float, default=None)
+@click.option("--epochs", type=int, default=None)
+@click.option("--max-steps", type=int, default=None)
+@click.option("--micro-batch-size", type=int, default=None)
+@click.option("--grad-accum-steps", type=int, default=None)
+@click.option("--negative-weight", type=float, default=None)
+@click.option("--seed", type=int, default=None)
+@click.option("--save-every-steps", type=int, default=None)
+@click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any TrainConfig field (repeatable), e.g. --set eps_high=0.28.")
+def train(config_file: str | None, resume: bool, no_progress: bool, settings: tuple[str, ...], **options) -> None:
+    """Update the policy with IPA on one trajectories artifact; write a checkpoint."""
+    extra: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        extra[key.strip()] = value
+    if resume:
+        options["resume"] = True
+    if no_progress:
+        options["progress"] = False
+    try:
+        config = load_config(config_file, **options, **extra)
+        result = run_training(config)
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # one summary per run, not per process
+    last = result["last"]
+    summary = f"loss {last['loss']:.4f}, clip {last['clip_fraction']:.3f}" if last else "no trainable episodes"
+    click.echo(f"trained {result['steps']} step(s) -> {result['out']} ({summary})")

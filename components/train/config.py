@@ -1,0 +1,289 @@
+"""The train stage's one configuration: every knob, its default and why.
+
+``TrainConfig`` is filled from defaults, then a YAML/JSON file, then command
+line overrides; ``validate()`` reports every problem at once. Values derived
+from other values (the learning rate when none is given, the dtype, the
+distributed back-end) are computed in one place, ``resolved()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from termrl.errors import ConfigError
+
+__all__ = [
+    "DISTRIBUTED",
+    "DTYPES",
+    "EXPORTS",
+    "FINETUNES",
+    "MODES",
+    "NORMALISATIONS",
+    "OBJECTIVES",
+    "SCHEDULES",
+    "TrainConfig",
+    "load_config",
+]
+
+MODES = ("positive-only", "full")
+OBJECTIVES = ("ipa", "token")
+NORMALISATIONS = ("token", "chunk", "sequence")
+FINETUNES = ("lora", "full")
+EXPORTS = ("merged", "adapter")
+SCHEDULES = ("constant", "linear", "cosine")
+DTYPES = ("auto", "float32", "bfloat16")
+DISTRIBUTED = ("auto", "none", "fsdp2", "deepspeed")
+
+
+@dataclass
+class TrainConfig:
+    """Everything the train stage needs. Paths first, then the objective, then optimisation."""
+
+    trajectories: str = ""
+    """The trajectories artifact (Parquet, one row per chunk) to train on."""
+    model: str = ""
+    """The starting policy: a Hugging Face folder. π_old is this model's log-probabilities."""
+    out: str = ""
+    """Output checkpoint folder: the final HF model at its root, step checkpoints under
+    ``checkpoints/``, per-step metrics in ``train_metrics.parquet``."""
+    mode: str = "positive-only"
+    """``positive-only`` (phase 1: negative-advantage episodes get weight 0, the seed's
+    conservative start) or ``full`` (phase 2: negatives too, scaled by ``negative_weight``)."""
+    resume: bool = False
+    """Continue from the latest complete checkpoint under ``out`` instead of starting over."""
+
+    # --- objective -----------------------------------------------------------------------
+    objective: str = "ipa"
+    """``ipa``: importance ratio and clipping per interaction chunk (the seed's IPA).
+    ``token``: token-level GRPO, kept as the baseline for comparison."""
+    normalisation: str = "token"
+    """How chunk losses are averaged over a step: ``token`` (each chunk weighs its token
+    count; GRPO's token mean), ``chunk`` (every kept chunk equal) or ``sequence`` (every
+    episode equal, its chunks sharing its weight)."""
+    eps_low: float = 0.2
+    """Lower clip: a chunk ratio below 1 − eps_low stops pushing a negative chunk down.
+    PPO's 0.2; a chunk ratio is a geometric mean of token ratios, so it clips less often."""
+    eps_high: float = 0.2
+    """Upper clip: a chunk ratio above 1 + eps_high stops pushing a positive chunk up."""
+    std_normalise: bool = True
+    """Divide group-centred rewards by the group's std. A switch because the seed saw
+    removing the std crash training on one data set and stabilise it on another."""
+    gamma: float = 1.0
+    """Discount over chunks: chunk c of C gets γ^(C−1−c) of the episode advantage. 1.0 is
+    the plain outcome reward; lower values credit the last interactions more."""
+    negative_weight: float = 1.0
+    """Full mode: global weight on negative-advantage chunks. The seed lowered it when
+    negatives started to dominate the update; 1.0 is unweighted RL."""
+    mismatch_threshold: float = 0.5
+    """Mask a whole chunk when mean |log π_old − log μ| over its tokens exceeds this (nats).
+    Well above the measured llama.cpp-Q4 vs fp32 gap (mean 0.07), so quantisation noise
+    passes while a chunk whose average token probability ratio leaves ~[0.6, 1.65] goes.
+    Chunks without μ (an engine that reports no log-probabilities) are not checked."""
+    max_failed_response_tokens: int = 20_000
+    """Mask failed episodes whose response tokens (all chunks) exceed this: the seed's
+    20k rule against a few extreme failures dominating the gradient."""
+    max_episode_tokens: int | None = None
+    """Mask episodes whose full token stream is longer (reason ``too_long``); ``None``
+    means the model's ``max_position_embeddings``."""
+
+    # --- model and optimisation ----------------------------------------------------------
+    finetune: str = "lora"
+    """``lora`` (peft adapters; less memory, not faster on CPU) or ``full``."""
+    lora_rank: int = 16
+    """LoRA rank: 16 is a common middle ground for RL fine-tuning of small models."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / rank = 2)."""
+    lora_target_modules: list[str] | str = "all-linear"
+    """Which linear layers get adapters; peft's ``all-linear`` covers attention and MLP."""
+    export: str = "merged"
+    """The final model for the next stage: ``merged`` weights (loads anywhere as is) or the
+    ``adapter`` plus a reference to its base model. Full fine-tuning is always merged."""
+    learning_rate: float | None = None
+    """Peak learning rate; ``None`` picks 1e-5 for LoRA and 1e-6 for full fine-tuning (the
+    usual RL-from-instruct magnitudes: adapters need roughly ten times more)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay; 0 because RL updates are small corrections to a good model."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas (the PyTorch defaults)."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm; the usual guard against one bad batch."""
+    warmup_steps: int = 0
+    """Linear warm-up steps. 0 by default because each stage trains a few steps on one
+    rollout batch; a stage-local warm-up would repeat at every curriculum round."""
+    schedule: str = "constant"
+    """After warm-up: ``constant``, ``linear`` decay to 0 or ``cosine`` decay to 0."""
+    micro_batch_size: int = 1
+    """Episodes per forward pass (per process). Episodes are long; 1 avoids padding."""
+    grad_accum_steps: int = 4
+    """Micro-batches per optimizer step (per process)."""
+    epochs: int = 1
+    """Passes over the trajectories. π_old stays the starting policy, so later passes are
+    PPO-style off-policy updates kept in check by the clipping."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (``None``: run all epochs)."""
+    seed: int = 0
+    """Seeds the data order (per epoch) and torch's RNG."""
+    dtype: str = "auto"
+    """``auto``: bf16 autocast on a GPU that supports it, fp32 otherwise (bf16 matmuls are
+    ~40x slower on this kind of CPU)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward to fit long episodes in memory."""
+    distributed: str = "auto"
+    """``auto``: FSDP2 when launched by torchrun with more than one process, else ``none``.
+    ``deepspeed``: ZeRO through DeepSpeed (GPU clusters; needs the ``deepspeed`` extra)."""
+    deepspeed_zero_stage: int = 2
+    """ZeRO stage for ``distributed: deepspeed`` (1, 2 or 3)."""
+    deepspeed_config: str | None = None
+    """Optional DeepSpeed JSON whose keys override the generated configuration."""
+    save_every_steps: int = 10
+    """Write a resumable checkpoint every N optimizer steps (and always at the end)."""
+    keep_checkpoints: int = 2
+    """How many step checkpoints to keep; older ones are deleted after a newer one lands."""
+    progress: bool = True
+    """Show a progress bar (rank 0 only)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form notes copied into the checkpoint's training state (e.g. the pipeline run)."""
+
+    # -------------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise ``ConfigError`` listing every problem found."""
+        problems: list[str] = []
+
+        def choice(name: str, options: tuple[str, ...]) -> None:
+            if getattr(self, name) not in options:
+                problems.append(f"{name}={getattr(self, name)!r} must be one of {', '.join(options)}")
+
+        for name, options in [
+            ("mode", MODES),
+            ("objective", OBJECTIVES),
+            ("normalisation", NORMALISATIONS),
+            ("finetune", FINETUNES),
+            ("export", EXPORTS),
+            ("schedule", SCHEDULES),
+            ("dtype", DTYPES),
+            ("distributed", DISTRIBUTED),
+        ]:
+            choice(name, options)
+        for name in ("trajectories", "model", "out"):
+            if not getattr(self, name):
+                problems.append(f"{name} is required")
+        if self.trajectories and not Path(self.trajectories).is_file():
+            problems.append(f"trajectories file {self.trajectories} does not exist")
+        if self.model and not (Path(self.model) / "config.json").is_file():
+            problems.append(f"model {self.model} is not a Hugging Face folder (no config.json)")
+        if not 0 <= self.eps_low < 1:
+            problems.append(f"eps_low={self.eps_low} must be in [0, 1)")
+        if self.eps_high < 0:
+            problems.append(f"eps_high={self.eps_high} must be >= 0")
+        if not 0 < self.gamma <= 1:
+            problems.append(f"gamma={self.gamma} must be in (0, 1]")
+        if self.negative_weight < 0:
+            problems.append(f"negative_weight={self.negative_weight} must be >= 0")
+        if self.mismatch_threshold <= 0:
+            problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
+        positive_ints = ["max_failed_response_tokens", "lora_rank", "lora_alpha",
+                         "micro_batch_size", "grad_accum_steps", "epochs", "keep_checkpoints"]
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                problems.append(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("max_episode_tokens", "max_steps"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                problems.append(f"{name}={value} must be >= 1 (or null)")
+        if self.warmup_steps < 0 or self.save_every_steps < 0:
+            problems.append("warmup_steps and save_every_steps must be >= 0")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        if self.max_grad_norm <= 0:
+            problems.append(f"max_grad_norm={self.max_grad_norm} must be > 0")
+        if self.deepspeed_zero_stage not in (1, 2, 3):
+            problems.append(f"deepspeed_zero_stage={self.deepspeed_zero_stage} must be 1, 2 or 3")
+        if self.deepspeed_config and not Path(self.deepspeed_config).is_file():
+            problems.append(f"deepspeed_config {self.deepspeed_config} does not exist")
+        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            problems.append(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
+        if problems:
+            raise ConfigError(problems)
+
+    def resolved(self) -> dict[str, Any]:
+        """Derived values, computed once: learning rate, dtype name, distributed back-end."""
+        import torch
+
+        lr = self.learning_rate
+        if lr is None:
+            lr = 1e-5 if self.finetune == "lora" else 1e-6
+        dtype = self.dtype
+        if dtype == "auto":
+            gpu_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            dtype = "bfloat16" if gpu_bf16 else "float32"
+        distributed = self.distributed
+        if distributed == "auto":
+            distributed = "fsdp2" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else "none"
+        return {"learning_rate": lr, "dtype": dtype, "distributed": distributed}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["adam_betas"] = list(self.adam_betas)
+        return data
+
+
+def _coerce(name: str, value: Any, current: Any) -> Any:
+    """Turn a command-line string into the field's type, judged by its default."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("null", "none"):
+        return None
+    if isinstance(current, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{name}={value!r} is not a boolean")
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(current, str):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}={value!r} cannot be parsed: {exc}") from exc
+
+
+def load_config(path: str | os.PathLike | None = None, **overrides: Any) -> TrainConfig:
+    """Defaults, then the YAML/JSON file at ``path``, then ``overrides`` (``None`` skipped).
+
+    Unknown keys are errors (all reported together): a misspelt knob must not be
+    silently ignored.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+            loaded = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping")
+        values.update(loaded)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError([f"unknown config key {k!r}" for k in unknown])
+    defaults = TrainConfig()
+    problems: list[str] = []
+    coerced: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            coerced[key] = _coerce(key, value, getattr(defaults, key))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    if "adam_betas" in coerced and coerced["adam_betas"] is not None:
+        coerced["adam_betas"] = tuple(coerced["adam_betas"])
+    return TrainConfig(**coerced)

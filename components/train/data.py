@@ -1,0 +1,163 @@
+"""From the trajectories artifact to per-episode token streams the trainer can batch.
+
+One row of the artifact is one chunk; an episode's token stream is the
+concatenation, in ``chunk_index`` order, of each chunk's ``prompt_ids`` and
+``response_ids``. Only response tokens are trained:
+
+    tokens       [p p p p | r r r | p p | r r r r | ...]
+    token_chunk  [-1 ...  | 0 0 0 | -1  | 1 1 1 1 | ...]   (-1: not trained)
+    mu_logprobs  [  .     | μ μ μ |  .  | μ μ μ μ | ...]   (NaN where unknown)
+
+Episodes that cannot teach anything are excluded up front, each with its
+reason (the trainer counts them in the metrics as ``masked/<reason>``):
+
+    placeholder   rollout could not produce a sample (env init failed, ...)
+    drop          its group was dropped for a transient failure
+    <mask_reason> rollout's mask & filter masked it (its ``mask_reason``, else ``masked``)
+    untrainable   rollout flagged it not trainable
+    long_failure  a failed episode with more response tokens than the limit (seed: 20k)
+    too_long      the token stream does not fit the model's context
+    empty         no response tokens at all
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import torch
+from torch import Tensor
+
+from termrl.artifacts.trajectories import read_trajectories
+from termrl.errors import ArtifactError
+
+__all__ = ["Episode", "exclusion_counts", "load_episodes"]
+
+_COLUMNS = [
+    "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
+    "response_logprobs", "reward", "success", "masked", "mask_reason", "drop", "placeholder", "trainable",
+]
+
+
+@dataclass
+class Episode:
+    """One episode as the trainer sees it."""
+
+    episode_id: str
+    group_id: str
+    task_id: str
+    reward: float
+    success: bool
+    input_ids: Tensor
+    """[T] the whole token stream."""
+    token_chunk: Tensor
+    """[T] chunk index of each token, -1 for tokens that are not trained (prompts)."""
+    mu_logprobs: Tensor
+    """[T] the inference engine's log-probability of each token (NaN where unknown)."""
+    num_chunks: int
+    response_tokens: int
+    exclusion: str | None = None
+    """Why the episode contributes nothing, or ``None`` if it may train."""
+    rollout_valid: bool = True
+    """Whether rollout produced a real outcome; only these enter group statistics
+    (an over-long failure still has a real reward that belongs to its group's baseline)."""
+    advantage: float = 0.0
+    """Group-normalised outcome advantage (filled by the trainer)."""
+    chunk_advantages: Tensor = field(default_factory=lambda: torch.zeros(0))
+    """[C] advantage of each chunk after discounting and the mode's weighting."""
+    chunk_keep: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
+    """[C] whether each chunk enters the loss (mode, mismatch)."""
+    chunk_mismatch: Tensor = field(default_factory=lambda: torch.zeros(0))
+    """[C] mean |log π_old − log μ| per chunk (NaN where μ is unknown)."""
+    old_logprobs: Tensor = field(default_factory=lambda: torch.zeros(0))
+    """[R] π_old of each trained token, in stream order (filled by the trainer)."""
+
+    @property
+    def chunk_tokens(self) -> Tensor:
+        """[C] number of trained tokens in each chunk."""
+        trained = self.token_chunk[self.token_chunk >= 0]
+        return torch.bincount(trained, minlength=self.num_chunks)
+
+
+def _episode_from_rows(rows: list[dict]) -> Episode:
+    rows.sort(key=lambda r: r["chunk_index"])
+    first = rows[0]
+    ids: list[int] = []
+    chunk: list[int] = []
+    mu: list[float] = []
+    for position, row in enumerate(rows):
+        prompt, response, logprobs = row["prompt_ids"], row["response_ids"], row["response_logprobs"]
+        if logprobs and len(logprobs) != len(response):
+            raise ArtifactError(
+                f"episode {first['episode_id']} chunk {row['chunk_index']}: "
+                f"{len(logprobs)} response_logprobs for {len(response)} response_ids"
+            )
+        ids += prompt
+        chunk += [-1] * len(prompt)
+        mu += [math.nan] * len(prompt)
+        ids += response
+        chunk += [position] * len(response)
+        mu += list(logprobs) if logprobs else [math.nan] * len(response)
+    if chunk and chunk[0] >= 0:
+        chunk[0] = -1  # nothing precedes the first token, so nothing predicts it
+    token_chunk = torch.tensor(chunk, dtype=torch.long)
+    exclusion = _rollout_exclusion(first)
+    return Episode(
+        episode_id=first["episode_id"],
+        group_id=first["group_id"],
+        task_id=first["task_id"],
+        reward=float(first["reward"]),
+        success=bool(first["success"]),
+        input_ids=torch.tensor(ids, dtype=torch.long),
+        token_chunk=token_chunk,
+        mu_logprobs=torch.tensor(mu, dtype=torch.float32),
+        num_chunks=len(rows),
+        response_tokens=int((token_chunk >= 0).sum()),
+        exclusion=exclusion,
+        rollout_valid=exclusion is None,
+    )
+
+
+def _rollout_exclusion(row: dict) -> str | None:
+    if row["placeholder"]:
+        return "placeholder"
+    if row["drop"]:
+        return "drop"
+    if row["masked"]:
+        return row["mask_reason"] or "masked"
+    if not row["trainable"]:
+        return "untrainable"
+    return None
+
+
+def load_episodes(
+    path: str | os.PathLike, *, max_failed_response_tokens: int, max_episode_tokens: int
+) -> list[Episode]:
+    """Read the artifact and build every episode (excluded ones included, with a reason).
+
+    Episodes come back sorted by id so every process of a distributed run, and a
+    resumed run, sees the same order.
+    """
+    table: pa.Table = read_trajectories(path).select(_COLUMNS)
+    by_episode: dict[str, list[dict]] = {}
+    for row in table.to_pylist():
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    episodes = [_episode_from_rows(rows) for _, rows in sorted(by_episode.items())]
+    for episode in episodes:
+        if episode.exclusion is not None:
+            continue
+        if not episode.success and episode.response_tokens > max_failed_response_tokens:
+            episode.exclusion = "long_failure"
+        elif episode.input_ids.numel() > max_episode_tokens:
+            episode.exclusion = "too_long"
+        elif episode.response_tokens == 0:
+            episode.exclusion = "empty"
+    return episodes
+
+
+def exclusion_counts(episodes: list[Episode]) -> Counter[str]:
+    """How many episodes were excluded, by reason."""
+    return Counter(e.exclusion for e in episodes if e.exclusion is not None)

@@ -1,0 +1,272 @@
+"""The train stage: trajectories + starting policy -> checkpoint + per-step metrics.
+
+``train(config)`` reads top to bottom:
+
+    validate -> set up (process group, model, data, π_old, masks, optimizer)
+             -> resume if asked -> run the planned steps -> publish the final model
+
+Data flow of one stage:
+
+    episodes (data.py) ─ rollout exclusions, long failures
+      └─ group advantages over rollout-valid episodes ─ chunk returns (γ)
+           └─ mode (positive-only | full) ─ π_old (starting policy, once)
+                └─ mismatch mask per chunk ─ drop episodes with no kept chunk
+                     └─ steps: shuffled per epoch (seeded), split over ranks and micro-batches,
+                        normalisation weights computed over the whole step
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from components.train.advantages import (
+    MODE_FUNCTIONS,
+    NORMALISATION_FUNCTIONS,
+    chunk_advantages,
+    chunk_mismatch,
+    group_advantages,
+)
+from components.train.checkpoint import latest_checkpoint, load_checkpoint, load_old_logprobs
+from components.train.config import TrainConfig
+from components.train.data import Episode, exclusion_counts, load_episodes
+from components.train.deepspeed_backend import deepspeed_config, wrap_deepspeed
+from components.train.loss import ipa_loss, token_level_loss
+from components.train.modeling import (
+    DistEnv,
+    collate,
+    init_distributed,
+    load_policy,
+    shard_fsdp2,
+    token_logprobs,
+)
+from components.train.steps import StepRunner, plan_steps
+from termrl.errors import ArtifactError, ConfigError
+
+__all__ = ["TrainResult", "compute_old_logprobs", "prepare_episodes", "train"]
+
+LOSS_FUNCTIONS = {"ipa": ipa_loss, "token": token_level_loss}
+
+TrainResult = dict[str, Any]
+
+
+def train(config: TrainConfig) -> TrainResult:
+    """Run the stage; returns the output folder, steps run and the final metrics row."""
+    config.validate()
+    derived = config.resolved()
+    env = init_distributed(derived["distributed"])
+    runner = set_up(config, derived, env)
+    try:
+        runner.run()
+        result = runner.finish()
+    finally:
+        if env.world > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return result
+
+
+def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, Any]:
+    """Advantages and the mode's chunk selection; returns dataset-level statistics."""
+    valid = [e for e in episodes if e.rollout_valid]
+    groups = {g: i for i, g in enumerate(sorted({e.group_id for e in valid}))}
+    if valid:
+        advantages = group_advantages(
+            torch.tensor([e.reward for e in valid]),
+            torch.tensor([groups[e.group_id] for e in valid]),
+            std_normalise=config.std_normalise,
+        )
+        for episode, advantage in zip(valid, advantages.tolist(), strict=True):
+            episode.advantage = advantage
+    mode_fn = MODE_FUNCTIONS[config.mode]
+    for episode in episodes:
+        chunks = torch.arange(episode.num_chunks)
+        raw = chunk_advantages(
+            torch.tensor([episode.advantage]), torch.zeros_like(chunks), chunks, gamma=config.gamma
+        )
+        keep = torch.full((episode.num_chunks,), episode.exclusion is None)
+        episode.chunk_advantages, episode.chunk_keep = mode_fn(
+            raw, keep, negative_weight=config.negative_weight
+        )
+    values = torch.tensor([e.advantage for e in valid]) if valid else torch.zeros(0)
+    failed = [e.response_tokens for e in valid if not e.success]
+    return {
+        "data/episodes": len(episodes),
+        "data/positive": int((values > 0).sum()),
+        "data/negative": int((values < 0).sum()),
+        "data/advantage_mean": float(values.mean()) if values.numel() else 0.0,
+        "data/advantage_std": float(values.std(unbiased=False)) if values.numel() else 0.0,
+        "failed_max_response_tokens": max(failed, default=0),
+    }
+
+
+@torch.no_grad()
+def compute_old_logprobs(
+    model: torch.nn.Module, episodes: list[Episode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int
+) -> None:
+    """π_old of every trained token, from the policy before any update of this stage."""
+    model.eval()
+    for start in range(0, len(episodes), micro_batch_size):
+        chunk = episodes[start : start + micro_batch_size]
+        weights = [torch.zeros(e.num_chunks) for e in chunk]
+        for e in chunk:
+            e.old_logprobs = torch.zeros(e.response_tokens)
+        batch = collate(chunk, weights, pad_id)
+        logp = token_logprobs(model, batch, env.device, bf16=bf16).cpu()
+        offsets = [0]
+        for e in chunk:
+            offsets.append(offsets[-1] + e.response_tokens)
+        for i, e in enumerate(chunk):
+            e.old_logprobs = logp[offsets[i] : offsets[i + 1]].clone()
+    model.train()
+
+
+def apply_mismatch_mask(episodes: list[Episode], threshold: float) -> dict[str, float]:
+    """Mask chunks whose mean |log π_old − log μ| exceeds ``threshold``; return statistics."""
+    masked, values = 0, []
+    for e in episodes:
+        trained = e.token_chunk >= 0
+        mu = e.mu_logprobs[trained]
+        known = ~torch.isnan(mu)
+        mismatch = chunk_mismatch(e.old_logprobs[known], mu[known], e.token_chunk[trained][known], e.num_chunks)
+        has_mu = torch.bincount(e.token_chunk[trained][known], minlength=e.num_chunks) > 0
+        e.chunk_mismatch = torch.where(has_mu, mismatch, torch.full_like(mismatch, math.nan))
+        too_far = has_mu & (mismatch > threshold)
+        masked += int((too_far & e.chunk_keep).sum())
+        e.chunk_keep = e.chunk_keep & ~too_far
+        values += mismatch[has_mu].tolist()
+    return {
+        "masked_mismatch": masked,
+        "mismatch_mean": sum(values) / len(values) if values else 0.0,
+        "mismatch_max": max(values, default=0.0),
+    }
+
+
+def _exclusion_stats(
+    episodes: list[Episode], candidates: list[Episode], trainable: list[Episode]
+) -> dict[str, int]:
+    """Episode counts by exclusion reason, as ``masked/<reason>`` plus the contract's columns."""
+    counts = exclusion_counts(episodes)
+    counts["no_kept_chunk"] = len(candidates) - len(trainable)
+    stats = {f"masked/{reason}": n for reason, n in sorted(counts.items())}
+    stats["masked_length"] = counts.get("long_failure", 0)
+    stats["masked_placeholder"] = counts.get("placeholder", 0)
+    return stats
+
+
+def _schedule(config: TrainConfig, total_steps: int):
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / (config.warmup_steps + 1)
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps)
+        if config.schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRunner:
+    """Model, data, masks, optimizer and scheduler; restores a checkpoint when resuming."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    out = Path(config.out)
+    resume_from = latest_checkpoint(out) if config.resume else None
+    if not config.resume and latest_checkpoint(out) is not None:
+        raise ConfigError(f"{out} already holds checkpoints; pass --resume or choose an empty folder")
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    model_config = AutoConfig.from_pretrained(config.model)
+    limit = config.max_episode_tokens or getattr(model_config, "max_position_embeddings", 1 << 30)
+    episodes = load_episodes(
+        config.trajectories,
+        max_failed_response_tokens=config.max_failed_response_tokens,
+        max_episode_tokens=limit,
+    )
+    data_stats = prepare_episodes(episodes, config)
+    bf16 = derived["dtype"] == "bfloat16"
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    model = load_policy(
+        config.model,
+        finetune=config.finetune,
+        lora_rank=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_target_modules=config.lora_target_modules,
+        adapter_dir=resume_from / "training_state" / "adapter" if resume_from and config.finetune == "lora" else None,
+        weights_dir=resume_from,
+    ).to(env.device)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        if config.finetune == "lora":
+            model.enable_input_require_grads()  # frozen embeddings would cut the recomputed graph
+    if env.backend == "fsdp2":
+        model = shard_fsdp2(model, bf16=bf16)
+    candidates = [e for e in episodes if e.exclusion is None and bool(e.chunk_keep.any())]
+    if resume_from is None:
+        # every rank computes all of them, so FSDP2's collectives line up
+        compute_old_logprobs(model, candidates, env, micro_batch_size=config.micro_batch_size, bf16=bf16, pad_id=pad_id)
+    else:
+        saved = load_old_logprobs(resume_from)
+        missing = [e.episode_id for e in candidates if e.episode_id not in saved]
+        if missing:
+            raise ArtifactError(
+                f"{resume_from} was trained on other trajectories: no π_old for {len(missing)} episode(s), "
+                f"e.g. {missing[0]}"
+            )
+        for e in candidates:
+            e.old_logprobs = saved[e.episode_id]
+    data_stats.update(apply_mismatch_mask(candidates, config.mismatch_threshold))
+    trainable_episodes = [e for e in candidates if bool(e.chunk_keep.any())]
+    data_stats.update(_exclusion_stats(episodes, candidates, trainable_episodes))
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        trainable, lr=derived["learning_rate"], betas=tuple(config.adam_betas), weight_decay=config.weight_decay
+    )
+    per_step = config.micro_batch_size * config.grad_accum_steps * env.world
+    steps = plan_steps(len(trainable_episodes), per_step, config.epochs, config.seed, config.max_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, len(steps)))
+    if env.backend == "deepspeed":
+        ds_config = deepspeed_config(
+            micro_batch_size=config.micro_batch_size, grad_accum_steps=config.grad_accum_steps, world=env.world,
+            zero_stage=config.deepspeed_zero_stage, max_grad_norm=config.max_grad_norm, bf16=bf16,
+            overrides_file=config.deepspeed_config,
+        )
+        model = wrap_deepspeed(model, optimizer, scheduler, ds_config)
+    state = {
+        "finetune": config.finetune,
+        "export": config.export,
+        "base_model": str(Path(config.model).resolve()),
+        "config": config.to_dict(),
+    }
+    metrics: list[dict[str, Any]] = []
+    if resume_from is not None:
+        # last, so the restored RNG state is not disturbed by set-up
+        metrics = load_checkpoint(resume_from, model=model, optimizer=optimizer, scheduler=scheduler, env=env)
+    old_logprobs = {e.episode_id: e.old_logprobs for e in candidates}
+    return StepRunner(
+        config=config,
+        env=env,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        tokenizer=tokenizer,
+        pad_id=pad_id,
+        bf16=bf16,
+        episodes=trainable_episodes,
+        steps=steps,
+        start_step=len(metrics),
+        loss_fn=LOSS_FUNCTIONS[config.objective],
+        normalise=NORMALISATION_FUNCTIONS[config.normalisation],
+        data_stats=data_stats,
+        metrics=metrics,
+        state=state,
+        old_logprobs=old_logprobs,
+        out=out,
+    )

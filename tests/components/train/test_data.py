@@ -1,0 +1,80 @@
+"""The trajectories artifact -> episodes: token streams, chunk ids, μ alignment, exclusions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from components.train.data import exclusion_counts, load_episodes
+from termrl.artifacts.trajectories import write_trajectories
+from termrl.errors import ArtifactError
+
+from .conftest import episode_rows
+
+
+def rows(episode_id, chunks, reward=1.0, group="g", **flags):
+    logprobs = [[-0.5] * len(r) for _, r in chunks]
+    return episode_rows(episode_id=episode_id, group_id=group, chunks=chunks, logprobs=logprobs,
+                        reward=reward, **flags)
+
+
+def test_token_stream_and_chunk_ids(tmp_path):
+    # chunk rows written out of order: the loader sorts by chunk_index
+    data = rows("e", [([10, 11], [20, 21, 22]), ([12], [23])])
+    write_trajectories(tmp_path / "t.parquet", list(reversed(data)))
+    [episode] = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=100, max_episode_tokens=100)
+    assert episode.input_ids.tolist() == [10, 11, 20, 21, 22, 12, 23]
+    assert episode.token_chunk.tolist() == [-1, -1, 0, 0, 0, -1, 1]
+    mu = episode.mu_logprobs.tolist()
+    assert [math.isnan(x) for x in mu] == [True, True, False, False, False, True, False]
+    assert episode.chunk_tokens.tolist() == [3, 1]
+    assert episode.response_tokens == 4 and episode.exclusion is None
+
+
+def test_exclusions_by_reason(tmp_path):
+    chunk = [([1, 2], [3, 4, 5])]
+    data = (
+        rows("a", chunk)
+        + rows("ph", chunk, placeholder=True, masked=True)
+        + rows("dr", chunk, drop=True)
+        + rows("mt", chunk, masked=True, mask_reason="max_turns")
+        + rows("mk", chunk, masked=True)
+        + rows("un", chunk, trainable=False)
+        + rows("lf", [([1], list(range(3, 13)))], reward=0.0)  # failed, 10 response tokens
+        + rows("ls", [([1], list(range(3, 13)))], reward=1.0)  # succeeded: long is fine
+        + rows("tl", [([1] * 30, [3])])  # 31 tokens > 20
+    )
+    write_trajectories(tmp_path / "t.parquet", data)
+    episodes = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+    by_id = {e.episode_id: e.exclusion for e in episodes}
+    assert by_id == {"a": None, "ph": "placeholder", "dr": "drop", "mt": "max_turns", "mk": "masked",
+                     "un": "untrainable", "lf": "long_failure", "ls": None, "tl": "too_long"}
+    assert exclusion_counts(episodes)["placeholder"] == 1
+    # over-long failures keep a real outcome for group statistics; rollout exclusions do not
+    valid = {e.episode_id for e in episodes if e.rollout_valid}
+    assert valid == {"a", "lf", "ls", "tl"}
+
+
+def test_placeholder_rows_with_empty_tokens(tmp_path):
+    data = rows("ph", [([], [])], reward=0.0, placeholder=True, masked=True)
+    write_trajectories(tmp_path / "t.parquet", data)
+    [episode] = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+    assert episode.exclusion == "placeholder" and episode.input_ids.numel() == 0
+
+
+def test_logprob_length_mismatch_is_an_artifact_error(tmp_path):
+    data = rows("e", [([1], [2, 3])])
+    data[0]["response_logprobs"] = [-0.1]
+    write_trajectories(tmp_path / "t.parquet", data)
+    with pytest.raises(ArtifactError, match="1 response_logprobs for 2 response_ids"):
+        load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+
+
+def test_missing_logprobs_mean_unknown_mu(tmp_path):
+    data = rows("e", [([1], [2, 3])])
+    data[0]["response_logprobs"] = []
+    write_trajectories(tmp_path / "t.parquet", data)
+    [episode] = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+    assert torch.isnan(episode.mu_logprobs).all()
