@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup base-images run test test-all lint
+.PHONY: setup base-images run test test-all lint image-cpu
 setup:
 	bash scripts/setup.sh
 
@@ -23,3 +23,7 @@ test-all: base-images
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# The CPU stage image (podman; torch from the local wheel). Not needed by run/test.
+image-cpu: base-images
+	images/stage-cpu/build.sh

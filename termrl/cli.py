@@ -15,6 +15,7 @@ from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
 from components.train.cli import train
 from components.verify.cli import verify
+from pipelines.commands import compile_command, rerun, run, schedule
 from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
@@ -45,6 +46,10 @@ stage.add_command(rollout)
 stage.add_command(train)
 stage.add_command(eval_command)
 main.add_command(report_command)
+main.add_command(run)
+main.add_command(compile_command)
+main.add_command(rerun)
+main.add_command(schedule)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,47 @@
+"""The eval stage as a KFP component: a typed signature, one call into the stage.
+
+Imports live inside the function (it runs in the stage image). ``code_version``
+only feeds the cache key. ``run_id`` names the run in the results and the
+report (the curriculum evaluates ``base`` and ``final`` on the same tasks).
+"""
+
+from kfp import dsl
+from kfp.dsl import HTML, Dataset, Input, Metrics, Model, Output
+
+__all__ = ["GPU_IMAGE", "evaluate"]
+
+GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+
+
+@dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
+def evaluate(
+    code_version: str,
+    tasks: Input[Dataset],
+    policy: Input[Model],
+    results: Output[Dataset],
+    report: Output[HTML],
+    metrics: Output[Metrics],
+    run_id: str = "policy",
+    trials: int = 1,
+    max_turns: int = 4,
+    max_new_tokens: int = 192,
+    concurrency: int = 2,
+    backend: str = "podman",
+    options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+) -> None:
+    """Trials of ``policy`` on ``tasks`` (Terminal-Bench scoring) -> results, HTML report, metrics."""
+    import json
+    import pathlib
+
+    from components.eval.config import EvalConfig
+    from components.eval.stage import main
+    from components.eval.summary import flat_metrics
+
+    summary = main(EvalConfig(
+        tasks=tasks.path, out=results.path, report=report.path, model=policy.path, run_id=run_id,
+        trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
+        concurrency=concurrency, backend=backend, progress=False, **(options or {}),
+    ))  # fmt: skip
+    values = flat_metrics(summary)
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -1,0 +1,57 @@
+"""The rollout stage as a KFP component: a typed signature, one call into the stage.
+
+Imports live inside the function (it runs in the stage image). ``code_version``
+only feeds the cache key. The stage insists on a ``.parquet`` file name, which a
+KFP output path lacks, so the trajectories are written beside the artifact path
+and moved onto it; the resume sidecar stays in the task's own folder, so a
+retried task picks up the episodes that already finished.
+"""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+__all__ = ["GPU_IMAGE", "rollout"]
+
+GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+
+
+@dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
+def rollout(
+    code_version: str,
+    tasks: Input[Dataset],
+    policy: Input[Model],
+    trajectories: Output[Dataset],
+    rollout_metrics: Output[Dataset],
+    metrics: Output[Metrics],
+    policy_version: int = 0,
+    seed: int = 0,
+    group_size: int = 4,
+    groups: int = 2,
+    redundancy: int = 0,
+    concurrency: int = 8,
+    max_turns: int = 4,
+    max_new_tokens: int = 192,
+    backend: str = "podman",
+    options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+) -> None:
+    """Episodes of ``policy`` on ``tasks`` in sandboxes -> trajectories + monitoring metrics."""
+    import json
+    import os
+    import pathlib
+
+    from components.rollout.config import RolloutConfig
+    from components.rollout.stage import main
+
+    out = pathlib.Path(trajectories.path + ".parquet")
+    summary = main(RolloutConfig(
+        tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
+        model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
+        groups=groups, redundancy=redundancy, concurrency=concurrency, max_turns=max_turns,
+        max_new_tokens=max_new_tokens, backend=backend, **(options or {}),
+    ))  # fmt: skip
+    os.replace(out, trajectories.path)
+    values = {"rollout/episodes": float(summary.episodes), "rollout/rows": float(summary.rows),
+              "rollout/dropped_groups": float(len(summary.dropped_groups)),
+              "rollout/wall_s": summary.wall_s}  # fmt: skip
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

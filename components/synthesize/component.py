@@ -1,0 +1,43 @@
+"""The synthesize stage as a KFP component: a typed signature, one call into the stage.
+
+The body runs inside the stage image (or, with kfp's local runner, a subprocess of
+this venv), so every import is inside the function. ``code_version`` is unused by
+the body: it is part of the cache key, so new code never reuses old outputs.
+"""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Metrics, Output
+
+__all__ = ["CPU_IMAGE", "synthesize"]
+
+CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def synthesize(
+    code_version: str,
+    tasks: Output[Dataset],
+    metrics: Output[Metrics],
+    count: int = 12,
+    seed: int = 0,
+    families: str = "",
+    perturbation_rate: float = 0.3,
+    llm_model: str = "",
+    options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+) -> None:
+    """Procedural (and optionally LLM-written) tasks -> the tasks artifact."""
+    import json
+    import pathlib
+
+    from components.synthesize.config import SynthesizeConfig
+    from components.synthesize.stage import main
+    from termrl.artifacts import read_tasks
+
+    main(SynthesizeConfig(
+        out=tasks.path, count=count, seed=seed, perturbation_rate=perturbation_rate,
+        families=tuple(f for f in families.split(",") if f), llm_model=llm_model or None,
+        progress=False, **(options or {}),
+    ))  # fmt: skip
+    values = {"synthesize/tasks": float(read_tasks(tasks.path).num_rows)}
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

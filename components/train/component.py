@@ -1,0 +1,50 @@
+"""The train stage as a KFP component: a typed signature, one call into the trainer.
+
+Imports live inside the function (it runs in the stage image). ``code_version``
+only feeds the cache key. The checkpoint artifact is the trainer's output folder:
+the final Hugging Face model at its root (what the next rollout and eval load),
+step checkpoints under ``checkpoints/`` and ``train_metrics.parquet``.
+"""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+__all__ = ["GPU_IMAGE", "train"]
+
+GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+
+
+@dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
+def train(
+    code_version: str,
+    trajectories: Input[Dataset],
+    policy: Input[Model],
+    checkpoint: Output[Model],
+    metrics: Output[Metrics],
+    mode: str = "positive-only",
+    finetune: str = "lora",
+    learning_rate: float = 0.0,
+    epochs: int = 1,
+    max_steps: int = 0,
+    grad_accum_steps: int = 4,
+    seed: int = 0,
+    options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+) -> None:
+    """One IPA update of ``policy`` on ``trajectories`` -> the next policy checkpoint."""
+    import json
+    import pathlib
+
+    from components.train.config import TrainConfig
+    from components.train.trainer import train as run_training
+
+    result = run_training(TrainConfig(
+        trajectories=trajectories.path, model=policy.path, out=checkpoint.path, mode=mode,
+        finetune=finetune, learning_rate=learning_rate or None, epochs=epochs,
+        max_steps=max_steps or None, grad_accum_steps=grad_accum_steps, seed=seed,
+        keep_checkpoints=1, progress=False, **(options or {}),
+    ))  # fmt: skip
+    last = result["last"] or {}
+    values = {f"train/{k}": float(v) for k, v in last.items() if isinstance(v, int | float) and v is not None}
+    values["train/steps"] = float(result["steps"])
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

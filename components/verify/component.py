@@ -1,0 +1,47 @@
+"""The verify stage as a KFP component: a typed signature, one call into the stage.
+
+Imports live inside the function (it runs in the stage image). ``code_version``
+only feeds the cache key. The judge panel is a comma-separated string because a
+pipeline parameter cannot be a tuple; ``local`` is the policy model, served from
+the ``judge_model`` artifact (the curriculum's base model).
+"""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+__all__ = ["CPU_IMAGE", "verify"]
+
+CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def verify(
+    code_version: str,
+    tasks: Input[Dataset],
+    judge_model: Input[Model],
+    verdicts: Output[Dataset],
+    admitted: Output[Dataset],
+    metrics: Output[Metrics],
+    repeats: int = 1,
+    judges: str = "",
+    concurrency: int = 2,
+    sandbox_backend: str = "podman",
+    options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+) -> None:
+    """Ground truth, no-op, ablation, state replay (and judges) -> verdicts + admitted tasks."""
+    import json
+    import pathlib
+
+    from components.verify.config import VerifyConfig
+    from components.verify.stage import main
+
+    results = main(VerifyConfig(
+        tasks=tasks.path, out=verdicts.path, admitted=admitted.path, repeats=repeats,
+        judges=tuple(j for j in judges.split(",") if j), local_judge_model=judge_model.path,
+        concurrency=concurrency, sandbox_backend=sandbox_backend, progress=False,
+        **(options or {}),
+    ))  # fmt: skip
+    values = {"verify/tasks": float(len(results)),
+              "verify/admitted": float(sum(v.admitted for v in results))}  # fmt: skip
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -1,0 +1,234 @@
+"""``termrl run | compile | rerun | schedule``: the pipelines' command line.
+
+Each command is a thin call into ``pipelines.*``; the lead wires them into
+``termrl.cli`` (``main.add_command(run)`` and so on).
+"""
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipelines.curriculum import EVAL_BASE, EVAL_FINAL, REPORT, CurriculumShape, build_curriculum
+from pipelines.local import RunRecord, pipeline_defaults, run_pipeline_locally
+from pipelines.versioning import source_version
+from termrl.errors import TermrlError
+
+__all__ = ["coerce_settings", "compile_command", "rerun", "run", "schedule"]
+
+
+def coerce_settings(defaults: dict[str, Any], settings: tuple[str, ...], *, strict: bool = True) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> typed values, judged by each key's default.
+
+    With ``strict``, an unknown key is an error (all reported at once); without,
+    unknown keys are parsed as YAML scalars and returned too.
+    """
+    import yaml
+
+    from termrl.errors import ConfigError
+
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for item in settings:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep:
+            problems.append(f"{item!r} is not KEY=VALUE")
+            continue
+        if key not in defaults:
+            if strict:
+                problems.append(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
+            else:
+                values[key] = yaml.safe_load(text)
+            continue
+        default = defaults[key]
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError("not a boolean")
+                values[key] = text.lower() in ("true", "1", "yes")
+            elif isinstance(default, int | float) and not isinstance(default, bool):
+                number = float(text)
+                values[key] = int(number) if isinstance(default, int) and number.is_integer() else number
+            elif isinstance(default, dict | list) or default is None:
+                values[key] = yaml.safe_load(text)
+            else:
+                values[key] = text
+        except ValueError as exc:
+            problems.append(f"{key}={text!r}: {exc}")
+    if problems:
+        raise ConfigError(problems)
+    return values
+
+
+def _summary_lines(record: RunRecord) -> list[str]:
+    """The report's path and the base vs final table, from the run's eval results."""
+    from pipelines.glue import pass_rate_table
+    from termrl.artifacts import read_eval_results
+
+    by_display = {t.display_name: t for t in record.tasks.values()}
+    # The HTML artifact has no extension; a copy named .html opens in any browser.
+    report = Path(record.run_dir) / "report.html"
+    shutil.copyfile(by_display[REPORT].outputs["report"], report)
+    runs = {label: read_eval_results(by_display[name].outputs["results"]).to_pylist()
+            for label, name in (("base", EVAL_BASE), ("final", EVAL_FINAL))}  # fmt: skip
+    lines = [f"report: {report}", "", "held-out tasks: base vs final policy",
+             f"  {'policy':<8}{'tasks':>7}{'trials':>8}{'passed':>8}{'pass rate':>11}"]  # fmt: skip
+    for row in pass_rate_table(runs):
+        lines.append(f"  {row['policy']:<8}{row['tasks']:>7}{row['trials']:>8}{row['passed']:>8}"
+                     f"{row['pass_rate']:>10.1%}")  # fmt: skip
+    return lines
+
+
+@click.command("run")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Folder of run folders; its .cache holds kfp's local cache.")
+@click.option("--name", default=None, help="Run folder name (default: the start time).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="kfp's local cache (default: RUNS_DIR/.cache).")
+@click.option("--phase1-iterations", type=int, default=1, show_default=True,
+              help="N: positive-only rollout -> train rounds.")
+@click.option("--phase2-iterations", type=int, default=1, show_default=True,
+              help="M: full-signal rollout -> train rounds.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set a pipeline parameter (repeatable), e.g. --set synth_count=24.")
+@click.option("--verbose", is_flag=True, help="Stream every stage's own output.")
+def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iterations: int,
+        phase2_iterations: int, settings: tuple[str, ...], verbose: bool) -> None:  # fmt: skip
+    """Run the curriculum on kfp's local runner with the embedded defaults (cached stages are reused)."""
+    try:
+        shape = CurriculumShape(phase1_iterations, phase2_iterations, code_version=source_version())
+        pipeline = build_curriculum(shape)
+        arguments = coerce_settings(pipeline_defaults(pipeline), settings)
+        run_dir = Path(runs_dir) / (name or time.strftime("%Y%m%d-%H%M%S"))
+        click.echo(f"run folder: {run_dir.resolve()}  (log: run.log)")
+        record = run_pipeline_locally(
+            pipeline, arguments, run_dir=run_dir, cache_dir=cache_dir or Path(runs_dir) / ".cache",
+            shape={"phase1_iterations": phase1_iterations, "phase2_iterations": phase2_iterations,
+                   "code_version": shape.code_version},
+            verbose=verbose,
+        )  # fmt: skip
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    executed = record.executed()
+    click.echo(f"\n{'finished' if record.ok else 'FAILED'} in {record.seconds / 60:.1f} min: "
+               f"{len(executed)} stage(s) executed, "
+               f"{sum(t.state == 'cached' for t in record.tasks.values())} cached")  # fmt: skip
+    if not record.ok:
+        raise click.ClickException(f"a stage failed; see {run_dir / 'run.log'}")
+    for line in _summary_lines(record):
+        click.echo(line)
+
+
+
+@click.command("compile")
+@click.option("--out", type=click.Path(dir_okay=False), default="curriculum.yaml", show_default=True,
+              help="YAML to write (upload it in the Kubeflow UI: Pipelines → Upload pipeline).")
+@click.option("--pipeline", "name", type=click.Choice(["curriculum", "nightly-eval"]), default="curriculum",
+              show_default=True)
+@click.option("--phase1-iterations", type=int, default=1, show_default=True)
+@click.option("--phase2-iterations", type=int, default=1, show_default=True)
+@click.option("--cpu-image", default=CurriculumShape.cpu_image, show_default=True,
+              help="Image of the CPU stages, as the cluster pulls it.")
+@click.option("--gpu-image", default=CurriculumShape.gpu_image, show_default=True,
+              help="Image of rollout, train and eval.")
+@click.option("--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE).")
+@click.option("--api-key-secret", default="", help="Secret whose keys become API-key env vars.")
+@click.option("--api-key-env", multiple=True, help="Secret key exposed as an env var (repeatable).")
+@click.option("--code-version", default=None, help="Default of code_version (default: the source hash).")
+def compile_command(out: str, name: str, phase1_iterations: int, phase2_iterations: int, cpu_image: str,
+                    gpu_image: str, model_cache_pvc: str, api_key_secret: str, api_key_env: tuple[str, ...],
+                    code_version: str | None) -> None:  # fmt: skip
+    """Compile a pipeline to YAML for the Kubeflow UI."""
+    from pipelines.compile import compile_pipeline, read_compiled
+
+    try:
+        shape = CurriculumShape(
+            phase1_iterations, phase2_iterations, cpu_image=cpu_image, gpu_image=gpu_image,
+            code_version=code_version or source_version(), model_cache_pvc=model_cache_pvc,
+            api_key_secret=api_key_secret, **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+        path = compile_pipeline(name, out, shape)
+        spec, _ = read_compiled(path)
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote {path} ({spec.pipeline_info.name}: {len(spec.root.dag.tasks)} tasks, "
+               f"code_version default {shape.code_version})")  # fmt: skip
+
+
+@click.command("rerun")
+@click.argument("stage")
+@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False), required=True,
+              help="The run folder `termrl run` printed.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Change a parameter (or any field of the stage's config) for this rerun.")
+@click.option("--no-cache", is_flag=True, help="Execute even if this exact rerun ran before.")
+@click.option("--verbose", is_flag=True, help="Stream the stage's own output.")
+def rerun(stage: str, run_dir: str, settings: tuple[str, ...], no_cache: bool, verbose: bool) -> None:
+    """Rerun STAGE (e.g. train-2, evaluate) on an earlier run's upstream artifacts."""
+    from pipelines.rerun import rerun_stage
+
+    pairs = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        pairs[key.strip()] = value
+    try:
+        plan, record = rerun_stage(run_dir, stage, pairs, cache=not no_cache, verbose=verbose)
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"upstream stages not executed; inputs imported from {run_dir}:")
+    for name, (uri, _) in plan.artifacts.items():
+        click.echo(f"  {name} <- {uri}")
+    executed = [t for t in record.tasks.values() if not t.name.startswith("importer")]
+    for task in executed:
+        click.echo(f"{task.display_name}: {task.state}")
+        for key, uri in task.outputs.items():
+            click.echo(f"  {key} -> {uri}")
+    if not record.ok:
+        raise click.ClickException(f"the rerun failed; see {Path(record.run_dir) / 'run.log'}")
+
+
+@click.group("schedule")
+def schedule() -> None:
+    """Schedule recurring pipelines."""
+
+
+@schedule.command("nightly-eval")
+@click.option("--cron", required=True, help="Five-field cron, e.g. '0 3 * * *' (03:00 every night).")
+@click.option("--host", default=None, help="KFP API endpoint (e.g. http://localhost:8080): create a recurring run.")
+@click.option("--argo", "argo_out", type=click.Path(dir_okay=False), default=None,
+              help="Write an Argo CronWorkflow YAML here instead (kubectl apply -f it).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Nightly-eval pipeline parameter.")
+@click.option("--experiment", default="termrl", show_default=True)
+@click.option("--namespace", default=None, help="KFP namespace (multi-user) / Argo namespace.")
+@click.option("--cpu-image", default=CurriculumShape.cpu_image, show_default=True)
+@click.option("--gpu-image", default=CurriculumShape.gpu_image, show_default=True)
+def schedule_nightly(cron: str, host: str | None, argo_out: str | None, settings: tuple[str, ...], experiment: str,
+                     namespace: str | None, cpu_image: str, gpu_image: str) -> None:  # fmt: skip
+    """Run the nightly eval on a cron schedule (KFP recurring run, or Argo CronWorkflow with --argo)."""
+    from pipelines.nightly_eval import build_nightly_eval
+    from pipelines.schedule import nightly_cron_workflow, round_trip, schedule_kfp
+
+    if (host is None) == (argo_out is None):
+        raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
+    try:
+        defaults = pipeline_defaults(build_nightly_eval())
+        params = coerce_settings(defaults, settings)
+        if host is not None:
+            job = schedule_kfp(host, cron, params=params, experiment=experiment, namespace=namespace)
+            click.echo(f"recurring run {job} created on {host} (cron {cron})")
+            return
+        keys = ("model", "task_count", "task_seed", "trials")
+        workflow = nightly_cron_workflow(
+            cron, cpu_image=cpu_image, gpu_image=gpu_image, namespace=namespace or "default",
+            **{k: v for k, v in params.items() if k in keys},
+        )  # fmt: skip
+        text, _ = round_trip(workflow)
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    Path(argo_out).write_text(text)
+    click.echo(f"wrote {argo_out} (CronWorkflow {workflow.name}, schedule {cron}); kubectl apply -f {argo_out}")

@@ -1,0 +1,256 @@
+"""The curriculum pipeline (KFP v2): from positive-only to full-signal training.
+
+    prepare-model ─┬──────────────────────────────────────────────► eval · base ──┐
+    synthesize ─► verify ─► curate ─┬─ train pool ─► [rollout ─► train] × N        │
+                                    │   (phase 1: positive-only)                   │
+                                    ├─ expert pool ─► [rollout ─► train] × M       │
+                                    │   (phase 2: full signal)  ─► eval · final ───┤
+                                    └─ held-out ──────────────────────────────────►┴► compare (report)
+
+The iteration counts N and M shape the graph, so they are compile-time choices
+(``CurriculumShape``); everything a run may change is a pipeline parameter with
+a default. Every stage takes ``code_version`` (part of each cache key), is
+cached, and carries a display name and resource requests; the stages that talk
+to sandboxes retry on failure; rollout and train (and eval) request the
+accelerator named by the ``accelerator_type``/``accelerator_count`` parameters.
+Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
+cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
+
+The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
+(SmolLM2-135M generating a few tokens per second per episode): 12 tasks, 2 groups
+of 4 episodes, 3 turns of at most 128 tokens. Raise them on a cluster.
+"""
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kfp import dsl, kubernetes
+from kfp.dsl.base_component import BaseComponent
+from kfp.dsl.pipeline_task import PipelineTask
+
+from components.eval.component import evaluate
+from components.rollout.component import rollout
+from components.synthesize.component import synthesize
+from components.train.component import train
+from components.verify.component import verify
+from pipelines.glue_components import compare, curate, prepare_model
+from termrl.errors import ConfigError
+
+__all__ = [
+    "EVAL_BASE",
+    "EVAL_FINAL",
+    "REPORT",
+    "RESOURCES", "RETRIED", "CurriculumShape", "Ops", "apply_platform", "build_curriculum", "make_ops"]
+
+EVAL_BASE = "eval · base policy"
+EVAL_FINAL = "eval · final policy"
+REPORT = "report · base vs final"
+"""Display names the local runner's summary looks up."""
+
+CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+
+RESOURCES = {
+    # stage: (cpu request, memory request, memory limit). Sized for SmolLM2-class policies on
+    # one node; a larger policy needs more memory for train (weights + Adam state).
+    "prepare_model": ("1", "4Gi", "8Gi"),
+    "synthesize": ("1", "2Gi", "4Gi"),
+    "verify": ("2", "4Gi", "8Gi"),
+    "curate": ("1", "1Gi", "2Gi"),
+    "rollout": ("4", "16Gi", "32Gi"),
+    "train": ("4", "16Gi", "32Gi"),
+    "evaluate": ("4", "16Gi", "32Gi"),
+    "compare": ("1", "2Gi", "4Gi"),
+}
+
+RETRIED = {"verify": 2, "rollout": 2, "evaluate": 2, "train": 1}
+"""Retries per stage. Sandbox stages fail transiently (a node loses its sandboxes, a
+build times out) and rollout resumes from the episodes already written; a train
+retry mostly survives a pre-empted node."""
+
+GPU_STAGES = ("rollout", "train", "evaluate")
+SECRET_STAGES = ("synthesize", "verify", "evaluate")
+"""Stages that may call API models (LLM task writers, judges, API policies)."""
+
+
+@dataclass(frozen=True)
+class CurriculumShape:
+    """Compile-time choices: the graph's shape, the images and the Kubernetes extras."""
+
+    phase1_iterations: int = 1
+    """N: rollout → train rounds, positive-only, on the synthetic pool."""
+    phase2_iterations: int = 1
+    """M: rollout → train rounds, full signal, on the high-quality pool."""
+    cpu_image: str = CPU_IMAGE
+    """Image of the CPU stages (synthesize, verify, curate, compare, prepare-model)."""
+    gpu_image: str = GPU_IMAGE
+    """Image of rollout, train and eval (vLLM, DeepSpeed); the CPU image works on CPU nodes."""
+    code_version: str = "dev"
+    """Default of the ``code_version`` parameter (``termrl compile`` puts the source hash here)."""
+    model_cache_pvc: str = ""
+    """A PVC mounted at ``model_cache_path`` in every stage; TERMRL_CACHE points there."""
+    model_cache_path: str = "/var/cache/termrl"
+    api_key_secret: str = ""
+    """A Kubernetes secret whose keys become environment variables of the API-calling stages."""
+    api_key_env: tuple[str, ...] = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    """Secret keys exposed (each under its own name)."""
+
+    def validate(self) -> None:
+        problems = []
+        if self.phase1_iterations < 0 or self.phase2_iterations < 0:
+            problems.append("phase1_iterations and phase2_iterations must be >= 0")
+        if self.phase1_iterations + self.phase2_iterations < 1:
+            problems.append("the curriculum needs at least one rollout -> train iteration")
+        if self.api_key_secret and not self.api_key_env:
+            problems.append("api_key_secret is set but api_key_env names no key")
+        if problems:
+            raise ConfigError(problems)
+
+
+@dataclass(frozen=True)
+class Ops:
+    """The components, with this shape's images."""
+
+    prepare_model: BaseComponent
+    synthesize: BaseComponent
+    verify: BaseComponent
+    curate: BaseComponent
+    rollout: BaseComponent
+    train: BaseComponent
+    evaluate: BaseComponent
+    compare: BaseComponent
+    by_name: dict[str, BaseComponent] = field(default_factory=dict)
+
+
+def _with_image(component: BaseComponent, image: str) -> BaseComponent:
+    """A copy of ``component`` that runs in ``image`` (images are a compile-time choice)."""
+    clone = copy.deepcopy(component)
+    clone.component_spec.implementation.container.image = image
+    return clone
+
+
+def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
+    """Every component of the curriculum with the given images."""
+    cpu = {"prepare_model": prepare_model, "synthesize": synthesize, "verify": verify,
+           "curate": curate, "compare": compare}  # fmt: skip
+    gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
+    by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
+    by_name.update({name: _with_image(op, gpu_image) for name, op in gpu.items()})
+    return Ops(**by_name, by_name=by_name)
+
+
+def apply_platform(
+    task: PipelineTask,
+    stage: str,
+    display_name: str,
+    shape: CurriculumShape,
+    accelerator: tuple[object, object] | None = None,
+    *,
+    caching: bool = True,
+) -> PipelineTask:
+    """Display name, caching, resources, retries, accelerator and Kubernetes extras of one task."""
+    cpu, memory, memory_limit = RESOURCES[stage]
+    task.set_display_name(display_name).set_caching_options(caching)
+    task.set_cpu_request(cpu).set_memory_request(memory).set_memory_limit(memory_limit)
+    if stage in RETRIED:
+        task.set_retry(RETRIED[stage], backoff_duration="30s", backoff_factor=2.0, backoff_max_duration="600s")
+    if accelerator is not None and stage in GPU_STAGES:
+        task.set_accelerator_type(accelerator[0]).set_accelerator_limit(accelerator[1])
+    if shape.model_cache_pvc:
+        kubernetes.mount_pvc(task, pvc_name=shape.model_cache_pvc, mount_path=shape.model_cache_path)
+        task.set_env_variable("TERMRL_CACHE", shape.model_cache_path)
+    if shape.api_key_secret and stage in SECRET_STAGES:
+        kubernetes.use_secret_as_env(task, secret_name=shape.api_key_secret,
+                                     secret_key_to_env={k: k for k in shape.api_key_env})  # fmt: skip
+    return task
+
+
+def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., object]:
+    """The curriculum pipeline for ``shape`` (a ``@dsl.pipeline`` function, ready to compile or run)."""
+    shape = shape or CurriculumShape()
+    shape.validate()
+    ops = make_ops(shape.cpu_image, shape.gpu_image)
+    n1, n2 = shape.phase1_iterations, shape.phase2_iterations
+
+    @dsl.pipeline(
+        name="termrl-curriculum",
+        description="synthesize → verify → positive-only rollout/train × N → full-signal rollout/train × M "
+        "→ eval of base and final policies on held-out tasks",
+    )
+    def curriculum(
+        code_version: str = shape.code_version,
+        base_model: str = "",
+        synth_count: int = 12,
+        synth_seed: int = 0,
+        synth_families: str = "",
+        synth_llm_model: str = "",
+        verify_repeats: int = 1,
+        verify_judges: str = "",
+        heldout_fraction: float = 0.25,
+        expert_tasks: str = "",
+        expert_count: int = 4,
+        group_size: int = 4,
+        groups: int = 2,
+        rollout_concurrency: int = 8,
+        max_turns: int = 3,
+        max_new_tokens: int = 128,
+        finetune: str = "lora",
+        learning_rate: float = 0.0,
+        train_epochs: int = 1,
+        train_max_steps: int = 0,
+        eval_trials: int = 1,
+        eval_max_turns: int = 3,
+        eval_concurrency: int = 2,
+        sandbox_backend: str = "podman",
+        accelerator_type: str = "nvidia.com/gpu",
+        accelerator_count: int = 1,
+    ) -> None:
+        accel = (accelerator_type, accelerator_count)
+
+        def place(task: PipelineTask, stage: str, name: str) -> PipelineTask:
+            return apply_platform(task, stage, name, shape, accel)
+
+        base = place(ops.prepare_model(code_version=code_version, source=base_model), "prepare_model",
+                     "prepare base policy")  # fmt: skip
+        tasks = place(ops.synthesize(code_version=code_version, count=synth_count, seed=synth_seed,
+                                     families=synth_families, llm_model=synth_llm_model),
+                      "synthesize", "synthesize tasks")  # fmt: skip
+        verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
+                                    judge_model=base.outputs["model"], repeats=verify_repeats,
+                                    judges=verify_judges, sandbox_backend=sandbox_backend),
+                         "verify", "verify tasks")  # fmt: skip
+        pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
+                                 verdicts=verified.outputs["verdicts"], heldout_fraction=heldout_fraction,
+                                 expert_tasks=expert_tasks, expert_count=expert_count, seed=synth_seed),
+                      "curate", "curate pools")  # fmt: skip
+
+        policy = base.outputs["model"]
+        schedule = [(1, i, n1, "positive-only", "train_pool") for i in range(1, n1 + 1)]
+        schedule += [(2, j, n2, "full", "expert_pool") for j in range(1, n2 + 1)]
+        for version, (phase, i, total, mode, pool) in enumerate(schedule):
+            rolled = place(ops.rollout(
+                code_version=code_version, tasks=pools.outputs[pool], policy=policy,
+                policy_version=version, seed=version, group_size=group_size, groups=groups,
+                concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                backend=sandbox_backend,
+            ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
+            trained = place(ops.train(
+                code_version=code_version, trajectories=rolled.outputs["trajectories"], policy=policy,
+                mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
+                max_steps=train_max_steps, seed=version,
+            ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
+            policy = trained.outputs["checkpoint"]
+
+        evals = {}
+        for label, model in (("base", base.outputs["model"]), ("final", policy)):
+            evals[label] = place(ops.evaluate(
+                code_version=code_version, tasks=pools.outputs["heldout"], policy=model, run_id=label,
+                trials=eval_trials, max_turns=eval_max_turns, max_new_tokens=max_new_tokens,
+                concurrency=eval_concurrency, backend=sandbox_backend,
+            ), "evaluate", EVAL_BASE if label == "base" else EVAL_FINAL)  # fmt: skip
+        place(ops.compare(code_version=code_version, base_results=evals["base"].outputs["results"],
+                          final_results=evals["final"].outputs["results"]),
+              "compare", REPORT)  # fmt: skip
+
+    return curriculum

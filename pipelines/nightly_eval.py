@@ -1,0 +1,61 @@
+"""The nightly eval pipeline: one policy on a fixed set of freshly verified tasks.
+
+    prepare-model ──────────────────────────────► eval · nightly
+    synthesize (fixed seed) ─► verify ─► admitted ──┘
+
+Scheduled as a KFP recurring run or an Argo CronWorkflow (``pipelines.schedule``).
+The policy is copied and evaluated afresh every night (no caching: the folder
+behind ``model`` may hold a newer checkpoint, and a cached eval measures
+nothing); the tasks are cached. The task seed is a parameter with a fixed default, so successive nights measure
+the same tasks and a change in pass rate is the policy's (or the harness's),
+not the tasks'. ``model`` is a model folder the stage can read (for example on
+the model-cache PVC); '' evaluates the embedded default policy.
+"""
+
+from collections.abc import Callable
+
+from kfp import dsl
+
+from pipelines.curriculum import CurriculumShape, apply_platform, make_ops
+
+__all__ = ["NIGHTLY_EVAL", "build_nightly_eval"]
+
+NIGHTLY_EVAL = "eval · nightly"
+
+
+def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., object]:
+    """The nightly eval pipeline with ``shape``'s images and Kubernetes extras (iterations unused)."""
+    shape = shape or CurriculumShape()
+    ops = make_ops(shape.cpu_image, shape.gpu_image)
+
+    @dsl.pipeline(name="termrl-nightly-eval",
+                  description="evaluate one policy on a fixed set of verified procedural tasks")  # fmt: skip
+    def nightly_eval(
+        code_version: str = shape.code_version,
+        model: str = "",
+        task_count: int = 12,
+        task_seed: int = 1000,
+        verify_repeats: int = 1,
+        trials: int = 2,
+        max_turns: int = 8,
+        max_new_tokens: int = 256,
+        sandbox_backend: str = "podman",
+        accelerator_type: str = "nvidia.com/gpu",
+        accelerator_count: int = 1,
+    ) -> None:
+        accel = (accelerator_type, accelerator_count)
+        policy = apply_platform(ops.prepare_model(code_version=code_version, source=model),
+                                "prepare_model", "prepare policy", shape, accel, caching=False)  # fmt: skip
+        tasks = apply_platform(ops.synthesize(code_version=code_version, count=task_count, seed=task_seed),
+                               "synthesize", "synthesize eval tasks", shape, accel)  # fmt: skip
+        verified = apply_platform(ops.verify(
+            code_version=code_version, tasks=tasks.outputs["tasks"], judge_model=policy.outputs["model"],
+            repeats=verify_repeats, sandbox_backend=sandbox_backend,
+        ), "verify", "verify eval tasks", shape, accel)  # fmt: skip
+        apply_platform(ops.evaluate(
+            code_version=code_version, tasks=verified.outputs["admitted"], policy=policy.outputs["model"],
+            run_id="nightly", trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
+            backend=sandbox_backend,
+        ), "evaluate", NIGHTLY_EVAL, shape, accel, caching=False)  # fmt: skip
+
+    return nightly_eval

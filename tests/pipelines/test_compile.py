@@ -1,0 +1,164 @@
+"""The compiled pipelines, parsed strictly: shape, resources, caching, retries, env, platform.
+
+The golden YAML (tests/pipelines/golden/curriculum.yaml) catches wiring drift:
+regenerate it on purpose with ``TERMRL_UPDATE_GOLDEN=1``.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from google.protobuf import json_format
+
+from pipelines.commands import compile_command
+from pipelines.compile import compile_pipeline, read_compiled
+from pipelines.curriculum import RESOURCES, RETRIED, CurriculumShape
+from termrl.errors import ConfigError
+
+GOLDEN = Path(__file__).parent / "golden" / "curriculum.yaml"
+GOLDEN_SHAPE = CurriculumShape(phase1_iterations=2, phase2_iterations=1, code_version="golden",
+                               model_cache_pvc="termrl-model-cache", api_key_secret="termrl-api-keys")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    path = compile_pipeline("curriculum", tmp_path_factory.mktemp("c") / "curriculum.yaml", GOLDEN_SHAPE)
+    return path, *read_compiled(path)
+
+
+def _stage(task_name: str) -> str:
+    """``rollout-3`` -> ``rollout``; ``prepare-model`` -> ``prepare_model``."""
+    base = task_name.rsplit("-", 1)[0] if task_name.rsplit("-", 1)[-1].isdigit() else task_name
+    return base.replace("-", "_")
+
+
+def test_dag_has_every_stage_in_curriculum_order(compiled):
+    _, spec, _ = compiled
+    tasks = spec.root.dag.tasks
+    # prepare, synthesize, verify, curate, (rollout + train) x (2 + 1), eval x 2, compare
+    assert len(tasks) == 4 + 2 * 3 + 2 + 1
+    names = {t.task_info.name for t in tasks.values()}
+    assert {"phase 1 · rollout 1/2", "phase 1 · train 2/2 (positive-only)", "phase 2 · train 1/1 (full)",
+            "eval · base policy", "eval · final policy", "report · base vs final"} <= names  # fmt: skip
+    # train N consumes rollout N's trajectories and the policy of train N-1
+    assert tasks["train-2"].inputs.artifacts["policy"].task_output_artifact.producer_task == "train"
+    assert tasks["train-2"].inputs.artifacts["trajectories"].task_output_artifact.producer_task == "rollout-2"
+    assert tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "expert_pool"
+    assert tasks["rollout"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "train_pool"
+    modes = {n: t.inputs.parameters["mode"].runtime_value.constant.string_value
+             for n, t in tasks.items() if n.startswith("train")}  # fmt: skip
+    assert modes == {"train": "positive-only", "train-2": "positive-only", "train-3": "full"}
+    final_eval = next(t for t in tasks.values() if t.task_info.name == "eval · final policy")
+    assert final_eval.inputs.artifacts["policy"].task_output_artifact.producer_task == "train-3"
+
+
+def test_every_stage_is_cached_named_versioned_and_sized(compiled):
+    _, spec, _ = compiled
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    for name, task in spec.root.dag.tasks.items():
+        stage = _stage(name)
+        assert task.caching_options.enable_cache, name
+        assert task.task_info.name and task.task_info.name != name, name
+        assert task.inputs.parameters["code_version"].component_input_parameter == "code_version"
+        assert (task.retry_policy.max_retry_count == RETRIED[stage]) if stage in RETRIED else \
+            not task.HasField("retry_policy"), name  # fmt: skip
+        container = executors[f"exec-{name}"]["container"]
+        resources = container["resources"]
+        cpu, memory, limit = RESOURCES[stage]
+        assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"],
+                resources["resourceMemoryLimit"]) == (cpu, memory, limit)  # fmt: skip
+        accelerator = resources.get("accelerator")
+        if stage in ("rollout", "train", "evaluate"):
+            assert accelerator == {"resourceType": "{{$.inputs.parameters['pipelinechannel--accelerator_type']}}",
+                                   "resourceCount": "{{$.inputs.parameters['pipelinechannel--accelerator_count']}}"}
+            assert container["image"] == GOLDEN_SHAPE.gpu_image
+        else:
+            assert accelerator is None
+            assert container["image"] == GOLDEN_SHAPE.cpu_image
+        assert {"name": "TERMRL_CACHE", "value": "/var/cache/termrl"} in container["env"]
+        # Lightweight components, no pip install at run time: the image carries the package.
+        assert "pip install" not in " ".join(container["command"])
+        assert "kfp.dsl.executor_main" in " ".join(container["command"])
+
+
+def test_gpu_parameters_have_defaults(compiled):
+    _, spec, _ = compiled
+    params = spec.root.input_definitions.parameters
+    assert params["accelerator_type"].default_value.string_value == "nvidia.com/gpu"
+    assert params["accelerator_count"].default_value.number_value == 1
+    assert params["code_version"].default_value.string_value == "golden"
+    assert all(p.HasField("default_value") or p.is_optional for p in params.values())
+
+
+def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
+    path, _, platform = compiled
+    assert platform is not None
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert len(executors) == 4 + 2 * 3 + 2 + 1
+    for name, config in executors.items():
+        assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
+        assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "termrl-model-cache"
+        has_secret = "secretAsEnv" in config
+        assert has_secret == any(s in name for s in ("synthesize", "verify", "evaluate")), name
+        if has_secret:
+            env = {e["envVar"] for e in config["secretAsEnv"][0]["keyToEnv"]}
+            assert env == {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+
+
+def test_matches_golden(compiled):
+    path, _, _ = compiled
+    text = path.read_text()
+    if os.environ.get("TERMRL_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    assert GOLDEN.is_file(), "no golden file: run with TERMRL_UPDATE_GOLDEN=1 once"
+    assert text == GOLDEN.read_text(), (
+        "the compiled curriculum changed; if on purpose, regenerate: "
+        "TERMRL_UPDATE_GOLDEN=1 pytest tests/pipelines/test_compile.py -k golden")
+
+
+def test_nightly_eval_compiles_without_caching_the_eval(tmp_path):
+    spec, platform = read_compiled(compile_pipeline("nightly-eval", tmp_path / "n.yaml"))
+    assert platform is None  # no Kubernetes extras asked for
+    caching = {t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()}
+    assert caching == {"prepare policy": False, "synthesize eval tasks": True, "verify eval tasks": True,
+                       "eval · nightly": False}  # fmt: skip
+
+
+def test_strict_parse_rejects_unknown_fields(tmp_path, compiled):
+    path, _, _ = compiled
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(path.read_text().replace("pipelineInfo:", "pipelineInfoo: {}\npipelineInfo:", 1))
+    with pytest.raises(json_format.ParseError):
+        read_compiled(bad)
+
+
+def test_shape_is_validated():
+    with pytest.raises(ConfigError, match="at least one"):
+        CurriculumShape(phase1_iterations=0, phase2_iterations=0).validate()
+
+
+def test_compile_command_writes_uploadable_yaml(tmp_path):
+    out = tmp_path / "curriculum.yaml"
+    result = CliRunner().invoke(compile_command, ["--out", str(out), "--phase1-iterations", "3",
+                                                  "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    spec, _ = read_compiled(out)
+    assert len(spec.root.dag.tasks) == 4 + 2 * 4 + 2 + 1
+    assert spec.root.input_definitions.parameters["code_version"].default_value.string_value.startswith("src-")
+    assert "registry.example/termrl/stage-gpu:1" in out.read_text()
+    assert "termrl-curriculum: 15 tasks" in result.output
+
+
+def test_source_version_follows_stage_code_only(tmp_path):
+    from pipelines.versioning import source_version
+
+    for name in ("termrl/a.py", "components/x/b.py", "pipelines/glue.py", "pipelines/local.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    first = source_version(tmp_path)
+    (tmp_path / "pipelines/local.py").write_text("x = 2\n")  # the runner: not stage code
+    assert source_version(tmp_path) == first
+    (tmp_path / "components/x/b.py").write_text("x = 2\n")
+    assert source_version(tmp_path) != first

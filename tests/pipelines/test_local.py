@@ -1,0 +1,165 @@
+"""The curriculum on kfp's local runner, end to end on the tiny model and real podman sandboxes.
+
+One small run (4 tasks, 1 + 1 iterations, 2-turn episodes) is shared by the
+tests: the second run must execute nothing (every stage a cache hit with the
+first run's outputs) and a single-stage rerun must import its inputs from the
+first run and execute only that stage.
+"""
+
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kfp import dsl
+from kfp.local import logging_utils, status
+
+from pipelines.commands import coerce_settings, rerun, run
+from pipelines.local import RunRecord, TaskRecord, _KfpRecords, _Progress
+from termrl.errors import ConfigError
+
+# A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.
+TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "group_size=2", "--set", "groups=1", "--set", "max_turns=2",
+        "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2"]  # fmt: skip
+STAGES = 11  # prepare, synthesize, verify, curate, 2 x (rollout, train), 2 evals, compare
+
+
+def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:
+    """What kfp.local prints around one task, produced by kfp's own formatting helpers."""
+    name = logging_utils.format_task_name(task)
+    lines = [f"12:00:00.000 - INFO - Executing task {name}", "12:00:00.000 - INFO - Streamed logs:", "",
+             "    stage output line", f"12:00:01.000 - INFO - Task {name} finished with status "
+             f"{logging_utils.format_status(outcome)}"]  # fmt: skip
+    if outputs:
+        lines.append(f"12:00:01.000 - INFO - Task {name} outputs:")
+        lines += logging_utils.make_log_lines_for_outputs(outputs)
+    return "\n".join([*lines, "-" * 80]) + "\n"
+
+
+def test_progress_reads_kfp_lines(tmp_path):
+    record = RunRecord(str(tmp_path), "p", {}, tasks={"verify": TaskRecord("verify", "verify tasks"),
+                                                      "train": TaskRecord("train", "train")})  # fmt: skip
+    shown: list[str] = []
+    progress = _Progress(record, io.StringIO(), shown.append, False, tmp_path)
+    outputs = {"admitted": dsl.Dataset(name="admitted", uri="/r/verify/admitted"),
+               "verdicts": dsl.Dataset(name="verdicts", uri="/r/verify/verdicts")}  # fmt: skip
+    progress.write(_kfp_lines("verify", status.Status.SUCCESS, outputs))
+    progress.write(_kfp_lines("train", status.Status.FAILURE, {})[:-5])  # a partial line waits...
+    progress.write("-----\n")
+    verify, train = record.tasks["verify"], record.tasks["train"]
+    assert verify.state == "executed" and verify.outputs == {"admitted": "/r/verify/admitted",
+                                                             "verdicts": "/r/verify/verdicts"}  # fmt: skip
+    assert train.state == "failed" and "    stage output line" in train.log_tail
+    assert shown[0] == "[ 1/2] verify tasks ..." and shown[1].startswith("[ 1/2] verify tasks: executed in")
+    assert shown[-2].startswith("[ 2/2] train: failed in")
+    assert shown[-1].rstrip().endswith("stage output line")  # a failure shows the stage's own output
+
+
+def test_cache_hits_come_from_kfp_records(tmp_path):
+    (tmp_path / "abcdef123456ffff.json").write_text(json.dumps(
+        {"model": {"__kfp_artifact__": True, "uri": "/old/run/model", "name": "model"}}))  # fmt: skip
+    record = RunRecord(str(tmp_path), "p", {}, tasks={"prepare-model": TaskRecord("prepare-model", "prepare")})
+    shown: list[str] = []
+    handler = _KfpRecords(_Progress(record, io.StringIO(), shown.append, False, tmp_path))
+    message = "Task prepare-model cache hit (key=abcdef123456); skipping execution."
+    handler.emit(logging.LogRecord("root", logging.INFO, __file__, 1, message, None, None))
+    assert record.tasks["prepare-model"].state == "cached"
+    assert record.tasks["prepare-model"].outputs == {"model": "/old/run/model"}
+    assert shown == ["[ 1/1] prepare: cached (not executed)"]
+
+
+def test_settings_are_typed_by_their_defaults():
+    defaults = {"synth_count": 12, "learning_rate": 0.0, "base_model": "", "flag": False}
+    values = coerce_settings(defaults, ("synth_count=4", "learning_rate=1e-5", "base_model=/m", "flag=yes"))
+    assert values == {"synth_count": 4, "learning_rate": 1e-5, "base_model": "/m", "flag": True}
+    assert isinstance(values["synth_count"], int)
+    with pytest.raises(ConfigError) as error:
+        coerce_settings(defaults, ("synth_cnt=4", "flag=maybe", "synth_count"))
+    assert len(error.value.problems) == 3
+    assert coerce_settings(defaults, ("eps_high=0.28",), strict=False) == {"eps_high": 0.28}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, tiny_model_dir):
+    runs = tmp_path_factory.mktemp("runs")
+    args = ["--runs-dir", str(runs), "--name", "first", "--set", f"base_model={tiny_model_dir}", *TINY]
+    result = CliRunner().invoke(run, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return runs, args, result.output
+
+
+@pytest.mark.ci
+@pytest.mark.slow
+@pytest.mark.podman
+def test_run_shows_progress_report_and_table(first_run):
+    runs, _, output = first_run
+    record = RunRecord.load(runs / "first")
+    assert record.ok and len(record.executed()) == STAGES
+    assert "[ 1/11] prepare base policy: executed" in output
+    assert "phase 2 · train 1/1 (full): executed" in output
+    report = Path(output.split("report: ", 1)[1].split()[0])
+    assert report == runs / "first" / "report.html"
+    assert report.read_text() == Path(record.tasks["compare"].outputs["report"]).read_text()
+    assert "base vs final" in report.read_text()
+    table = output.split("held-out tasks: base vs final policy", 1)[1].splitlines()
+    assert table[1].split() == ["policy", "tasks", "trials", "passed", "pass", "rate"]
+    assert table[2].split()[0] == "base" and table[3].split()[0] == "final"
+    metrics = json.loads(Path(record.tasks["compare"].outputs["metrics"]).read_text())
+    assert f"{metrics['eval/base_pass_rate']:.1%}" == table[2].split()[-1]
+
+
+@pytest.mark.ci
+@pytest.mark.slow
+@pytest.mark.podman
+def test_second_run_executes_nothing(first_run):
+    runs, args, _ = first_run
+    result = CliRunner().invoke(run, [a if a != "first" else "second" for a in args])
+    assert result.exit_code == 0, result.output
+    assert f"0 stage(s) executed, {STAGES} cached" in result.output
+    first, second = RunRecord.load(runs / "first"), RunRecord.load(runs / "second")
+    assert second.executed() == []
+    assert {t.state for t in second.tasks.values()} == {"cached"}
+    # cached tasks hand on the first run's artifacts, so downstream keys matched too
+    assert {n: t.outputs for n, t in second.tasks.items()} == {n: t.outputs for n, t in first.tasks.items()}
+    assert "Executing task" not in (runs / "second" / "run.log").read_text()
+
+
+@pytest.mark.ci
+@pytest.mark.slow
+@pytest.mark.podman
+def test_rerun_one_stage_on_upstream_artifacts(first_run):
+    runs, _, _ = first_run
+    run_dir = runs / "first"
+    args = ["train-2", "--run", str(run_dir), "--set", "max_steps=1", "--set", "eps_high=0.28"]
+    result = CliRunner().invoke(rerun, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    first = RunRecord.load(run_dir)
+    assert "upstream stages not executed" in result.output
+    assert f"trajectories <- {first.tasks['rollout-2'].outputs['trajectories']}" in result.output
+    assert f"policy <- {first.tasks['train'].outputs['checkpoint']}" in result.output
+    assert "rerun · train-2: executed" in result.output
+    (rerun_dir,) = (run_dir / "reruns").iterdir()
+    record = RunRecord.load(rerun_dir)
+    stage = next(t for t in record.tasks.values() if not t.name.startswith("importer"))
+    assert stage.state == "executed" and stage.display_name == "rerun · train-2"
+    importers = [t for t in record.tasks.values() if t is not stage]
+    assert len(importers) == 2 and {t.state for t in importers} == {"imported"}  # nothing upstream ran
+    checkpoint = Path(stage.outputs["checkpoint"])
+    assert (checkpoint / "config.json").is_file() and checkpoint != Path(first.tasks["train-2"].outputs["checkpoint"])
+    log = (rerun_dir / "run.log").read_text()
+    assert '"eps_high": 0.28' in log and '"max_steps": 1' in log  # the --set values reached the stage
+
+    again = CliRunner().invoke(rerun, args)
+    assert again.exit_code == 0, again.output
+    assert "rerun · train-2: cached" in again.output
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_rerun_names_the_stages_it_knows(first_run):
+    runs, _, _ = first_run
+    result = CliRunner().invoke(rerun, ["training", "--run", str(runs / "first")])
+    assert result.exit_code != 0
+    assert "no stage 'training'" in result.output and "train-2" in result.output
