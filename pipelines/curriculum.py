@@ -17,7 +17,8 @@ Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
 cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M generating a few tokens per second per episode): 12 tasks, 2 groups
+(SmolLM2-135M generating a few tokens per second per episode): 12 easy tasks (the
+135M policy earns reward only at the easy level, one correct command), 3 groups
 of 4 episodes, 3 turns of at most 128 tokens. Raise them on a cluster.
 """
 
@@ -184,6 +185,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         synth_count: int = 12,
         synth_seed: int = 0,
         synth_families: str = "",
+        synth_difficulties: str = "easy",
         synth_llm_model: str = "",
         verify_repeats: int = 1,
         verify_judges: str = "",
@@ -191,7 +193,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         expert_tasks: str = "",
         expert_count: int = 4,
         group_size: int = 4,
-        groups: int = 2,
+        groups: int = 3,
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
@@ -214,7 +216,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         base = place(ops.prepare_model(code_version=code_version, source=base_model), "prepare_model",
                      "prepare base policy")  # fmt: skip
         tasks = place(ops.synthesize(code_version=code_version, count=synth_count, seed=synth_seed,
-                                     families=synth_families, llm_model=synth_llm_model),
+                                     families=synth_families, difficulties=synth_difficulties,
+                                     llm_model=synth_llm_model),
                       "synthesize", "synthesize tasks")  # fmt: skip
         verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
                                     judge_model=base.outputs["model"], repeats=verify_repeats,

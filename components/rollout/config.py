@@ -81,7 +81,8 @@ class RolloutConfig:
     max_failed_response_tokens: int = 20000
     """A failed episode with more response tokens than this is masked (the seed's 20k)."""
     mask_max_turns: bool = True
-    """Mask episodes that stopped at max turns (the seed's max-turn mask)."""
+    """Mask failed episodes that stopped at max turns (the seed's max-turn mask); a
+    max-turn episode that passed its tests is kept as a positive."""
 
     loop_repeats: int = 3
     """The same command this many times in a row counts as a repeated-command loop."""

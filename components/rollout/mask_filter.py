@@ -14,7 +14,11 @@ Per episode, in order:
 - Transient failure (``ExecTimeout``, ``SandboxDied``, ``NetworkError``) or a
   tool call that ran past its timeout: the episode carries the drop flag. An
   episode whose transient failure left it without a reward is also masked.
-- Stopped at max turns: masked (``max-turns``), the seed's max-turn mask.
+- Stopped at max turns without passing the tests: masked (``max-turns``), the
+  seed's max-turn mask — a truncated failure says little about its actions. One
+  that passed the tests stays: its outcome is known (the tests ran after the last
+  turn), and small policies rarely call ``done``, so masking it would discard
+  most of their positives.
 - Failed with more response tokens than the limit (20k): masked
   (``long_failure``): a few extreme failures must not dominate an update.
 
@@ -98,7 +102,7 @@ def episode_verdict(record: EpisodeRecord, rules: MaskRules) -> EpisodeVerdict:
         return EpisodeVerdict(True, record.failure_type or "empty", True, drop_flag)
     if kind == "transient" or not record.rewarded:
         return EpisodeVerdict(True, record.failure_type or "no-reward", False, drop_flag)
-    if rules.mask_max_turns and record.stop_reason == "max-turns":
+    if rules.mask_max_turns and record.stop_reason == "max-turns" and not record.success:
         return EpisodeVerdict(True, "max-turns", False, drop_flag)
     if not record.success and record.response_tokens > rules.max_failed_response_tokens:
         return EpisodeVerdict(True, "long_failure", False, drop_flag)

@@ -21,6 +21,7 @@ def synthesize(
     count: int = 12,
     seed: int = 0,
     families: str = "",
+    difficulties: str = "",
     perturbation_rate: float = 0.3,
     llm_model: str = "",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
@@ -36,7 +37,8 @@ def synthesize(
     main(SynthesizeConfig(
         out=tasks.path, count=count, seed=seed, perturbation_rate=perturbation_rate,
         families=tuple(f for f in families.split(",") if f), llm_model=llm_model or None,
-        progress=False, **(options or {}),
+        progress=False, **({"difficulties": tuple(d for d in difficulties.split(",") if d)} if difficulties else {}),
+        **(options or {}),
     ))  # fmt: skip
     values = {"synthesize/tasks": float(read_tasks(tasks.path).num_rows)}
     metrics.metadata.update(values)

@@ -55,7 +55,9 @@ def test_transient_failures_and_tool_timeouts_raise_the_drop_flag():
 
 def test_max_turn_and_long_failure_masks():
     assert episode_verdict(record(stop="max-turns", success=False), RULES).mask_reason == "max-turns"
-    assert not episode_verdict(record(stop="max-turns"), MaskRules(mask_max_turns=False)).masked
+    assert not episode_verdict(record(stop="max-turns", success=False), MaskRules(mask_max_turns=False)).masked
+    # A max-turn episode whose tests passed is a known positive: kept.
+    assert not episode_verdict(record(stop="max-turns", success=True), RULES).masked
     # 2 chunks × 12000 response tokens = 24000 > 20000: a failed one is masked ...
     long_fail = record(commands=("ls",), success=False, response_tokens=12000)
     assert episode_verdict(long_fail, RULES).mask_reason == "long_failure"
