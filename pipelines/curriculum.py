@@ -18,7 +18,7 @@ cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
 (SmolLM2-135M generating a few tokens per second per episode): 12 easy tasks (the
-135M policy earns reward only at the easy level, one correct command), 3 groups
+135M policy earns reward only at the easy level, one correct command), 2 groups
 of 4 episodes, 3 turns of at most 128 tokens. Raise them on a cluster.
 """
 
@@ -193,7 +193,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         expert_tasks: str = "",
         expert_count: int = 4,
         group_size: int = 4,
-        groups: int = 3,
+        groups: int = 2,
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
