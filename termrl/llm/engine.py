@@ -38,6 +38,7 @@ __all__ = [
     "Prompt",
     "SamplingParams",
     "per_prompt_params",
+    "prompt_token_ids",
 ]
 
 TOOL_CALL_END = "</tool_call>"
@@ -78,6 +79,13 @@ def per_prompt_params(params: ParamsArg, n: int) -> list[SamplingParams]:
     if len(out) != n:
         raise ValueError(f"{len(out)} sampling params for {n} prompts")
     return out
+
+
+def prompt_token_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: as given, or the chat template with a generation header."""
+    if prompt and isinstance(prompt[0], dict):
+        return list(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True))
+    return [int(t) for t in prompt]
 
 
 @dataclass

@@ -28,6 +28,7 @@ from termrl.llm.engine import (
     Prompt,
     SamplingParams,
     per_prompt_params,
+    prompt_token_ids,
 )
 
 __all__ = ["TransformersEngine", "sample_next"]
@@ -113,22 +114,12 @@ class TransformersEngine(Engine):
         )
         self._lock = threading.Lock()
 
-    def prompt_ids(self, prompt: Prompt) -> list[int]:
-        """Token ids for a prompt: as given, or the chat template with a generation header."""
-        if prompt and isinstance(prompt[0], dict):
-            return list(
-                self.tokenizer.apply_chat_template(
-                    prompt, tokenize=True, add_generation_prompt=True
-                )
-            )
-        return [int(t) for t in prompt]
-
     async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
         return await asyncio.to_thread(self.generate_sync, prompts, params)
 
     def generate_sync(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
         """Blocking generate (benchmarks and scripts call it directly)."""
-        ids = [self.prompt_ids(p) for p in prompts]
+        ids = [prompt_token_ids(self.tokenizer, p) for p in prompts]
         per_row = per_prompt_params(params, len(ids))
         out: list[Generation] = []
         with self._lock:

@@ -24,6 +24,7 @@ from termrl.llm.engine import (
     Prompt,
     SamplingParams,
     per_prompt_params,
+    prompt_token_ids,
 )
 
 __all__ = ["VLLMEngine", "vllm_available"]
@@ -82,17 +83,8 @@ class VLLMEngine(Engine):
     async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
         return await asyncio.to_thread(self.generate_sync, prompts, params)
 
-    def _prompt_ids(self, prompt: Prompt) -> list[int]:
-        if prompt and isinstance(prompt[0], dict):
-            return list(
-                self.tokenizer.apply_chat_template(
-                    prompt, tokenize=True, add_generation_prompt=True
-                )
-            )
-        return [int(t) for t in prompt]
-
     def generate_sync(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
-        ids = [self._prompt_ids(p) for p in prompts]
+        ids = [prompt_token_ids(self.tokenizer, p) for p in prompts]
         vparams = [_to_vllm(p) for p in per_prompt_params(params, len(ids))]
         from vllm.inputs import TokensPrompt
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from termrl.errors import ModelError
-from termrl.llm.engine import SamplingParams
+from termrl.llm.engine import SamplingParams, prompt_token_ids
 from termrl.llm.hf_engine import TransformersEngine, sample_next
 
 
@@ -24,7 +24,7 @@ def full_forward_logprobs(engine: TransformersEngine, prompt: list[int], respons
 async def test_logprobs_match_a_full_forward_pass(engine) -> None:
     prompt = [{"role": "user", "content": "list the files"}]
     [gen] = await engine.generate([prompt], SamplingParams(max_new_tokens=16, seed=1))
-    assert gen.prompt_ids == engine.prompt_ids(prompt)
+    assert gen.prompt_ids == prompt_token_ids(engine.tokenizer, prompt)
     assert len(gen.token_ids) == len(gen.logprobs) == 16 and gen.finish_reason == "length"
     expected = full_forward_logprobs(engine, gen.prompt_ids, gen.token_ids)
     assert torch.allclose(torch.tensor(gen.logprobs), expected, atol=1e-4)
