@@ -3,9 +3,9 @@
 bubblewrap 0.8 has no overlay flags, so each session is started by a small
 launcher (root on the host):
 
-    sh: join the session's cgroups (memory+swap, pids, cpu quota: v1 where writable)
-     └─ unshare --mount (private): mount -t overlay lower=<rootfs>, upper/work=<session dir>
-         └─ bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
+    unshare --mount (private) sh: join the session's cgroups (memory+swap, pids,
+    │   cpu quota: v1 where writable), mount -t overlay lower=<rootfs>, upper/work=<session dir>
+     └─ exec bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
             capabilities cut to Docker's default set, --die-with-parent, --new-session
              └─ the shell supervisor (``termrl.sandbox.shell``)
 
@@ -20,7 +20,13 @@ environments are built by the podman backend and then run here.
 Files move host-side through ``/proc/<pid>/root`` of a sandbox process with a
 component-by-component walk that resolves symlinks inside the sandbox root
 (a symlink planted by the agent cannot point the host at its own files).
-Network: none only; ``egress`` (slirp4netns) is not implemented here.
+Network: every sandbox gets its own network namespace (``--unshare-net``):
+loopback only for ``none``. For ``egress``, bwrap reports the sandbox's pid on
+``--info-fd`` and holds the command on ``--block-fd`` until slirp4netns has
+attached a user-mode NAT to that namespace (tap0 10.0.2.100, DNS forwarder
+10.0.2.3, host loopback refused); the host CAs are bind-mounted and installed
+as for podman. slirp4netns runs beside the sandbox and exits when its exit-fd,
+held by this process, is closed: on close, or when this process dies.
 """
 
 from __future__ import annotations
@@ -30,13 +36,16 @@ import contextlib
 import errno
 import json
 import os
+import select
 import shutil
 import signal
 import tarfile
+import time
 import uuid
 from pathlib import Path, PurePosixPath
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
+from termrl.sandbox import hostca
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
@@ -53,11 +62,14 @@ DOCKER_CAPS = (
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder inside the default 10.0.2.0/24
+NETWORK_SETUP_TIMEOUT_SEC = 10.0
+
+# argv: unshare --mount --propagation private sh -c LAUNCHER launcher LOWER UPPER WORK MERGED BWRAP...
 LAUNCHER = r"""
 for cg in $TERMRL_CGROUPS; do echo $$ > "$cg/cgroup.procs" || exit 90; done
-exec unshare --mount --propagation private sh -c '
-  mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" || exit 91
-  shift 4; exec "$@"' overlay "$@"
+mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" || exit 91
+shift 4; exec "$@"
 """
 
 
@@ -105,6 +117,8 @@ class BwrapSandbox(Sandbox):
         self.channel = channel
         self.session_dir = session_dir
         self.cgroups = cgroups
+        self.slirp: asyncio.subprocess.Process | None = None
+        self.slirp_exit_fd: int | None = None  # closing it ends slirp4netns
         self._host_pids: dict[int, int] = {}
 
     def host_pid(self, ns_pid: int) -> int:
@@ -190,16 +204,44 @@ class BwrapSandbox(Sandbox):
                         os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), 10)
+        await self._stop_slirp()
         for cgroup in self.cgroups:
-            for _ in range(50):  # the kernel needs a moment to drop the killed tasks
+            for _ in range(200):  # the kernel needs a moment to drop the killed tasks
                 try:
                     cgroup.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(0.005)
         await asyncio.to_thread(shutil.rmtree, self.session_dir, True)
+
+
+    async def _stop_slirp(self) -> None:
+        if self.slirp_exit_fd is not None:
+            os.close(self.slirp_exit_fd)
+            self.slirp_exit_fd = None
+        if self.slirp is not None and self.slirp.returncode is None:
+            try:
+                await asyncio.wait_for(self.slirp.wait(), 5)
+            except TimeoutError:
+                self.slirp.kill()
+                await self.slirp.wait()
+
+
+def _read_fd(fd: int, until: bytes, timeout: float) -> bytes:
+    """Bytes from ``fd`` up to and including ``until`` (or EOF, or the timeout)."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while until not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _walk(root: int, parts: tuple[str, ...], *, create: bool, hops: int = 0) -> int:
@@ -333,11 +375,18 @@ class BwrapBackend:
         return made
 
     def bwrap_argv(
-        self, spec: SandboxSpec, merged: Path, lower: Path, env: dict[str, str], workdir: str, token: str
+        self,
+        spec: SandboxSpec,
+        merged: Path,
+        lower: Path,
+        env: dict[str, str],
+        workdir: str,
+        token: str,
+        extra: tuple[str, ...] = (),
     ) -> list[str]:
-        """The bwrap command line of one session (public for tests)."""
+        """The bwrap command line of one session (public for tests); ``extra`` follows the mounts."""
         argv = [
-            "bwrap", "--bind", str(merged), "/", "--proc", "/proc", "--dev", "/dev",
+            "bwrap", "--bind", str(merged), "/", "--proc", "/proc", "--dev", "/dev", *extra,
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", *(a for cap in DOCKER_CAPS for a in ("--cap-add", cap)),
@@ -349,8 +398,9 @@ class BwrapBackend:
         return [*argv, "bash", "-c", SUPERVISOR, "termrl-supervisor", token]
 
     async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[BwrapSandbox, Shell]:
-        if spec.network != "none":
-            raise SandboxUnavailable("the bwrap backend runs without network only (egress: use podman)")
+        egress = spec.network == "egress"
+        if egress and shutil.which("slirp4netns") is None:
+            raise SandboxUnavailable("slirp4netns is not installed (the bwrap backend needs it for egress)")
         lower, env, workdir = await self._lower(image)
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         session_dir = self.state_dir / name
@@ -358,20 +408,85 @@ class BwrapBackend:
             (session_dir / sub).mkdir(parents=True)
         cgroups = self._cgroups(name, spec)
         token = Shell.new_token()
-        argv = self.bwrap_argv(spec, session_dir / "merged", lower, env, workdir, token)
-        process = await asyncio.create_subprocess_exec(
-            "sh", "-c", LAUNCHER, "launcher", str(lower), str(session_dir / "upper"), str(session_dir / "work"),
-            str(session_dir / "merged"), *argv,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
-            start_new_session=True,
-        )  # fmt: skip
+        extra: list[str] = []
+        setup = ""
+        info_r = info_w = block_r = block_w = -1
+        if egress:
+            info_r, info_w = os.pipe()
+            block_r, block_w = os.pipe()
+            extra += ["--info-fd", str(info_w), "--block-fd", str(block_r)]
+            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+            if bundle is not None:
+                extra += ["--ro-bind", str(bundle), hostca.SANDBOX_PATH]
+                env = {**env, **hostca.CA_ENV}
+                setup = hostca.install_command()
+            setup += f"rm -f /etc/resolv.conf; echo 'nameserver {SLIRP_DNS}' > /etc/resolv.conf; "
+        argv = self.bwrap_argv(spec, session_dir / "merged", lower, env, workdir, token, tuple(extra))
+        try:
+            process = await asyncio.create_subprocess_exec(
+                "unshare", "--mount", "--propagation", "private", "sh", "-c", LAUNCHER, "launcher",
+                str(lower), str(session_dir / "upper"), str(session_dir / "work"), str(session_dir / "merged"), *argv,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
+                start_new_session=True, pass_fds=(info_w, block_r) if egress else (),
+            )  # fmt: skip
+        finally:
+            for fd in (info_w, block_r):
+                if fd >= 0:
+                    os.close(fd)
         channel = ProcessChannel(process)
         sandbox = BwrapSandbox(name, channel, session_dir, cgroups)
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         try:
-            await shell.start(spec.workdir)
-        except SandboxDied as e:
+            if egress:
+                await self._attach_slirp(sandbox, info_r, block_w)
+            await shell.start(spec.workdir, setup=setup)
+        except (SandboxDied, EnvInitFailed) as e:
             await sandbox.destroy()
-            raise EnvInitFailed(f"bwrap sandbox for {image} did not start", log_tail=e.log_tail) from e
+            tail = e.log_tail or await _leftover_output(process)
+            raise EnvInitFailed(f"bwrap sandbox for {image} did not start: {e}", log_tail=tail) from e
+        finally:
+            for fd in (info_r, block_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         return sandbox, shell
+
+    async def _attach_slirp(self, sandbox: BwrapSandbox, info_fd: int, block_fd: int) -> None:
+        """Give the sandbox's network namespace a slirp4netns NAT, then let bwrap go on."""
+        info = await asyncio.to_thread(_read_fd, info_fd, b"}", NETWORK_SETUP_TIMEOUT_SEC)
+        try:
+            pid = int(json.loads(info)["child-pid"])
+        except (ValueError, KeyError) as e:
+            raise EnvInitFailed(f"bwrap did not report its sandbox pid (got {info[:200]!r})") from e
+        ready_r, ready_w = os.pipe()
+        exit_r, exit_w = os.pipe()
+        log = sandbox.session_dir / "slirp4netns.log"
+        try:
+            with open(log, "wb") as out:
+                sandbox.slirp = await asyncio.create_subprocess_exec(
+                    "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+                    f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", str(pid), "tap0",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
+                    pass_fds=(ready_w, exit_r), start_new_session=True,
+                )  # fmt: skip
+            sandbox.slirp_exit_fd = exit_w
+            os.close(ready_w)
+            ready_w = -1
+            ready = await asyncio.to_thread(_read_fd, ready_r, b"1", NETWORK_SETUP_TIMEOUT_SEC)
+        finally:
+            for fd in (ready_r, ready_w, exit_r):
+                if fd >= 0:
+                    os.close(fd)
+        if not ready:
+            raise EnvInitFailed("slirp4netns did not bring the sandbox network up", log_tail=log.read_text()[-2000:])
+        os.write(block_fd, b"1")
+
+
+async def _leftover_output(process: asyncio.subprocess.Process) -> str:
+    """What a failed launcher printed (its stdout is also the shell channel)."""
+    if process.stdout is None:
+        return ""
+    with contextlib.suppress(TimeoutError):
+        return (await asyncio.wait_for(process.stdout.read(), 2)).decode(errors="replace")[-2000:]
+    return ""

@@ -14,6 +14,7 @@ exhausted capacity ``SandboxUnavailable``.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from types import TracebackType
 from typing import Any
@@ -50,7 +51,10 @@ class SandboxManager:
     ``output_limit`` caps each command's output (bytes; head and tail kept).
     ``max_sessions`` bounds open sessions: ``create`` waits for a free slot
     up to ``acquire_timeout_sec``, then raises ``SandboxUnavailable``.
-    Backend options (``binary``, ``namespace``, ...) pass through.
+    ``max_starting`` bounds sandboxes starting at once (default: 4 per CPU
+    for local backends, 64 on Kubernetes): 256 simultaneous ``podman run``
+    on two cores would push each past its start timeout, queued they all
+    start. Backend options (``binary``, ``namespace``, ...) pass through.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class SandboxManager:
         output_limit: int = 16384,
         max_sessions: int = 256,
         acquire_timeout_sec: float = 600.0,
+        max_starting: int | None = None,
         **backend_options: Any,
     ):
         self.backend_name = backend
@@ -67,6 +72,9 @@ class SandboxManager:
         self.output_limit = output_limit
         self.acquire_timeout_sec = acquire_timeout_sec
         self._slots = asyncio.Semaphore(max_sessions)
+        if max_starting is None:
+            max_starting = 64 if backend == "kubernetes" else 4 * (os.cpu_count() or 1)
+        self._starting = asyncio.Semaphore(max_starting)
         self._sessions: set[Session] = set()
 
     @property
@@ -90,8 +98,9 @@ class SandboxManager:
             raise SandboxUnavailable(f"no free sandbox slot within {self.acquire_timeout_sec:g}s") from e
         try:
             image = await self.backend.build_image(spec)
-            started = time.monotonic()
-            sandbox, shell = await self.backend.start(spec, image, self.output_limit)
+            async with self._starting:
+                started = time.monotonic()
+                sandbox, shell = await self.backend.start(spec, image, self.output_limit)
         except BaseException as e:
             self._slots.release()
             if isinstance(e, EnvInitFailed | SandboxUnavailable):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import uuid
@@ -12,7 +13,8 @@ import pytest
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import SandboxDied, SandboxUnavailable
-from termrl.sandbox import SandboxManager, SandboxSpec
+from termrl.sandbox import SandboxManager, SandboxSpec, hostca
+from termrl.sandbox.base_images import cache_root
 
 pytestmark = pytest.mark.podman  # the base images (and task images) come from podman
 
@@ -129,6 +131,78 @@ async def test_task_environment_image_runs_under_bwrap(bwrap):
         assert (await session.exec("pwd; cat built")).output == "/work\nbuilt\n"
 
 
-async def test_egress_is_refused(bwrap, base_images):
-    with pytest.raises(SandboxUnavailable):
+def _host_address() -> str | None:
+    """A global IPv4 address of this host (what a sandbox with egress reaches as a peer)."""
+    shown = subprocess.run(["ip", "-j", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    for link in json.loads(shown.stdout or "[]"):
+        for addr in link.get("addr_info", []):
+            return addr["local"]
+    return None
+
+
+async def test_egress_reaches_out_but_not_host_loopback(bwrap, base_images):
+    host = _host_address()
+    if host is None:
+        pytest.skip("this host has no global IPv4 address to serve on")
+    hits: list[str] = []
+
+    def serve(tag: str):
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            hits.append(tag)
+            writer.write(b"HTTP/1.0 200 OK\r\n\r\nreached-" + tag.encode())
+            await writer.drain()
+            writer.close()
+
+        return handle
+
+    outside = await asyncio.start_server(serve("outside"), host, 0)
+    loopback = await asyncio.start_server(serve("loopback"), "127.0.0.1", 0)
+    out_port, lo_port = outside.sockets[0].getsockname()[1], loopback.sockets[0].getsockname()[1]
+    try:
+        async with await bwrap.create(SandboxSpec(image=base_images, network="egress")) as online:
+            result = await online.exec(f"curl -sS --max-time 5 http://{host}:{out_port}/", timeout=20)
+            assert result.output == "reached-outside"
+            # slirp4netns maps the gateway 10.0.2.2 to the host's loopback unless told not to.
+            for address in ("10.0.2.2", "127.0.0.1"):
+                blocked = await online.exec(f"curl -sS --max-time 3 http://{address}:{lo_port}/", timeout=20)
+                assert blocked.exit_code != 0 and "reached" not in blocked.output
+            assert (await online.exec("cat /etc/resolv.conf")).output == "nameserver 10.0.2.3\n"
+            if hostca.host_ca_bundle(cache_root() / "sandbox") is not None:
+                env = await online.exec(f"echo $SSL_CERT_FILE; cmp {hostca.SANDBOX_PATH} $SSL_CERT_FILE && echo same")
+                assert env.output == f"{hostca.SYSTEM_BUNDLE}\nsame\n"
+            slirp = online.sandbox.slirp
+            assert slirp is not None and slirp.returncode is None
+        assert slirp.returncode is not None  # closing the session ends its slirp4netns
+        async with await bwrap.create(SandboxSpec(image=base_images)) as offline:
+            result = await offline.exec(f"curl -sS --max-time 3 http://{host}:{out_port}/", timeout=20)
+            assert result.exit_code != 0 and "reached" not in result.output
+    finally:
+        outside.close()
+        loopback.close()
+    assert hits == ["outside"]
+
+
+async def test_egress_without_slirp4netns_is_unavailable(bwrap, base_images, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SandboxUnavailable, match="slirp4netns"):
         await bwrap.create(SandboxSpec(image=base_images, network="egress"))
+
+
+async def test_manager_queues_starts_beyond_max_starting(base_images):
+    if os.geteuid() != 0:
+        pytest.skip("the bwrap backend needs root")
+    async with SandboxManager(backend="bwrap", max_starting=2) as manager:
+        real_start, in_flight, peak = manager.backend.start, [0], [0]
+
+        async def counting_start(*args, **kwargs):
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            try:
+                return await real_start(*args, **kwargs)
+            finally:
+                in_flight[0] -= 1
+
+        manager.backend.start = counting_start
+        sessions = await asyncio.gather(*(manager.create(SandboxSpec(image=base_images)) for _ in range(6)))
+        assert peak[0] == 2 and len(manager.sessions) == 6
+        assert [(await s.exec("echo up")).output for s in sessions] == ["up\n"] * 6
