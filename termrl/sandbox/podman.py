@@ -270,6 +270,9 @@ class PodmanBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
+                # conmon marks an OOM kill by creating a file "oom" in its
+                # working directory: keep that out of the caller's.
+                cwd=self._conmon_dir(),
             )
         except OSError as e:
             raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
@@ -283,6 +286,12 @@ class PodmanBackend:
             await sandbox.destroy()
             raise EnvInitFailed(f"container for {image} did not start", log_tail=e.log_tail) from e
         return sandbox, shell
+
+    @staticmethod
+    def _conmon_dir() -> Path:
+        path = cache_root() / "sandbox" / "podman"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
         """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.

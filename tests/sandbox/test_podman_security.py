@@ -100,7 +100,8 @@ async def test_rm_rf_root_and_fork_bomb_leave_image_host_and_manager_healthy(pod
         assert intact.exit_code == 0 and intact.output.endswith("intact\n")
 
 
-async def test_memory_hog_is_killed_at_the_limit(podman, base_images):
+async def test_memory_hog_is_killed_at_the_limit(podman, base_images, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     async with await podman.create(SandboxSpec(image=base_images, memory_mb=128)) as session:
         hog = await session.exec(
             "python3 -c \"b = bytearray(512 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('survived')\"",
@@ -108,6 +109,7 @@ async def test_memory_hog_is_killed_at_the_limit(podman, base_images):
         )
         assert "survived" not in hog.output.splitlines() and hog.exit_code == 137  # OOM-killed (SIGKILL)
         assert (await session.exec("echo still-usable")).output == "still-usable\n"
+    assert list(tmp_path.iterdir()) == []  # conmon's "oom" marker stays out of the caller's directory
 
 
 async def test_lifetime_limit_is_enforced(podman, base_images):
