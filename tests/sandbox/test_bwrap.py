@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from termrl.artifacts.tasks import Task, TaskFile
-from termrl.errors import SandboxDied, SandboxUnavailable
+from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import SandboxManager, SandboxSpec, hostca
 from termrl.sandbox.base_images import cache_root
 
@@ -206,3 +206,15 @@ async def test_manager_queues_starts_beyond_max_starting(base_images):
         sessions = await asyncio.gather(*(manager.create(SandboxSpec(image=base_images)) for _ in range(6)))
         assert peak[0] == 2 and len(manager.sessions) == 6
         assert [(await s.exec("echo up")).output for s in sessions] == ["up\n"] * 6
+
+
+async def test_egress_network_failure_is_env_init_failed_and_leaves_nothing(bwrap, base_images, tmp_path, monkeypatch):
+    broken = tmp_path / "slirp4netns"
+    broken.write_text("#!/bin/sh\necho cannot open /dev/net/tun >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    before = set(bwrap.backend.state_dir.iterdir()) if bwrap.backend.state_dir.exists() else set()
+    with pytest.raises(EnvInitFailed) as failed:
+        await bwrap.create(SandboxSpec(image=base_images, network="egress"))
+    assert "cannot open /dev/net/tun" in failed.value.log_tail
+    assert set(bwrap.backend.state_dir.iterdir()) == before and bwrap.sessions == []
