@@ -4,17 +4,23 @@ Each command is a thin call into ``pipelines.*``; the lead wires them into
 ``termrl.cli`` (``main.add_command(run)`` and so on).
 """
 
+from __future__ import annotations
+
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipelines.curriculum import EVAL_BASE, EVAL_FINAL, REPORT, CurriculumShape, build_curriculum
-from pipelines.local import RunRecord, pipeline_defaults, run_pipeline_locally
+from components.images import CPU_IMAGE, GPU_IMAGE
 from pipelines.versioning import source_version
 from termrl.errors import TermrlError
+
+if TYPE_CHECKING:
+    from pipelines.local import RunRecord
+
+# kfp (and what it pulls in) is imported inside the commands: `termrl --help` stays quick.
 
 __all__ = ["coerce_settings", "compile_command", "rerun", "run", "schedule"]
 
@@ -65,6 +71,7 @@ def coerce_settings(defaults: dict[str, Any], settings: tuple[str, ...], *, stri
 
 def _summary_lines(record: RunRecord) -> list[str]:
     """The report's path and the base vs final table, from the run's eval results."""
+    from pipelines.curriculum import EVAL_BASE, EVAL_FINAL, REPORT
     from pipelines.glue import pass_rate_table
     from termrl.artifacts import read_eval_results
 
@@ -98,6 +105,9 @@ def _summary_lines(record: RunRecord) -> list[str]:
 def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iterations: int,
         phase2_iterations: int, settings: tuple[str, ...], verbose: bool) -> None:  # fmt: skip
     """Run the curriculum on kfp's local runner with the embedded defaults (cached stages are reused)."""
+    from pipelines.curriculum import CurriculumShape, build_curriculum
+    from pipelines.local import pipeline_defaults, run_pipeline_locally
+
     try:
         shape = CurriculumShape(phase1_iterations, phase2_iterations, code_version=source_version())
         pipeline = build_curriculum(shape)
@@ -130,9 +140,9 @@ def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iteration
               show_default=True)
 @click.option("--phase1-iterations", type=int, default=1, show_default=True)
 @click.option("--phase2-iterations", type=int, default=1, show_default=True)
-@click.option("--cpu-image", default=CurriculumShape.cpu_image, show_default=True,
+@click.option("--cpu-image", default=CPU_IMAGE, show_default=True,
               help="Image of the CPU stages, as the cluster pulls it.")
-@click.option("--gpu-image", default=CurriculumShape.gpu_image, show_default=True,
+@click.option("--gpu-image", default=GPU_IMAGE, show_default=True,
               help="Image of rollout, train and eval.")
 @click.option("--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE).")
 @click.option("--api-key-secret", default="", help="Secret whose keys become API-key env vars.")
@@ -143,6 +153,7 @@ def compile_command(out: str, name: str, phase1_iterations: int, phase2_iteratio
                     code_version: str | None) -> None:  # fmt: skip
     """Compile a pipeline to YAML for the Kubeflow UI."""
     from pipelines.compile import compile_pipeline, read_compiled
+    from pipelines.curriculum import CurriculumShape
 
     try:
         shape = CurriculumShape(
@@ -205,11 +216,12 @@ def schedule() -> None:
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Nightly-eval pipeline parameter.")
 @click.option("--experiment", default="termrl", show_default=True)
 @click.option("--namespace", default=None, help="KFP namespace (multi-user) / Argo namespace.")
-@click.option("--cpu-image", default=CurriculumShape.cpu_image, show_default=True)
-@click.option("--gpu-image", default=CurriculumShape.gpu_image, show_default=True)
+@click.option("--cpu-image", default=CPU_IMAGE, show_default=True)
+@click.option("--gpu-image", default=GPU_IMAGE, show_default=True)
 def schedule_nightly(cron: str, host: str | None, argo_out: str | None, settings: tuple[str, ...], experiment: str,
                      namespace: str | None, cpu_image: str, gpu_image: str) -> None:  # fmt: skip
     """Run the nightly eval on a cron schedule (KFP recurring run, or Argo CronWorkflow with --argo)."""
+    from pipelines.local import pipeline_defaults
     from pipelines.nightly_eval import build_nightly_eval
     from pipelines.schedule import nightly_cron_workflow, round_trip, schedule_kfp
 

@@ -31,6 +31,7 @@ from kfp.dsl.base_component import BaseComponent
 from kfp.dsl.pipeline_task import PipelineTask
 
 from components.eval.component import evaluate
+from components.images import CPU_IMAGE, GPU_IMAGE
 from components.rollout.component import rollout
 from components.synthesize.component import synthesize
 from components.train.component import train
@@ -49,8 +50,6 @@ EVAL_FINAL = "eval · final policy"
 REPORT = "report · base vs final"
 """Display names the local runner's summary looks up."""
 
-CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
-GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
 
 RESOURCES = {
     # stage: (cpu request, memory request, memory limit). Sized for SmolLM2-class policies on

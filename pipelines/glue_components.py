@@ -3,9 +3,9 @@
 from kfp import dsl
 from kfp.dsl import HTML, Dataset, Input, Metrics, Model, Output
 
-__all__ = ["CPU_IMAGE", "compare", "curate", "prepare_model"]
+from components.images import CPU_IMAGE
 
-CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+__all__ = ["compare", "curate", "prepare_model"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

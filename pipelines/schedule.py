@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from components.images import CPU_IMAGE, GPU_IMAGE
 from termrl.errors import ConfigError
 
 __all__ = ["argo_cron", "kfp_cron", "nightly_cron_workflow", "round_trip", "schedule_kfp"]
@@ -76,8 +77,8 @@ def schedule_kfp(
 def nightly_cron_workflow(
     cron: str,
     *,
-    cpu_image: str = "localhost/termrl/stage-cpu:latest",
-    gpu_image: str = "localhost/termrl/stage-gpu:latest",
+    cpu_image: str = CPU_IMAGE,
+    gpu_image: str = GPU_IMAGE,
     namespace: str = "default",
     model: str = "",
     task_count: int = 12,

@@ -12,8 +12,6 @@ from __future__ import annotations
 import click
 
 from components.eval.config import AGENTS, EvalConfig
-from components.eval.report import report_from_files
-from components.eval.stage import main
 from termrl.errors import TermrlError
 from termrl.sandbox.manager import BACKENDS
 
@@ -47,6 +45,9 @@ def _percent(value: float | None) -> str:
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
 def eval_command(task_ids: tuple[str, ...], no_progress: bool, **options) -> None:
     """Evaluate an agent on Terminal-Bench tasks in sandboxes; write results and a report."""
+    # Imported here: `termrl --help` must not pay for torch, matplotlib or kfp.
+    from components.eval.stage import main
+
     config = EvalConfig(task_ids=list(task_ids), progress=not no_progress, **options)
     try:
         summary = main(config)
@@ -69,6 +70,8 @@ def report_command(results: tuple[str, ...], out: str) -> None:
     """Render eval results as one HTML report; given two files, compare them side by side."""
     if len(results) > 2:
         raise click.UsageError("give one results file, or two to compare")
+    from components.eval.report import report_from_files
+
     try:
         path = report_from_files(out, results)
     except TermrlError as exc:

@@ -8,9 +8,9 @@ report (the curriculum evaluates ``base`` and ``final`` on the same tasks).
 from kfp import dsl
 from kfp.dsl import HTML, Dataset, Input, Metrics, Model, Output
 
-__all__ = ["GPU_IMAGE", "evaluate"]
+from components.images import GPU_IMAGE
 
-GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+__all__ = ["evaluate"]
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)

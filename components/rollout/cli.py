@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 
 from components.rollout.config import MODES, RolloutConfig
-from components.rollout.stage import main
 from termrl.errors import ConfigError, TermrlError
 
 __all__ = ["rollout"]
@@ -70,6 +69,8 @@ def rollout(settings: tuple[str, ...], **options: typing.Any) -> None:
                 raise ConfigError(f"--set {item!r} is not KEY=VALUE")
             extra[key.strip()] = _coerce(key.strip(), value)
         config = dataclasses.replace(RolloutConfig(), **options, **extra)
+        from components.rollout.stage import main  # heavy: torch, sandboxes
+
         summary = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -10,9 +10,9 @@ retried task picks up the episodes that already finished.
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-__all__ = ["GPU_IMAGE", "rollout"]
+from components.images import GPU_IMAGE
 
-GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+__all__ = ["rollout"]
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)

@@ -8,9 +8,9 @@ the body: it is part of the cache key, so new code never reuses old outputs.
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Output
 
-__all__ = ["CPU_IMAGE", "synthesize"]
+from components.images import CPU_IMAGE
 
-CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+__all__ = ["synthesize"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

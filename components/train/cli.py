@@ -11,7 +11,6 @@ import os
 import click
 
 from components.train.config import MODES, load_config
-from components.train.trainer import train as run_training
 from termrl.errors import TermrlError
 
 __all__ = ["train"]
@@ -56,6 +55,9 @@ def train(config_file: str | None, resume: bool, no_progress: bool, settings: tu
         options["resume"] = True
     if no_progress:
         options["progress"] = False
+    # Imported here: `termrl --help` must not pay for torch, matplotlib or kfp.
+    from components.train.trainer import train as run_training
+
     try:
         config = load_config(config_file, **options, **extra)
         result = run_training(config)

@@ -9,9 +9,9 @@ step checkpoints under ``checkpoints/`` and ``train_metrics.parquet``.
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-__all__ = ["GPU_IMAGE", "train"]
+from components.images import GPU_IMAGE
 
-GPU_IMAGE = "localhost/termrl/stage-gpu:latest"
+__all__ = ["train"]
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import click
 
 from components.verify.config import AGGREGATIONS, VerifyConfig
-from components.verify.stage import main
 from termrl.errors import TermrlError
 
 __all__ = ["verify"]
@@ -91,6 +90,8 @@ def verify(judges: str | None, require: str | None, no_progress: bool, **options
         values["require"] = _csv(require)
     if no_progress:
         values["progress"] = False
+    from components.verify.stage import main  # heavy: sandboxes, models
+
     try:
         verdicts = main(VerifyConfig(**values))
     except TermrlError as exc:

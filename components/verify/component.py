@@ -9,9 +9,9 @@ the ``judge_model`` artifact (the curriculum's base model).
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-__all__ = ["CPU_IMAGE", "verify"]
+from components.images import CPU_IMAGE
 
-CPU_IMAGE = "localhost/termrl/stage-cpu:latest"
+__all__ = ["verify"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
