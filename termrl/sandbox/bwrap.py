@@ -3,11 +3,12 @@
 bubblewrap 0.8 has no overlay flags, so each session is started by a small
 launcher (root on the host):
 
-    unshare --mount (private) sh: join the session's cgroups (memory+swap, pids,
-    │   cpu quota: v1 where writable), mount -t overlay lower=<rootfs>, upper/work=<session dir>
-     └─ exec bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
-            capabilities cut to Docker's default set, --die-with-parent, --new-session
-             └─ the shell supervisor (``termrl.sandbox.shell``)
+    unshare --mount --propagation private sh
+        joins the session's cgroups (memory+swap, pids, cpu quota: v1 where writable),
+        mounts the overlay (lower = image rootfs, upper/work = session dir), then
+        exec bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
+                   capabilities cut to Docker's default set, --die-with-parent, --new-session
+         └─ the shell supervisor (``termrl.sandbox.shell``)
 
 The overlay exists only in the launcher's mount namespace, so it vanishes with
 the sandbox's last process; the upper layer is on disk (a tmpfs upper layer
@@ -20,6 +21,7 @@ environments are built by the podman backend and then run here.
 Files move host-side through ``/proc/<pid>/root`` of a sandbox process with a
 component-by-component walk that resolves symlinks inside the sandbox root
 (a symlink planted by the agent cannot point the host at its own files).
+
 Network: every sandbox gets its own network namespace (``--unshare-net``):
 loopback only for ``none``. For ``egress``, bwrap reports the sandbox's pid on
 ``--info-fd`` and holds the command on ``--block-fd`` until slirp4netns has
