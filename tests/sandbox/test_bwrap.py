@@ -149,6 +149,7 @@ async def test_egress_reaches_out_but_not_host_loopback(bwrap, base_images):
     def serve(tag: str):
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             hits.append(tag)
+            await reader.readuntil(b"\r\n\r\n")  # closing with the request unread would reset the connection
             writer.write(b"HTTP/1.0 200 OK\r\n\r\nreached-" + tag.encode())
             await writer.drain()
             writer.close()
