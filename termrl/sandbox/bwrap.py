@@ -432,6 +432,14 @@ class BwrapBackend:
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
                 start_new_session=True, pass_fds=(info_w, block_r) if egress else (),
             )  # fmt: skip
+        except OSError as e:
+            for fd in (info_r, block_w):
+                if fd >= 0:
+                    os.close(fd)
+            for cgroup in cgroups:
+                cgroup.rmdir()
+            shutil.rmtree(session_dir, ignore_errors=True)
+            raise SandboxUnavailable(f"cannot start the bwrap launcher: {e}") from e
         finally:
             for fd in (info_w, block_r):
                 if fd >= 0:
@@ -447,6 +455,9 @@ class BwrapBackend:
             await sandbox.destroy()
             tail = e.log_tail or await _leftover_output(process)
             raise EnvInitFailed(f"bwrap sandbox for {image} did not start: {e}", log_tail=tail) from e
+        except BaseException:  # cancelled, or slirp4netns could not be run: leave nothing behind
+            await sandbox.destroy()
+            raise
         finally:
             for fd in (info_r, block_w):
                 if fd >= 0:
