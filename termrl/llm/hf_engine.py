@@ -13,6 +13,7 @@ fp32 on CPU: this machine has no bf16 units, and bf16 matmuls run ~40× slower.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 import time
@@ -113,6 +114,10 @@ class TransformersEngine(Engine):
             else next(iter(self.eos_ids))
         )
         self._lock = threading.Lock()
+        # The prefill needs the last position's logits only; all of them would be
+        # B x T x vocab floats (8 x 730 x 49152 x 4 B = 1.1 GB for SmolLM2).
+        takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self._last_logits_only = {"logits_to_keep": 1} if takes_keep else {}
 
     async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
         return await asyncio.to_thread(self.generate_sync, prompts, params)
@@ -169,6 +174,7 @@ class TransformersEngine(Engine):
                 attention_mask=mask.to(dev),
                 position_ids=positions.to(dev),
                 use_cache=True,
+                **self._last_logits_only,
             )
             last_pos = positions[:, -1]  # [B]
             for _ in range(max(budgets)):
