@@ -5,6 +5,8 @@ Prints ratios measured side by side in one run (no absolute targets):
     batched/single tok/s   throughput gain of one batch of B prompts over B sequential calls
     proxy/direct time      a request through the ModelProxy (HTTP + bookkeeping + batching
                            front) against the same generate called directly
+    grouped/sdpa time      a left-padded batch (rollout's usual case) with the engine's
+                           grouped-K/V attention against transformers' own sdpa
 
     python bench/inference.py                      # default policy (SmolLM2-135M), prepared once
     python bench/inference.py --model tiny         # the 3 M tiny model (fast smoke run)
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
+from transformers import AutoModelForCausalLM
 
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
@@ -80,6 +83,27 @@ async def bench_proxy(engine: TransformersEngine, tokens: int, repeats: int) -> 
     return _median(direct), _median(via)
 
 
+def bench_attention(path: Path, batch: int, tokens: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of one padded batch: transformers' sdpa vs the grouped attention, interleaved."""
+    import torch
+
+    grouped = TransformersEngine(path)
+    plain = TransformersEngine(path)
+    plain.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    # Prompts of different lengths, as a rollout batch mixes turns: left padding, a mask.
+    prompts = [[1] + [100 + (i * 7 + r) % 3000 for i in range(80 + 60 * r)] for r in range(batch)]
+    params = SamplingParams(max_new_tokens=tokens, temperature=1.0, stop=(), seed=0)
+    sdpa, mine = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        plain.generate_sync(prompts, params)
+        sdpa.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        grouped.generate_sync(prompts, params)
+        mine.append(time.perf_counter() - started)
+    return _median(sdpa), _median(mine)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -106,6 +130,9 @@ def main() -> None:
         f"direct generate {direct * 1000:8.1f} ms   via proxy {via * 1000:8.1f} ms (median of {args.repeats})"
     )
     print(f"ratio proxy/direct time: {via / direct:.3f}")
+    sdpa, grouped = bench_attention(path, args.batch, args.tokens, args.repeats)
+    print(f"padded batch: transformers sdpa {sdpa:6.2f} s   grouped K/V {grouped:6.2f} s (median of {args.repeats})")
+    print(f"ratio grouped/sdpa time: {grouped / sdpa:.3f}")
 
 
 if __name__ == "__main__":

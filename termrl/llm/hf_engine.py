@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from termrl.errors import ModelError
+from termrl.llm import grouped_attention
 from termrl.llm.engine import (
     Engine,
     FinishReason,
@@ -67,6 +68,11 @@ def sample_next(logits: Any, params: SamplingParams, generator: Any) -> tuple[An
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def _attention_choice(device: str) -> dict[str, str]:
+    """On CPU, SDPA with grouped K/V heads (``termrl.llm.grouped_attention``); elsewhere the default."""
+    return {"attn_implementation": grouped_attention.register()} if device == "cpu" else {}
+
+
 class TransformersEngine(Engine):
     """A Hugging Face causal LM behind the engine interface.
 
@@ -91,9 +97,13 @@ class TransformersEngine(Engine):
 
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-            self.model = AutoModelForCausalLM.from_pretrained(
-                model_path, dtype=getattr(torch, dtype)
-            ).to(device)
+            try:
+                model = AutoModelForCausalLM.from_pretrained(
+                    model_path, dtype=getattr(torch, dtype), **_attention_choice(device)
+                )
+            except ValueError:  # an architecture without the attention interface
+                model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+            self.model = model.to(device)
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot load model from {model_path}: {exc}") from exc
         self.model.eval()
