@@ -21,7 +21,8 @@ A command past its timeout is interrupted in escalating steps through the
 backend's ``signal`` hook: SIGINT to the shell's foreground descendants
 (background jobs ignore SIGINT in a non-interactive shell, so they survive),
 then SIGKILL to them, and finally the inner shell itself is killed and a new
-one started in the last known working directory (variables are lost then).
+one started in the last known working directory (variables are lost then;
+the command's output ends with ``RESTART_NOTICE`` so the agent knows).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "KILL_HELPER",
     "OutputCap",
     "ProcessChannel",
+    "RESTART_NOTICE",
     "Shell",
     "SignalHook",
     "SUPERVISOR",
@@ -87,6 +89,11 @@ for p in "${found[@]}"; do
 done
 exit 0
 """
+
+RESTART_NOTICE = (
+    "[the shell exited; a new one started in {cwd}: "
+    "shell variables, functions and background jobs are gone]\n"
+)
 
 SignalHook = Callable[[int, str, str], Awaitable[None]]
 """signal(shell_pid, "INT" | "KILL", "fg" | "all"): deliver a signal inside the sandbox."""
@@ -241,11 +248,15 @@ class Shell:
                 found = await self._interrupt(cap)
             needle, rest = found
             status = int(rest.split(" ", 1)[0])
+            output = self._untraced(cap.text())
             if needle == self._done:
                 self.cwd = rest.split(" ", 1)[1] if " " in rest else self.cwd
             else:  # the inner shell exited (exit, set -e, killed): start another one
                 await self._restart()
-            return self._untraced(cap.text()), None if timed_out else status, timed_out, cap.truncated
+                # Tell the agent: its next command runs without the variables it set.
+                sep = "" if not output or output.endswith("\n") else "\n"
+                output += sep + RESTART_NOTICE.format(cwd=self.cwd or self.start_dir)
+            return output, None if timed_out else status, timed_out, cap.truncated
 
     def _untraced(self, output: str) -> str:
         """Drop the `set -x` trace of our own marker printf (the command's last line)."""

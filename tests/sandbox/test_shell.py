@@ -16,6 +16,7 @@ import pytest
 from termrl.errors import SandboxDied
 from termrl.sandbox.shell import (
     KILL_HELPER,
+    RESTART_NOTICE,
     SUPERVISOR,
     OutputCap,
     ProcessChannel,
@@ -99,7 +100,8 @@ async def test_xtrace_does_not_leak_the_marker(shell):
 
 async def test_exit_restarts_the_shell_in_the_same_directory(shell, tmp_path):
     await shell.exec("cd /; export KEPT=no", 5)
-    assert (await shell.exec("exit 3", 5))[1] == 3
+    output, code, _, _ = await shell.exec("echo bye; exit 3", 5)
+    assert (output, code) == ("bye\n" + RESTART_NOTICE.format(cwd="/"), 3)
     output, code, _, _ = await shell.exec("pwd; echo ${KEPT:-gone}", 5)
     assert (output, code) == ("/\ngone\n", 0)
     assert shell.restarts == 1
@@ -125,8 +127,8 @@ async def test_timeout_escalates_to_sigkill_for_a_process_catching_sigint(shell)
 
 async def test_timeout_in_a_builtin_loop_restarts_the_shell(shell):
     await shell.exec("cd /tmp", 5)
-    _, code, timed_out, _ = await shell.exec("while :; do :; done", 0.3)
-    assert (code, timed_out) == (None, True)
+    output, code, timed_out, _ = await shell.exec("while :; do :; done", 0.3)
+    assert (output, code, timed_out) == (RESTART_NOTICE.format(cwd="/tmp"), None, True)
     assert (await shell.exec("pwd", 5))[:2] == ("/tmp\n", 0)
     assert shell.restarts == 1
 
