@@ -50,7 +50,6 @@ EVAL_FINAL = "eval · final policy"
 REPORT = "report · base vs final"
 """Display names the local runner's summary looks up."""
 
-
 RESOURCES = {
     # stage: (cpu request, memory request, memory limit). Sized for SmolLM2-class policies on
     # one node; a larger policy needs more memory for train (weights + Adam state).

@@ -218,7 +218,6 @@ class BwrapSandbox(Sandbox):
                     await asyncio.sleep(0.005)
         await asyncio.to_thread(shutil.rmtree, self.session_dir, True)
 
-
     async def _stop_slirp(self) -> None:
         if self.slirp_exit_fd is not None:
             os.close(self.slirp_exit_fd)
@@ -229,6 +228,13 @@ class BwrapSandbox(Sandbox):
             except TimeoutError:
                 self.slirp.kill()
                 await self.slirp.wait()
+
+
+def _close(*fds: int) -> None:
+    """Close the pipe ends that exist (-1 marks one never opened)."""
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _read_fd(fd: int, until: bytes, timeout: float) -> bytes:
@@ -433,17 +439,13 @@ class BwrapBackend:
                 start_new_session=True, pass_fds=(info_w, block_r) if egress else (),
             )  # fmt: skip
         except OSError as e:
-            for fd in (info_r, block_w):
-                if fd >= 0:
-                    os.close(fd)
+            _close(info_r, block_w)
             for cgroup in cgroups:
                 cgroup.rmdir()
             shutil.rmtree(session_dir, ignore_errors=True)
             raise SandboxUnavailable(f"cannot start the bwrap launcher: {e}") from e
         finally:
-            for fd in (info_w, block_r):
-                if fd >= 0:
-                    os.close(fd)
+            _close(info_w, block_r)  # bwrap holds its own copies now
         channel = ProcessChannel(process)
         sandbox = BwrapSandbox(name, channel, session_dir, cgroups)
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
@@ -459,10 +461,7 @@ class BwrapBackend:
             await sandbox.destroy()
             raise
         finally:
-            for fd in (info_r, block_w):
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+            _close(info_r, block_w)
         return sandbox, shell
 
     async def _attach_slirp(self, sandbox: BwrapSandbox, info_fd: int, block_fd: int) -> None:
@@ -473,7 +472,7 @@ class BwrapBackend:
         except (ValueError, KeyError) as e:
             raise EnvInitFailed(f"bwrap did not report its sandbox pid (got {info[:200]!r})") from e
         ready_r, ready_w = os.pipe()
-        exit_r, exit_w = os.pipe()
+        exit_r, sandbox.slirp_exit_fd = os.pipe()  # the sandbox's destroy closes the write end
         log = sandbox.session_dir / "slirp4netns.log"
         try:
             with open(log, "wb") as out:
@@ -483,14 +482,12 @@ class BwrapBackend:
                     stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
                     pass_fds=(ready_w, exit_r), start_new_session=True,
                 )  # fmt: skip
-            sandbox.slirp_exit_fd = exit_w
-            os.close(ready_w)
-            ready_w = -1
+        finally:
+            _close(ready_w, exit_r)  # slirp4netns holds its own copies now
+        try:
             ready = await asyncio.to_thread(_read_fd, ready_r, b"1", NETWORK_SETUP_TIMEOUT_SEC)
         finally:
-            for fd in (ready_r, ready_w, exit_r):
-                if fd >= 0:
-                    os.close(fd)
+            os.close(ready_r)
         if not ready:
             raise EnvInitFailed("slirp4netns did not bring the sandbox network up", log_tail=log.read_text()[-2000:])
         os.write(block_fd, b"1")

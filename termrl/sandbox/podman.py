@@ -142,6 +142,10 @@ class PodmanBackend:
             raise SandboxUnavailable(f"{binary} is not installed or not on PATH")
         self.binary = binary
         self.name = Path(binary).name
+        # conmon marks an OOM kill by creating a file "oom" in its working
+        # directory: sessions run from here, never from the caller's directory.
+        self.conmon_dir = cache_root() / "sandbox" / "podman"
+        self.conmon_dir.mkdir(parents=True, exist_ok=True)
         self._engine_ok = False
         self._build_locks: dict[str, asyncio.Lock] = {}
         self._build_slots = asyncio.Semaphore(max_concurrent_builds)
@@ -270,9 +274,7 @@ class PodmanBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                # conmon marks an OOM kill by creating a file "oom" in its
-                # working directory: keep that out of the caller's.
-                cwd=self._conmon_dir(),
+                cwd=self.conmon_dir,
             )
         except OSError as e:
             raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
@@ -286,12 +288,6 @@ class PodmanBackend:
             await sandbox.destroy()
             raise EnvInitFailed(f"container for {image} did not start", log_tail=e.log_tail) from e
         return sandbox, shell
-
-    @staticmethod
-    def _conmon_dir() -> Path:
-        path = cache_root() / "sandbox" / "podman"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
 
     async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
         """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.
