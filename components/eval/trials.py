@@ -5,7 +5,7 @@
 
 One trial, the official way (Terminal-Bench's execution model):
 
-    fresh sandbox from the task's image
+    fresh sandbox from the task's image, set-up leftovers removed   (TaskSandboxes.open)
       ─► agent phase under task.agent_timeout_sec   (agent.act)
       ─► tests under task.verifier_timeout_sec       (termrl.taskrun.run_tests)
       ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats
@@ -18,13 +18,17 @@ hold the shell.
 
 Each task's image is built once before its trials start; a task whose
 image does not build gets ``environment-error`` rows without starting a
-sandbox. Errors of the harness (``termrl.errors``) become rows, never a
-crashed eval; anything else is a bug and propagates.
+sandbox. At most ``config.concurrency`` sandboxes are alive at once: the
+manager's ``max_sessions``, where trials queue for a slot (a trial's wall
+time starts with its sandbox, not with the wait). Errors of the harness
+(``termrl.errors``) become rows, never a crashed eval; anything else is a
+bug and propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,9 +43,8 @@ from termrl.artifacts.tasks import Task, load_tasks
 from termrl.errors import ConfigError, TermrlError, failure_type
 from termrl.llm.engine import Engine
 from termrl.sandbox.manager import SandboxManager
-from termrl.sandbox.spec import SandboxSpec
 from termrl.taskfolders import import_task_folders
-from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, run_tests
+from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, run_tests
 
 __all__ = ["TEST_OUTPUT_CHARS", "hard_cap_sec", "load_eval_tasks", "run_trials", "trial_row"]
 
@@ -135,7 +138,7 @@ def trial_row(
 
 
 async def _run_one(
-    manager: SandboxManager, agent: Agent, config: EvalConfig, task: Task, trial: int
+    sandboxes: TaskSandboxes, agent: Agent, config: EvalConfig, task: Task, trial: int
 ) -> dict[str, Any]:
     budget = task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
     started = time.monotonic()
@@ -143,7 +146,8 @@ async def _run_one(
     agent_sec: float | None = None
     over_budget = False
     try:
-        async with await manager.create(SandboxSpec.from_task(task)) as session:
+        async with sandboxes.open(task) as session:
+            started = session.started  # not the wait for a free slot
             agent_started = time.monotonic()
             try:
                 run = await asyncio.wait_for(agent.act(session, task, trial, budget), hard_cap_sec(budget))
@@ -170,18 +174,18 @@ async def _run_one(
     )  # fmt: skip
 
 
-async def _prebuild(manager: SandboxManager, tasks: list[Task], config: EvalConfig) -> dict[str, TermrlError]:
+async def _prebuild(sandboxes: TaskSandboxes, tasks: list[Task], config: EvalConfig) -> dict[str, TermrlError]:
     """Build each distinct task image once; returns the build error of each broken task."""
     by_image: dict[str, list[Task]] = {}
     for task in tasks:
-        by_image.setdefault(SandboxSpec.from_task(task).image_key, []).append(task)
+        by_image.setdefault(sandboxes.spec(task).image_key, []).append(task)
     limit = asyncio.Semaphore(config.build_concurrency)
     broken: dict[str, TermrlError] = {}
 
     async def build(group: list[Task]) -> None:
         async with limit:
             try:
-                await manager.build_image(SandboxSpec.from_task(group[0]))
+                await sandboxes.build(group[0])
             except TermrlError as exc:
                 broken.update({t.id: exc for t in group})
 
@@ -197,8 +201,12 @@ async def run_trials(
     *,
     engine: Engine | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    done: set[tuple[str, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``config.trials`` trials of every task; rows in (task, trial) order.
+
+    Pairs (task id, trial) in ``done`` finished in an earlier run (``components.eval.resume``):
+    they are not run again, and have no row here.
 
     The policy agent uses ``engine`` when given (a caller that already holds
     one, e.g. a model server), else opens ``config.model`` and closes it after.
@@ -209,11 +217,13 @@ async def run_trials(
     agent = make_agent(config, engine)
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     try:
-        async with SandboxManager(config.backend, max_sessions=config.concurrency) as manager:
-            broken = await _prebuild(manager, tasks, config)
-            bar = tqdm(total=len(tasks) * config.trials, desc=f"eval {config.label()}", unit="trial",
+        # Trials queue for a slot as long as it takes: the slots are the only bound on sandboxes.
+        async with SandboxManager(config.backend, max_sessions=config.concurrency,
+                                  acquire_timeout_sec=math.inf) as manager:  # fmt: skip
+            sandboxes = TaskSandboxes(manager)
+            broken = await _prebuild(sandboxes, tasks, config)
+            bar = tqdm(total=len(tasks) * config.trials, initial=len(done or ()), desc=f"eval {config.label()}", unit="trial",
                        disable=not config.progress)  # fmt: skip
-            slots = asyncio.Semaphore(config.concurrency)
 
             async def one(index: int, task: Task, trial: int) -> None:
                 if task.id in broken:
@@ -221,8 +231,7 @@ async def run_trials(
                     run = AgentRun(stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000])
                     row = trial_row(config, task, trial, run, over_budget=False, tests_passed=None, reward=0.0)
                 else:
-                    async with slots:
-                        row = await _run_one(manager, agent, config, task, trial)
+                    row = await _run_one(sandboxes, agent, config, task, trial)
                 rows[(index, trial)] = row
                 bar.set_postfix(passed=sum(r["passed"] for r in rows.values()), refresh=False)
                 bar.update(1)
@@ -233,7 +242,8 @@ async def run_trials(
                 async with asyncio.TaskGroup() as tg:
                     for index, task in enumerate(tasks):
                         for trial in range(config.trials):
-                            tg.create_task(one(index, task, trial))
+                            if not done or (task.id, trial) not in done:
+                                tg.create_task(one(index, task, trial))
             finally:
                 bar.close()
     finally:

@@ -1,9 +1,9 @@
 """One rollout episode in a real sandbox (the seed's TerminalBenchEnv + one TrajEnvManager step).
 
-    create ─► reset ─► decide/execute (the shared agent) ─► terminate ─► reward
-    (image    (set-up   run_episode(engine, session, ...)   (done, max    run_tests: tests
-     cached)  leftovers                                     turns, ...)   uploaded only now
-              removed)
+    TaskSandboxes.open ─► decide/execute (the shared agent) ─► terminate ─► reward
+    (image built once,    run_episode(engine, session, ...)   (done, max    run_tests: tests
+     fresh session, set-                                       turns, ...)   uploaded only now
+     up leftovers removed)
 
 Every failure is caught at the step where it happens and kept as the
 episode's ``failure_type`` (the ``termrl.errors`` class name), so mask &
@@ -18,7 +18,6 @@ out is a transient failure) and behaviour monitoring.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,9 +26,7 @@ from typing import Any
 from termrl.agent.episode import AgentConfig, run_episode
 from termrl.artifacts.tasks import Task
 from termrl.errors import (
-    EnvInitFailed,
     EpisodeError,
-    ResetFailed,
     RewardFailed,
     TermrlError,
     TransientError,
@@ -39,8 +36,7 @@ from termrl.errors import (
 from termrl.llm.engine import Engine
 from termrl.sandbox.manager import SandboxManager
 from termrl.sandbox.session import Session
-from termrl.sandbox.spec import SandboxSpec
-from termrl.taskrun import run_tests
+from termrl.taskrun import TaskSandboxes, run_tests
 
 __all__ = [
     "AgentStep",
@@ -49,12 +45,8 @@ __all__ = [
     "ExecRecord",
     "RecordingSession",
     "SandboxEpisodeRunner",
-    "reset_session",
     "roll_managed_step",
 ]
-
-# Paths that must not exist when the agent starts (tests and solution come later).
-_LEFTOVERS = ("/solution", "/tests", "/logs/verifier")
 
 
 @dataclass(frozen=True)
@@ -128,24 +120,6 @@ class RecordingSession:
         return result
 
 
-async def reset_session(session: Session) -> None:
-    """Bring a fresh sandbox to the task's start state: no tests, no solution, no reward file.
-
-    The image never contains them (``SandboxSpec.from_task``), but a Dockerfile
-    may have created such paths; the agent must not find them.
-    """
-    paths = " ".join(_LEFTOVERS)
-    checks = " && ".join(f"[ ! -e {p} ]" for p in _LEFTOVERS)
-    try:
-        result = await session.exec(f"rm -rf {paths}; {checks}", 30.0)
-    except TransientError:
-        raise
-    except TermrlError as exc:
-        raise ResetFailed(f"reset failed: {exc}") from exc
-    if result.timed_out or result.exit_code != 0:
-        raise ResetFailed("set-up leftovers could not be removed", log_tail=result.output[-2000:])
-
-
 AgentStep = Callable[[Session, RecordingSession, Task, EpisodeIds], Awaitable[Any]]
 """Runs the agent in a ready session; returns ``termrl.agent.episode.EpisodeResult``-like."""
 
@@ -162,9 +136,11 @@ def roll_managed_step(engine: Engine, agent: AgentConfig) -> AgentStep:
 class SandboxEpisodeRunner:
     """Runs episodes in sandboxes of one ``SandboxManager``; one call, one ``EpisodeRecord``.
 
-    Task images are built once per environment: a failed build is remembered
-    so the task's other episodes fail at once with the same ``EnvInitFailed``
-    instead of rebuilding.
+    Sandboxes come from ``termrl.taskrun.TaskSandboxes``: task images are
+    built once per environment (a failed build is remembered, so the task's
+    other episodes fail at once with the same ``EnvInitFailed`` instead of
+    rebuilding) and set-up leftovers are removed before the agent starts.
+    A sandbox lives ``sandbox_lifetime_s(verifier timeout)``.
     """
 
     def __init__(
@@ -183,36 +159,11 @@ class SandboxEpisodeRunner:
         self.policy_version = policy_version
         self.sandbox_lifetime_s = sandbox_lifetime_s
         self.verifier_timeout_s = verifier_timeout_s
-        self._builds: dict[str, asyncio.Future[None]] = {}
+        self.sandboxes = TaskSandboxes(manager, lifetime_sec=self._lifetime_sec)
 
-    def spec(self, task: Task) -> SandboxSpec:
+    def _lifetime_sec(self, task: Task) -> float:
         verifier = self.verifier_timeout_s or task.verifier_timeout_sec or 180.0
-        return SandboxSpec.from_task(task, lifetime_sec=self.sandbox_lifetime_s(verifier))
-
-    async def _ensure_image(self, spec: SandboxSpec) -> None:
-        key = spec.image_key
-        while (pending := self._builds.get(key)) is not None:
-            try:
-                await asyncio.shield(pending)  # EnvInitFailed of an earlier build re-raises here
-                return
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not pending.cancelled() or (task is not None and task.cancelling()):
-                    raise
-                # The episode that was building got cancelled, not this one: build here.
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._builds[key] = future
-        try:
-            await self.manager.build_image(spec)
-        except BaseException as exc:
-            if isinstance(exc, EnvInitFailed):
-                future.set_exception(exc)
-                future.exception()  # marked retrieved; later waiters re-raise it
-            else:  # cancelled or unexpected: let the next episode try again
-                del self._builds[key]
-                future.cancel()
-            raise
-        future.set_result(None)
+        return self.sandbox_lifetime_s(verifier)
 
     async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
         record = EpisodeRecord(ids=ids, task_id=task.id, policy_version=self.policy_version,
@@ -231,11 +182,7 @@ class SandboxEpisodeRunner:
         return record
 
     async def _run(self, task: Task, ids: EpisodeIds, record: EpisodeRecord) -> None:
-        spec = self.spec(task)
-        await self._ensure_image(spec)
-        session = await self.manager.create(spec)
-        async with session:
-            await reset_session(session)
+        async with self.sandboxes.open(task) as session:
             recorder = RecordingSession(session)
             try:
                 result = await self.agent_step(session, recorder, task, ids)

@@ -12,7 +12,9 @@
 
 Scoring goes through ``termrl.taskrun`` (``run_solution``/``run_tests``), the
 one place every stage runs and scores a task. Each run gets a fresh sandbox
-from ``Sandboxes``, which bounds how many are alive at once.
+from ``termrl.taskrun.TaskSandboxes`` (the task's image built once, set-up
+leftovers removed: any solution or tests in it are the ones uploaded here);
+how many are alive at once is the sandbox manager's ``max_sessions``.
 """
 
 from __future__ import annotations
@@ -22,24 +24,28 @@ import dataclasses
 import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
-from components.verify.ablation import split_steps, without_step
 from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import TermrlError
-from termrl.sandbox import SandboxManager, SandboxSpec, Session
-from termrl.taskrun import SOLUTION_DIR, TestOutcome, run_solution, run_tests, solution_steps
+from termrl.shellsteps import split_steps, without_step
+from termrl.taskrun import (
+    SOLUTION_DIR,
+    TaskSandboxes,
+    TestOutcome,
+    run_solution,
+    run_tests,
+    solution_steps,
+)
 
 __all__ = [
     "AblationPlan",
-    "Sandboxes",
     "ablation_plan",
     "check_ablation",
     "check_flakiness",
@@ -50,23 +56,6 @@ __all__ = [
 ]
 
 REPLAY_DIR = "/tmp/.termrl-replay"
-
-
-class Sandboxes:
-    """Fresh sandboxes for the checks: at most ``concurrency`` alive at once."""
-
-    def __init__(self, manager: SandboxManager, concurrency: int):
-        self.manager = manager
-        self._slots = asyncio.Semaphore(concurrency)
-
-    async def build(self, task: Task) -> None:
-        """Build (or find cached) the task's image; ``EnvInitFailed`` if it does not build."""
-        await self.manager.build_image(SandboxSpec.from_task(task))
-
-    @asynccontextmanager
-    async def fresh(self, task: Task) -> AsyncIterator[Session]:
-        async with self._slots, await self.manager.create(SandboxSpec.from_task(task)) as session:
-            yield session
 
 
 @dataclass
@@ -96,14 +85,14 @@ async def _repeat(repeats: int, run: Callable[[], Awaitable[TestOutcome]]) -> li
     return [t.result() for t in tasks]
 
 
-async def _solved_then_tested(sandboxes: Sandboxes, task: Task) -> TestOutcome:
-    async with sandboxes.fresh(task) as session:
+async def _solved_then_tested(sandboxes: TaskSandboxes, task: Task) -> TestOutcome:
+    async with sandboxes.open(task) as session:
         await run_solution(session, task)
         return await run_tests(session, task)
 
 
-async def _tested_only(sandboxes: Sandboxes, task: Task) -> TestOutcome:
-    async with sandboxes.fresh(task) as session:
+async def _tested_only(sandboxes: TaskSandboxes, task: Task) -> TestOutcome:
+    async with sandboxes.open(task) as session:
         return await run_tests(session, task)
 
 
@@ -132,14 +121,14 @@ def _runs_outcome(
     )
 
 
-async def check_ground_truth(sandboxes: Sandboxes, task: Task, repeats: int) -> CheckOutcome:
+async def check_ground_truth(sandboxes: TaskSandboxes, task: Task, repeats: int) -> CheckOutcome:
     """The reference solution passes the tests, in each of ``repeats`` fresh sandboxes."""
     started = time.monotonic()
     runs = await _repeat(repeats, lambda: _solved_then_tested(sandboxes, task))
     return _runs_outcome("ground_truth", runs, True, started, "with the reference solution")
 
 
-async def check_noop(sandboxes: Sandboxes, task: Task, repeats: int) -> CheckOutcome:
+async def check_noop(sandboxes: TaskSandboxes, task: Task, repeats: int) -> CheckOutcome:
     """Doing nothing fails the tests, in each of ``repeats`` fresh sandboxes."""
     started = time.monotonic()
     runs = await _repeat(repeats, lambda: _tested_only(sandboxes, task))
@@ -229,7 +218,7 @@ def _with_file(task: Task, replacement: TaskFile) -> Task:
 
 
 async def check_ablation(
-    sandboxes: Sandboxes, task: Task, *, inert_patterns: list[re.Pattern[str]], max_steps: int
+    sandboxes: TaskSandboxes, task: Task, *, inert_patterns: list[re.Pattern[str]], max_steps: int
 ) -> CheckOutcome:
     """Rerun the solution without each step; the tests must notice every missing step."""
     started = time.monotonic()
@@ -298,7 +287,7 @@ def _find_command(exclude: tuple[str, ...], tail: str) -> str:
 
 
 async def check_state_replay(
-    sandboxes: Sandboxes, task: Task, *, exclude: tuple[str, ...], process_patterns: list[re.Pattern[str]],
+    sandboxes: TaskSandboxes, task: Task, *, exclude: tuple[str, ...], process_patterns: list[re.Pattern[str]],
     max_bytes: int,
 ) -> CheckOutcome:  # fmt: skip
     """Do the tests pass on the solution's files alone, with none of its commands run?
@@ -314,7 +303,7 @@ async def check_state_replay(
     listing = _find_command(exclude, "-print0")
     changed = _find_command(exclude, f"-cnewer {REPLAY_DIR}/marker -print0")
     try:
-        async with sandboxes.fresh(task) as session:
+        async with sandboxes.open(task) as session:
             before = await session.exec(
                 f"mkdir -p {REPLAY_DIR} && {listing} | sort -z > {REPLAY_DIR}/before && touch {REPLAY_DIR}/marker && sleep 0.05",
                 timeout=300,
@@ -361,7 +350,7 @@ async def check_state_replay(
                                     time.monotonic() - started)  # fmt: skip
             archive = await session.download(f"{REPLAY_DIR}/changes.tar")
             deleted = await session.download(f"{REPLAY_DIR}/deleted")
-        async with sandboxes.fresh(task) as session:
+        async with sandboxes.open(task) as session:
             await session.upload(archive, f"{REPLAY_DIR}/changes.tar")
             await session.upload(deleted, f"{REPLAY_DIR}/deleted")
             applied = await session.exec(

@@ -7,16 +7,19 @@ Per task::
                      │                                   solution passes and the no-op fails)
                      └─ judge panel (no sandbox; its own request bound)
 
-Tasks in flight are bounded like the sandboxes, so the progress bar moves
-steadily instead of every task finishing at the end. The ``local`` judge
-needs the ModelProxy: when ``model_proxy_url`` is unset, one is started here
-in-process for the run, serving ``local_judge_model`` (the embedded default
-policy when that is unset too).
+Sandboxes come from ``termrl.taskrun.TaskSandboxes``; at most
+``concurrency`` are alive at once (the manager's ``max_sessions``, where
+checks queue for a slot). Tasks in flight are bounded by the same number, so
+the progress bar moves steadily instead of every task finishing at the end.
+The ``local`` judge needs the ModelProxy: when ``model_proxy_url`` is unset,
+one is started here in-process for the run, serving ``local_judge_model``
+(the embedded default policy when that is unset too).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from contextlib import AsyncExitStack
@@ -25,7 +28,6 @@ from tqdm import tqdm
 
 from components.verify.admission import Verdict
 from components.verify.checks import (
-    Sandboxes,
     check_ablation,
     check_flakiness,
     check_ground_truth,
@@ -38,12 +40,13 @@ from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task
 from termrl.errors import TermrlError
 from termrl.sandbox import SandboxManager
+from termrl.taskrun import TaskSandboxes
 
 __all__ = ["verify_task", "verify_tasks"]
 
 
 class _Context:
-    def __init__(self, config: VerifyConfig, sandboxes: Sandboxes, panel: JudgePanel | None):
+    def __init__(self, config: VerifyConfig, sandboxes: TaskSandboxes, panel: JudgePanel | None):
         self.config = config
         self.sandboxes = sandboxes
         self.panel = panel
@@ -130,8 +133,10 @@ async def verify_tasks(tasks: list[Task], config: VerifyConfig) -> list[Verdict]
             panel = JudgePanel(endpoints, rule=config.judge_aggregation, timeout_sec=config.judge_timeout_sec,
                                max_tokens=config.judge_max_tokens, max_test_chars=config.judge_max_test_chars,
                                concurrency=config.judge_concurrency)  # fmt: skip
-        manager = await stack.enter_async_context(SandboxManager(backend=config.sandbox_backend))
-        ctx = _Context(config, Sandboxes(manager, config.concurrency), panel)
+        # Checks queue for a slot as long as it takes: the slots are the only bound on sandboxes.
+        manager = await stack.enter_async_context(SandboxManager(
+            backend=config.sandbox_backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf))
+        ctx = _Context(config, TaskSandboxes(manager), panel)
         in_flight = asyncio.Semaphore(config.concurrency)
         bar = tqdm(total=len(tasks), desc="verify", unit="task", disable=not config.progress)
 

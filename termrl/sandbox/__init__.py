@@ -7,12 +7,14 @@
             result = await session.exec("ls /app", timeout=30)
 
 Modules: ``spec`` (what to start, what a command returns), ``manager`` (the
-entry point), ``session`` (one sandbox), ``shell`` (the persistent-shell
-protocol every backend shares), ``podman``/``bwrap``/``kubernetes`` (backends),
+entry point), ``backend`` (the abstract class every backend implements),
+``session`` (one sandbox), ``shell`` (the persistent-shell protocol every
+backend shares), ``podman``/``bwrap``/``kubernetes`` (backends),
 ``base_images`` (local Debian base images), ``hostca`` (CA injection),
 ``metrics`` (Prometheus), ``commands`` (`termrl sandbox ...`).
 """
 
+from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, BaseImage, build_base_images
 from termrl.sandbox.manager import BACKENDS, SandboxManager
 from termrl.sandbox.session import Session, State
@@ -21,6 +23,7 @@ from termrl.sandbox.spec import ExecResult, SandboxSpec
 __all__ = [
     "BACKENDS",
     "BASE_IMAGES",
+    "Backend",
     "BaseImage",
     "ExecResult",
     "SandboxManager",

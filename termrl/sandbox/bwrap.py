@@ -48,6 +48,7 @@ from pathlib import Path, PurePosixPath
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca
+from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
@@ -307,7 +308,7 @@ def _open_in(root: int, parent: int, name: str, hops: int = 0) -> int:
         os.close(base)
 
 
-class BwrapBackend:
+class BwrapBackend(Backend):
     """Starts bwrap sandboxes; images come from base rootfs tarballs or podman."""
 
     name = "bwrap"

@@ -34,6 +34,7 @@ import uuid
 from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
+from termrl.sandbox.backend import Backend
 from termrl.sandbox.bwrap import DOCKER_CAPS
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, Shell
@@ -219,7 +220,7 @@ class KubernetesSandbox(Sandbox):
                 raise
 
 
-class KubernetesBackend:
+class KubernetesBackend(Backend):
     """Starts one pod per session in ``namespace`` through the kubernetes client."""
 
     name = "kubernetes"

@@ -21,6 +21,7 @@ from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxUnavailable, failure_type
 from termrl.sandbox import metrics
+from termrl.sandbox.backend import Backend
 from termrl.sandbox.session import Session
 from termrl.sandbox.spec import SandboxSpec
 
@@ -29,7 +30,7 @@ __all__ = ["BACKENDS", "SandboxManager"]
 BACKENDS = ("podman", "docker", "bwrap", "kubernetes")
 
 
-def _make_backend(backend: str, options: dict[str, Any]) -> Any:
+def _make_backend(backend: str, options: dict[str, Any]) -> Backend:
     if backend in ("podman", "docker"):
         from termrl.sandbox.podman import PodmanBackend
 
@@ -68,7 +69,7 @@ class SandboxManager:
         **backend_options: Any,
     ):
         self.backend_name = backend
-        self.backend = _make_backend(backend, dict(backend_options))
+        self.backend: Backend = _make_backend(backend, dict(backend_options))
         self.output_limit = output_limit
         self.acquire_timeout_sec = acquire_timeout_sec
         self._slots = asyncio.Semaphore(max_sessions)

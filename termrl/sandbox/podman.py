@@ -33,6 +33,7 @@ from pathlib import Path
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, metrics
+from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
 from termrl.sandbox.session import Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
@@ -134,7 +135,7 @@ class PodmanSandbox(Sandbox):
             self.channel.process.kill()
 
 
-class PodmanBackend:
+class PodmanBackend(Backend):
     """Builds and starts containers with the podman (or docker) CLI."""
 
     def __init__(self, binary: str = "podman", *, max_concurrent_builds: int = 1):

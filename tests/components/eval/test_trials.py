@@ -166,3 +166,40 @@ async def test_policy_agent_through_litellm(tiny_model_dir: Path, monkeypatch: p
     assert row["turns"] == 2 and row["stop_reason"] == "max-turns"
     assert row["failure_type"] is None, row["error"]
     assert row["tests_passed"] is False and row["failure_mode"] in FAILURE_MODES
+
+
+class LeftoverSeeker:
+    """An agent that looks for a task's tests, solution and reward file, and notes what it found."""
+
+    name = "seeker"
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    async def act(self, session, task, trial: int, budget_sec: float) -> AgentRun:
+        look = "for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; true"
+        result = await session.exec(look, timeout=30)
+        self.found.append(result.output.strip())
+        return AgentRun(stop_reason="done", turns=1)
+
+
+@pytest.mark.podman
+async def test_eval_agents_never_see_the_images_set_up_leftovers(podman, monkeypatch: pytest.MonkeyPatch) -> None:
+    from termrl.sandbox import SandboxSpec
+
+    # The image's set-up left a test file, a solution and a reward file at the paths scoring uses.
+    dockerfile = (b"FROM termrl/base:bookworm\nWORKDIR /app\n"
+                  b"RUN mkdir -p /tests /solution /logs/verifier && echo 'assert True' > /tests/test_secret.py"
+                  b" && echo 'echo the answer' > /solution/solve.sh && echo 1 > /logs/verifier/reward.txt\n")  # fmt: skip
+    # The tests pass only when /tests holds the task's own test file, uploaded at scoring, and nothing else.
+    test_sh = b"[ -e /tests/test.sh ] && [ ! -e /tests/test_secret.py ] && echo 1 > /logs/verifier/reward.txt\n"
+    task = dataclasses.replace(fixture_task("hello-file"), id="leftovers",
+                               environment_files=[TaskFile("Dockerfile", dockerfile)],
+                               test_files=[TaskFile("test.sh", test_sh, 0o755)], test_command="bash /tests/test.sh")  # fmt: skip
+    async with await podman.create(SandboxSpec.from_task(task)) as bare:  # the image does carry them
+        assert (await bare.exec("ls /tests /solution /logs/verifier", timeout=30)).exit_code == 0
+    seeker = LeftoverSeeker()
+    monkeypatch.setattr("components.eval.trials.make_agent", lambda config, engine: seeker)
+    rows = await run_trials(EvalConfig(agent="nop", trials=2, progress=False), [task])
+    assert seeker.found == ["", ""]
+    assert [(r["tests_passed"], r["passed"], r["failure_type"]) for r in rows] == [(True, True, None)] * 2

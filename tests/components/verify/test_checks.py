@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from components.verify.checks import (
-    Sandboxes,
     ablation_plan,
     check_flakiness,
     check_state_replay,
@@ -21,6 +20,7 @@ from components.verify.config import VerifyConfig
 from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.sandbox import SandboxManager
+from termrl.taskrun import TaskSandboxes
 
 SCRIPT = b"#!/bin/bash\nset -e\nmkdir -p /app/out\nsort a > /app/out/b\n"
 
@@ -162,8 +162,8 @@ async def test_state_replay_carries_old_mtimes_deletions_and_modes(base_images):
     )  # fmt: skip
     config = VerifyConfig()
     process = [re.compile(p, re.IGNORECASE) for p in config.process_patterns]
-    async with SandboxManager(backend="podman") as manager:
-        sandboxes = Sandboxes(manager, concurrency=2)
+    async with SandboxManager(backend="podman", max_sessions=2) as manager:
+        sandboxes = TaskSandboxes(manager)
         plain = await check_state_replay(sandboxes, task, exclude=config.replay_exclude,
                                          process_patterns=process, max_bytes=1 << 20)  # fmt: skip
         task.instruction += " Then keep it running as a service."

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from components.verify.ablation import split_steps, without_step
+from termrl.shellsteps import split_steps, without_step
 
 
 def steps_of(script: str) -> list[str]:

@@ -1,7 +1,9 @@
-"""Split a solution shell script into its top-level steps, and drop one of them.
+"""Split a shell script into its top-level steps, and drop one of them.
 
-Solution ablation reruns a task's reference solution with one step removed; if
-the tests still pass, they do not check that step. A *step* is one top-level
+Two users: verify's solution ablation reruns a task's reference solution with
+one step removed (if the tests still pass, they do not check that step), and a
+demonstration (``termrl.demonstrations``) turns each step into one agent turn.
+A *step* is one top-level
 command as a reader would count it, so the splitter keeps together what bash
 would run as one unit:
 
