@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from components.demonstrate.cli import demonstrate
 from components.eval.cli import eval_command, report_command
 from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
@@ -42,6 +43,7 @@ def stage() -> None:
 
 stage.add_command(synthesize)
 stage.add_command(verify)
+stage.add_command(demonstrate)
 stage.add_command(rollout)
 stage.add_command(train)
 stage.add_command(eval_command)

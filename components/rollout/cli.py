@@ -57,6 +57,10 @@ def _coerce(name: str, text: str) -> object:
               help="Trajectories artifact to write; rerunning with the same --out resumes.")
 @click.option("--metrics", "metrics_out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Rollout metrics artifact (default: beside --out).")
+@click.option("--demonstrations", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Expert trajectories (termrl stage demonstrate) to start groups from.")
+@click.option("--anchoring", type=click.Choice(("none", "parallel", "rollback")), default="none",
+              show_default=True, help="Chunk-initialized resampling: where groups start in the demonstration.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any RolloutConfig field (repeatable).")
 def rollout(settings: tuple[str, ...], **options: typing.Any) -> None:

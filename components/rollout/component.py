@@ -7,8 +7,10 @@ and moved onto it; the resume sidecar stays in the task's own folder, so a
 retried task picks up the episodes that already finished.
 """
 
+from typing import Optional
+
 from kfp import dsl
-from kfp.dsl import Dataset, Input, Metrics, Model, Output
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.images import GPU_IMAGE
 
@@ -23,6 +25,10 @@ def rollout(
     trajectories: Output[Dataset],
     rollout_metrics: Output[Dataset],
     metrics: Output[Metrics],
+    anchors: Output[Artifact],
+    demonstrations: Optional[Input[Dataset]] = None,  # noqa: UP045 - kfp reads Optional[...]
+    anchor_state: Optional[Input[Artifact]] = None,  # noqa: UP045
+    anchoring: str = "none",
     policy_version: int = 0,
     seed: int = 0,
     group_size: int = 4,
@@ -34,7 +40,20 @@ def rollout(
     backend: str = "podman",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
-    """Episodes of ``policy`` on ``tasks`` in sandboxes -> trajectories + monitoring metrics."""
+    """Episodes of ``policy`` on ``tasks`` in sandboxes -> trajectories + monitoring metrics.
+
+    Args:
+        tasks: Tasks artifact to roll out on.
+        policy: The policy (a Hugging Face model folder).
+        demonstrations: Expert trajectories to start groups from (chunk-initialized resampling).
+        anchor_state: rollback anchoring: the state the previous rollout wrote to ``anchors``.
+        anchoring: none, parallel (each group draws an anchor) or rollback (per-task anchor
+            moving earlier as the policy succeeds).
+        policy_version: Stored on every row.
+        group_size: Episodes per group (the advantage baseline).
+        groups: Groups kept in the batch.
+        max_turns: Assistant turns per episode (replayed expert turns not counted).
+    """
     import json
     import os
     import pathlib
@@ -47,8 +66,13 @@ def rollout(
         tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
         groups=groups, redundancy=redundancy, concurrency=concurrency, max_turns=max_turns,
-        max_new_tokens=max_new_tokens, backend=backend, **(options or {}),
+        max_new_tokens=max_new_tokens, backend=backend, anchoring=anchoring,
+        demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
+        anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
+        anchor_state_out=pathlib.Path(anchors.path), **(options or {}),
     ))  # fmt: skip
+    if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
+        pathlib.Path(anchors.path).write_text("{}")
     os.replace(out, trajectories.path)
     values = {"rollout/episodes": float(summary.episodes), "rollout/rows": float(summary.rows),
               "rollout/dropped_groups": float(len(summary.dropped_groups)),

@@ -56,6 +56,19 @@ class RolloutConfig:
     backend: str = "podman"
     """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
 
+    demonstrations: Path | None = None
+    """Expert trajectories (the demonstrate stage's artifact) to start groups from; see anchors.py."""
+    anchoring: str = "none"
+    """Chunk-initialized resampling: ``none`` (every episode from scratch), ``parallel`` (each
+    group draws an anchor in its task's demonstration) or ``rollback`` (per task, the anchor
+    moves earlier once the policy succeeds from it)."""
+    anchor_state: Path | None = None
+    """rollback: the state the previous iteration wrote (task id → anchor); None starts fresh."""
+    anchor_state_out: Path | None = None
+    """rollback: where to write the next state; None puts ``anchors.json`` beside ``out``."""
+    rollback_threshold: float = 0.5
+    """rollback: success rate from the current anchor at which it moves one chunk earlier."""
+
     max_turns: int = 8
     """Assistant turns per episode (T)."""
     max_new_tokens: int = 256
@@ -107,6 +120,10 @@ class RolloutConfig:
         return self.metrics_out or self.out.with_name("rollout_metrics.parquet")
 
     @property
+    def anchor_state_path(self) -> Path:
+        return self.anchor_state_out or self.out.with_name("anchors.json")
+
+    @property
     def groups_started(self) -> int:
         return self.groups + self.redundancy
 
@@ -156,6 +173,12 @@ class RolloutConfig:
                 problems.append(f"{name} must be within [0, 1]")
         if self.cli_agent_command is not None and not self.cli_agent_command:
             problems.append("cli_agent_command must not be empty when given")
+        if self.anchoring not in ("none", "parallel", "rollback"):
+            problems.append(f"anchoring must be none, parallel or rollback, not {self.anchoring!r}")
+        if self.anchoring != "none" and (self.demonstrations is None or not self.demonstrations.is_file()):
+            problems.append(f"anchoring {self.anchoring!r} needs a demonstrations artifact")
+        if not 0.0 < self.rollback_threshold <= 1.0:
+            problems.append("rollback_threshold must be within (0, 1]")
         if self.out.suffix != ".parquet":
             problems.append(f"out must be a .parquet file, not {str(self.out)!r}")
         if not self.tasks.is_file():

@@ -38,22 +38,39 @@ class GroupPlan:
     index: int
     group_id: str
     task: Task
+    anchor: int = 1
+    """Every episode of the group starts at this chunk of the task's demonstration (1: from
+    scratch), so the group's rewards are the (task, anchor) baseline of its advantages."""
 
     def episode_ids(self, group_size: int) -> list[EpisodeIds]:
         return [
-            EpisodeIds(f"{self.group_id}-e{j:02d}", self.group_id, self.index, j)
+            EpisodeIds(f"{self.group_id}-e{j:02d}", self.group_id, self.index, j, self.anchor)
             for j in range(group_size)
         ]
 
 
-def plan_groups(tasks: Sequence[Task], count: int, *, seed: int, policy_version: int) -> list[GroupPlan]:
-    """The groups of a rollout, deterministic so that a rerun finds the same episode ids."""
+def plan_groups(
+    tasks: Sequence[Task],
+    count: int,
+    *,
+    seed: int,
+    policy_version: int,
+    anchor_for: Callable[[int, Task], int] | None = None,
+) -> list[GroupPlan]:
+    """The groups of a rollout, deterministic so that a rerun finds the same episode ids.
+
+    ``anchor_for(group index, task)`` picks each group's anchor (``anchors.py``); the
+    anchor is part of the group id.
+    """
     if not tasks:
         raise ValueError("no tasks to roll out on")
-    return [
-        GroupPlan(i, f"v{policy_version}-g{i:04d}", tasks[(seed + i) % len(tasks)])
-        for i in range(count)
-    ]
+    plans = []
+    for i in range(count):
+        task = tasks[(seed + i) % len(tasks)]
+        anchor = anchor_for(i, task) if anchor_for else 1
+        suffix = f"-a{anchor}" if anchor > 1 else ""
+        plans.append(GroupPlan(i, f"v{policy_version}-g{i:04d}{suffix}", task, anchor))
+    return plans
 
 
 def select_complete_groups(

@@ -19,13 +19,15 @@ out is a transient failure) and behaviour monitoring.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from termrl.agent.demonstration import ReplayEngine
 from termrl.agent.episode import AgentConfig, run_episode
 from termrl.artifacts.tasks import Task
 from termrl.errors import (
+    ConfigError,
     EpisodeError,
     RewardFailed,
     TermrlError,
@@ -57,6 +59,9 @@ class EpisodeIds:
     group_id: str
     group_index: int
     episode_index: int
+    anchor: int = 1
+    """Chunk-initialized resampling: chunks 1 … anchor−1 of the task's demonstration are
+    replayed, the policy samples from chunk ``anchor`` on (1: from scratch)."""
 
 
 @dataclass
@@ -124,11 +129,29 @@ AgentStep = Callable[[Session, RecordingSession, Task, EpisodeIds], Awaitable[An
 """Runs the agent in a ready session; returns ``termrl.agent.episode.EpisodeResult``-like."""
 
 
-def roll_managed_step(engine: Engine, agent: AgentConfig) -> AgentStep:
-    """The roll-managed agent step: termrl's own agent loop, on ``engine``."""
+def roll_managed_step(
+    engine: Engine, agent: AgentConfig, demonstrations: Mapping[str, Sequence[str]] | None = None
+) -> AgentStep:
+    """The roll-managed agent step: termrl's own agent loop, on ``engine``.
+
+    An episode with ``ids.anchor = k > 1`` first replays the k−1 expert responses of its
+    task's demonstration (``demonstrations``: task id → response texts) through the same
+    loop, so the sandbox and the context hold what the expert did; the policy then gets
+    the usual ``max_turns`` of its own. Replayed chunks are marked ``replayed``.
+    """
 
     async def step(session: Session, recorder: RecordingSession, task: Task, ids: EpisodeIds) -> Any:
-        return await run_episode(engine, recorder, task.instruction, agent)
+        if ids.anchor <= 1:
+            return await run_episode(engine, recorder, task.instruction, agent)
+        expert = list((demonstrations or {}).get(task.id, ()))[: ids.anchor - 1]
+        if len(expert) < ids.anchor - 1:
+            raise ConfigError(f"task {task.id}: anchor {ids.anchor} needs {ids.anchor - 1} demonstration chunks")
+        replay = ReplayEngine(engine.tokenizer, expert, then=engine, context_window=agent.context_window)
+        result = await run_episode(replay, recorder, task.instruction,
+                                   replace(agent, max_turns=agent.max_turns + len(expert)))  # fmt: skip
+        for chunk in result.chunks:
+            chunk.replayed = chunk.chunk_index < len(expert)
+        return result
 
     return step
 

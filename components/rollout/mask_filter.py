@@ -129,6 +129,8 @@ def episode_rows(record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool) 
         "task_id": record.task_id,
         "policy_version": record.policy_version,
         "mode": record.mode,
+        "source": "policy",
+        "anchor": record.ids.anchor,
         "reward": 0.0 if verdict.placeholder else record.reward,
         "success": False if verdict.placeholder else record.success,
         "stop_reason": record.stop_reason,

@@ -22,6 +22,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.rollout.anchors import (
+    anchor_picker,
+    load_demonstrations,
+    next_rollback_state,
+    read_state,
+    write_state,
+)
 from components.rollout.cli_native import cli_native_step
 from components.rollout.config import RolloutConfig
 from components.rollout.env_manager import EnvManager, plan_groups, select_complete_groups
@@ -48,6 +55,8 @@ class RolloutSummary:
     dropped_groups: list[str]
     wall_s: float
     lines: list[str]
+    episode_rows: list[dict[str, Any]]
+    """One row per kept episode (its first chunk's row): what rollback and reports read."""
 
 
 def main(config: RolloutConfig) -> RolloutSummary:
@@ -72,17 +81,19 @@ def make_engine(config: RolloutConfig) -> Engine:
 def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
     """What must match for a rerun to resume the same rollout."""
     digest = hashlib.sha256("\0".join(t.id for t in tasks).encode()).hexdigest()[:16]
-    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "seed", "max_turns")
+    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "seed", "max_turns", "anchoring")
     return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
 
 
 @contextlib.asynccontextmanager
-async def _agent_step(config: RolloutConfig, engine: Engine) -> AsyncIterator[AgentStep]:
+async def _agent_step(
+    config: RolloutConfig, engine: Engine, demonstrations: dict[str, list[str]]
+) -> AsyncIterator[AgentStep]:
     batching = engine if isinstance(engine, BatchingEngine) else BatchingEngine(
         engine, max_batch_size=max(config.concurrency, 1))
     if config.mode == "roll-managed":
         try:
-            yield roll_managed_step(batching, config.agent)
+            yield roll_managed_step(batching, config.agent, demonstrations)
         finally:
             await batching.aclose()
         return
@@ -101,11 +112,14 @@ async def rollout(
     started = time.monotonic()
     writer = PartWriter(config.parts_dir, fingerprint(config, tasks))
     finished = writer.load()
+    demonstrations = load_demonstrations(config.demonstrations) if config.anchoring != "none" else {}
+    state = read_state(config.anchor_state)
+    anchor_for = anchor_picker(config.anchoring, demonstrations, seed=config.seed, state=state)
     plans = plan_groups(tasks, config.groups_started, seed=config.seed,
-                        policy_version=config.policy_version)  # fmt: skip
+                        policy_version=config.policy_version, anchor_for=anchor_for)  # fmt: skip
     make_manager = manager_factory or (
         lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency))
-    async with make_manager() as manager, _agent_step(config, engine) as step:
+    async with make_manager() as manager, _agent_step(config, engine, demonstrations) as step:
         runner = SandboxEpisodeRunner(
             manager, step, mode=config.mode, policy_version=config.policy_version,
             sandbox_lifetime_s=config.sandbox_lifetime_s,
@@ -118,7 +132,13 @@ async def rollout(
         ).run()  # fmt: skip
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
-    return _finish(config, writer, time.monotonic() - started, outcome.finished_now)
+    summary = _finish(config, writer, time.monotonic() - started, outcome.finished_now)
+    if config.anchoring == "rollback":
+        scored = [(r["task_id"], r["anchor"] or 1, r["success"]) for r in summary.episode_rows
+                  if not r["placeholder"]]  # fmt: skip
+        write_state(config.anchor_state_path,
+                    next_rollback_state(state, scored, demonstrations, threshold=config.rollback_threshold))  # fmt: skip
+    return summary
 
 
 def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int) -> RolloutSummary:
@@ -144,4 +164,5 @@ def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_n
         episodes=episodes, rows=len(result.rows), finished_now=finished_now,
         cancelled=len(cancelled), dropped_groups=result.dropped_groups, wall_s=wall_s,
         lines=summary_lines(metrics),
+        episode_rows=[r for r in result.rows if r["chunk_index"] == 0],
     )  # fmt: skip

@@ -30,7 +30,7 @@ __all__ = ["CHUNK_COLUMNS", "PartWriter", "record_from_rows", "record_to_rows"]
 
 CHUNK_COLUMNS = (
     "chunk_index", "prompt_ids", "response_ids", "response_logprobs", "response_text", "action",
-    "call_format", "observation", "exit_code", "gen_ms", "exec_ms",
+    "call_format", "observation", "exit_code", "gen_ms", "exec_ms", "replayed",
 )  # fmt: skip
 
 _RUN_FILE = "run.json"
@@ -45,6 +45,8 @@ def record_to_rows(record: EpisodeRecord) -> list[dict[str, Any]]:
         "task_id": record.task_id,
         "policy_version": record.policy_version,
         "mode": record.mode,
+        "source": "policy",
+        "anchor": record.ids.anchor,
         "reward": record.reward,
         "success": record.success,
         "stop_reason": record.stop_reason,
@@ -74,7 +76,7 @@ def record_from_rows(rows: list[dict[str, Any]]) -> EpisodeRecord:
     rows = sorted(rows, key=lambda r: r["chunk_index"])
     first = rows[0]
     ids = EpisodeIds(first["episode_id"], first["group_id"], int(first["_group_index"]),
-                     int(first["_episode_index"]))  # fmt: skip
+                     int(first["_episode_index"]), int(first.get("anchor") or 1))  # fmt: skip
     chunks = [{k: r[k] for k in CHUNK_COLUMNS} for r in rows] if first["num_chunks"] else []
     return EpisodeRecord(
         ids=ids,

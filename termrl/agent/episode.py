@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from termrl.agent.session import ExecOutcome, ExecSession
 from termrl.agent.toolcalls import (
+    PROMPTS,
     CallFormat,
     ToolCall,
     format_tool_responses,
@@ -74,8 +75,12 @@ class AgentConfig:
     """Cap on the timeout a bash call may ask for."""
     lifetime_s: float | None = None
     """Wall-clock limit of the whole episode (``lifetime``); None means no limit."""
+    prompt_style: str = "compact"
+    """System prompt with the bash and done tools: ``compact`` (a worked example; what the
+    embedded 135M policy follows) or ``hermes`` (JSON tool signatures). Rollout, eval and
+    demonstrations must use the same one: a policy is trained on the prompt it sees."""
     system_prompt: str | None = None
-    """None uses the default prompt with the bash and done tools."""
+    """A custom system prompt replacing ``prompt_style``'s."""
     allow_fenced_bash: bool = True
     """Accept a fenced bash block as a call (small models); marked ``fenced-bash``."""
     parallel_read_only: bool = True
@@ -91,6 +96,8 @@ class AgentConfig:
             problems.append("min_response_tokens must be at least 1")
         if self.max_observation_chars < 64:
             problems.append("max_observation_chars must be at least 64")
+        if self.prompt_style not in PROMPTS:
+            problems.append(f"prompt_style must be one of {', '.join(PROMPTS)}, not {self.prompt_style!r}")
         if self.default_timeout_s <= 0 or self.max_timeout_s <= 0:
             problems.append("timeouts must be positive")
         if problems:
@@ -112,6 +119,8 @@ class Chunk:
     exit_code: int | None
     gen_ms: float
     exec_ms: float
+    replayed: bool = False
+    """Replayed from a demonstration (``termrl.agent.demonstration``), not sampled."""
 
     def to_row(self) -> dict[str, Any]:
         """The chunk columns of a trajectories row."""
@@ -230,7 +239,7 @@ async def run_episode(
     stream = _Stream(
         engine,
         [
-            {"role": "system", "content": config.system_prompt or system_prompt()},
+            {"role": "system", "content": config.system_prompt or system_prompt(config.prompt_style)},
             {"role": "user", "content": instruction},
         ],
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "PROMPTS",
     "TOOLS",
     "CallFormat",
     "ParsedTurn",
@@ -93,8 +94,30 @@ For each function call, return a json object with function name and arguments wi
 When the task is complete, call the done function."""
 
 
-def system_prompt(tools: list[dict[str, Any]] | None = None) -> str:
-    """The agent's system prompt with the tool signatures in Hermes format."""
+# The same two tools and call format in ~80 tokens instead of ~310: a small policy
+# follows a worked example better than JSON signatures, and every training step and
+# every prefill of every turn pays for the system prompt's length.
+_COMPACT = """You are an expert Linux user working in a bash terminal to complete a task.
+To run a command, answer with one tool call:
+<tool_call>
+{"name": "bash", "arguments": {"command": "ls -la /app"}}
+</tool_call>
+You then see its output. When the task is complete, answer:
+<tool_call>
+{"name": "done", "arguments": {}}
+</tool_call>"""
+
+PROMPTS = ("compact", "hermes")
+"""System prompt styles: ``compact`` (a worked example, for small models) or ``hermes``
+(the tool signatures in Hermes format, as tool-trained instruct models expect)."""
+
+
+def system_prompt(style: str = "hermes", tools: list[dict[str, Any]] | None = None) -> str:
+    """The agent's system prompt in ``style`` (one of ``PROMPTS``)."""
+    if style == "compact":
+        return _COMPACT
+    if style != "hermes":
+        raise ValueError(f"unknown prompt style {style!r}; choose one of {', '.join(PROMPTS)}")
     listed = "\n".join(json.dumps(t["function"]) for t in (tools or TOOLS))
     return _SYSTEM.format(tools=listed)
 

@@ -15,15 +15,27 @@ Chunk columns (differ row by row)
     call_format       how the calls were found: tool-call | fenced-bash | malformed | none
     observation       what the environment returned (as shown to the model)
     exit_code         the last command's exit status (null when nothing ran)
+    replayed          (1.1) the response was replayed from a demonstration, not sampled by
+                      the policy (null means false); the trainer gives it no RL loss
 
 Episode columns (repeated on each of the episode's rows)
     reward, success, stop_reason, failure_type, masked, mask_reason, drop,
     placeholder, trainable, num_chunks, episode_tokens
+    source            (1.1) ``policy`` (sampled by the policy; null means policy) or
+                      ``expert`` (a demonstration: a verified golden solution replayed as
+                      agent turns; every chunk ``replayed``, response_logprobs all 0.0,
+                      reward 1.0, success true, group_id ``expert:<task_id>``)
+    anchor            (1.1) 1-based chunk index where policy sampling started (null means 1,
+                      from scratch). A policy episode started from anchor k of a
+                      demonstration (chunk-initialized resampling) replays chunks 1 … k−1.
 
 A placeholder row stands in for an episode that produced nothing (env init
 failed, sandbox unavailable, reward failed): empty token lists, ``masked``
 true, ``placeholder`` true, zero reward — the batch keeps its shape and the
 trainer gives it zero weight.
+
+Version 1.1 added ``source``, ``replayed`` and ``anchor``; a 1.0 file reads with
+them null (a policy episode sampled from scratch).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from termrl.artifacts.contract import ArtifactSchema, Rows, read_artifact, write_artifact
 
@@ -38,7 +51,7 @@ __all__ = ["TRAJECTORIES", "read_trajectories", "write_trajectories"]
 
 TRAJECTORIES = ArtifactSchema(
     name="trajectories",
-    version="1.0",
+    version="1.1",
     schema=pa.schema(
         [
             # identity
@@ -59,6 +72,7 @@ TRAJECTORIES = ArtifactSchema(
             pa.field("exit_code", pa.int32()),
             pa.field("gen_ms", pa.float64()),
             pa.field("exec_ms", pa.float64()),
+            pa.field("replayed", pa.bool_()),  # 1.1
             # episode
             pa.field("reward", pa.float64(), nullable=False),
             pa.field("success", pa.bool_(), nullable=False),
@@ -71,9 +85,14 @@ TRAJECTORIES = ArtifactSchema(
             pa.field("trainable", pa.bool_(), nullable=False),
             pa.field("num_chunks", pa.int32()),
             pa.field("episode_tokens", pa.int64()),
+            pa.field("source", pa.string()),  # 1.1: policy | expert
+            pa.field("anchor", pa.int32()),  # 1.1
         ]
     ),
 )
+
+ADDED_IN_1_1 = ("replayed", "source", "anchor")
+"""Columns a 1.0 file lacks; ``read_trajectories`` fills them with nulls."""
 
 
 def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
@@ -82,5 +101,17 @@ def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
 
 
 def read_trajectories(path: str | os.PathLike) -> pa.Table:
-    """Read and validate a trajectories artifact."""
-    return read_artifact(path, TRAJECTORIES)
+    """Read and validate a trajectories artifact; a 1.0 file gets the 1.1 columns as nulls."""
+    try:
+        present = set(pq.read_schema(path).names)
+    except (OSError, pa.ArrowInvalid):
+        present = set(ADDED_IN_1_1)  # let read_artifact report the unreadable file
+    missing = [TRAJECTORIES.schema.field(name) for name in ADDED_IN_1_1 if name not in present]
+    if not missing:
+        return read_artifact(path, TRAJECTORIES)
+    older = pa.schema([f for f in TRAJECTORIES.schema if f not in missing])
+    table = read_artifact(path, ArtifactSchema(TRAJECTORIES.name, TRAJECTORIES.version, older))
+    for field in missing:
+        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    extra = [name for name in table.column_names if name not in TRAJECTORIES.column_names]
+    return table.select(TRAJECTORIES.column_names + extra)

@@ -93,10 +93,12 @@ class TransformersEngine(Engine):
         context_window: int | None = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
+
+        from termrl.llm.models import load_tokenizer
 
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+            self.tokenizer = load_tokenizer(model_path)
             try:
                 model = AutoModelForCausalLM.from_pretrained(
                     model_path, dtype=getattr(torch, dtype), **_attention_choice(device)

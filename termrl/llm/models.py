@@ -40,6 +40,7 @@ __all__ = [
     "default_tokenizer_dir",
     "find_default_gguf",
     "load_default_tokenizer",
+    "load_tokenizer",
     "prepare_default_model",
     "resolve_model_path",
 ]
@@ -92,7 +93,23 @@ def find_default_gguf() -> Path:
     )
 
 
+def load_tokenizer(model_dir: str | os.PathLike) -> Any:
+    """A model folder's tokenizer, decoding text exactly as the tokens spell it.
+
+    transformers' default ``clean_up_tokenization_spaces`` turns " '" into "'"
+    and " n't" into "n't" when decoding. In a shell command that is a different
+    command: ``sed -i 's/a/b/' f`` comes back as ``sed -i's/a/b/' f``. Every
+    decode of policy text must keep the spaces.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.clean_up_tokenization_spaces = False
+    return tokenizer
+
+
 def _fix_special_tokens(tokenizer: Any) -> Any:
+    tokenizer.clean_up_tokenization_spaces = False  # see load_tokenizer
     tokenizer.bos_token = _BOS
     tokenizer.eos_token = _EOS
     # Upstream pads with <|im_end|>; attention masks make the choice harmless.
@@ -136,7 +153,7 @@ def load_default_tokenizer() -> Any:
 
     model_dir = default_model_dir()
     if _is_complete(model_dir, "tokenizer.json"):
-        return AutoTokenizer.from_pretrained(model_dir)
+        return load_tokenizer(model_dir)
     tok_dir = default_tokenizer_dir()
     if not _is_complete(tok_dir, "tokenizer.json", "tokenizer_config.json"):
         gguf = find_default_gguf()
@@ -146,7 +163,7 @@ def load_default_tokenizer() -> Any:
             _fix_special_tokens(tokenizer).save_pretrained(tmp)
 
         _atomic_folder(tok_dir, write, force=False)
-    return AutoTokenizer.from_pretrained(tok_dir)
+    return load_tokenizer(tok_dir)
 
 
 def prepare_default_model(force: bool = False) -> Path:

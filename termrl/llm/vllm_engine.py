@@ -76,6 +76,8 @@ class VLLMEngine(Engine):
             enable_prefix_caching=True,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        # Decode policy text as the tokens spell it (see termrl.llm.models.load_tokenizer).
+        self.tokenizer.clean_up_tokenization_spaces = False
         self.context_window = int(self.llm.llm_engine.model_config.max_model_len)
         self.model_name = os.path.basename(os.path.normpath(str(model_path)))
         self._lock = threading.Lock()

@@ -61,3 +61,12 @@ def test_the_gguf_is_found_inside_the_installed_package() -> None:
 def test_a_model_that_is_not_a_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="never downloads"):
         models.resolve_model_path(tmp_path / "nope")
+
+
+def test_policy_text_decodes_with_its_spaces(tiny_model_dir):
+    """transformers' default clean-up turns `sed -i 's/a/b/'` into `sed -i's/a/b/'`: another command."""
+    from termrl.llm.models import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    for text in ["sed -i 's/a/b/' f", "grep -c 'ERROR' x.log", "echo it 's n't ."]:
+        assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text

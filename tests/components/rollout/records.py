@@ -16,7 +16,7 @@ def chunk(index: int, command: str | None = "ls", *, response_tokens: int = 3) -
         "chunk_index": index, "prompt_ids": [1, 2], "response_ids": list(range(response_tokens)),
         "response_logprobs": [-0.5] * response_tokens, "response_text": "x",
         "action": json.dumps(calls), "call_format": "tool-call", "observation": "ok",
-        "exit_code": 0 if command else None, "gen_ms": 1.0, "exec_ms": 2.0,
+        "exit_code": 0 if command else None, "gen_ms": 1.0, "exec_ms": 2.0, "replayed": False,
     }
 
 

@@ -1,0 +1,158 @@
+"""The demonstrate stage, top to bottom: each task's golden solution as an expert trajectory.
+
+    main(config)
+      ├─ load tasks; read back the tasks already done (resume: <out>.parts/)
+      ├─ per task, in a fresh sandbox (termrl.taskrun.TaskSandboxes, ≤ concurrency at once):
+      │     demonstration_commands(task)          one bash turn per solution step, then done
+      │     run_episode(ReplayEngine(...), ...)   the agent's own loop: real observations,
+      │                                           the policy's chat tokens
+      │     run_tests(...)                        kept only if the replay passes the tests
+      │   ─► part file written at once (rows, or the reason there is no demonstration)
+      └─ merge ─► demonstrations.parquet (trajectories artifact, source = expert) + summary
+
+A task without a usable solution simply has no demonstration; the reason is
+counted (``no solution``, ``uses /solution files``, ``replay failed its
+tests``, ``environment error`` ...), never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from components.demonstrate.config import DemonstrateConfig
+from termrl.agent.demonstration import NoDemonstration, ReplayEngine, demonstration_commands, expert_responses
+from termrl.agent.episode import run_episode
+from termrl.artifacts import load_tasks
+from termrl.artifacts.tasks import Task
+from termrl.artifacts.trajectories import read_trajectories, write_trajectories
+from termrl.errors import ConfigError, TermrlError
+from termrl.sandbox.manager import SandboxManager
+from termrl.taskrun import TaskSandboxes, run_tests
+
+__all__ = ["DemonstrationSummary", "demonstrate", "expert_rows", "main"]
+
+
+@dataclass
+class DemonstrationSummary:
+    tasks: int
+    demonstrations: int
+    chunks: int
+    dropped: dict[str, int]
+    wall_s: float
+
+    def lines(self) -> list[str]:
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(self.dropped.items(), key=lambda x: -x[1]))
+        return [f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.chunks} chunks, "
+                f"{self.wall_s:.0f} s" + (f"; none for {reasons}" if reasons else "")]  # fmt: skip
+
+
+def main(config: DemonstrateConfig) -> DemonstrationSummary:
+    """Run the stage as configured (the command line and the KFP component call this)."""
+    config.validate()
+    tasks = load_tasks(config.tasks)
+    if not tasks:
+        raise ConfigError(f"tasks artifact {config.tasks} holds no tasks")
+    from termrl.llm.models import load_tokenizer, resolve_model_path
+
+    tokenizer = load_tokenizer(resolve_model_path(config.model))
+    summary = asyncio.run(demonstrate(config, tasks, tokenizer))
+    for line in summary.lines():
+        print(line)
+    return summary
+
+
+def expert_rows(task: Task, result: Any, reward: float) -> list[dict[str, Any]]:
+    """The trajectories rows of one demonstration (every chunk replayed, source expert)."""
+    episode = {
+        "episode_id": f"expert-{task.id}", "group_id": f"expert:{task.id}", "task_id": task.id,
+        "policy_version": 0, "mode": "demonstration", "source": "expert", "anchor": None,
+        "reward": reward, "success": True, "stop_reason": result.stop_reason, "failure_type": None,
+        "masked": False, "mask_reason": None, "drop": False, "placeholder": False,
+        "trainable": result.trainable, "num_chunks": len(result.chunks),
+        "episode_tokens": result.episode_tokens,
+    }  # fmt: skip
+    return [{**chunk.to_row(), **episode, "replayed": True} for chunk in result.chunks]
+
+
+async def _one(sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, tokenizer: Any
+               ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+    """A task's demonstration rows, or no rows and the reason."""
+    try:
+        commands = demonstration_commands(task)
+    except NoDemonstration as exc:
+        return [], str(exc)
+    responses = expert_responses(commands)
+    agent = replace(config.agent, max_turns=max(config.agent.max_turns, len(responses)))
+    try:
+        async with sandboxes.open(task) as session:
+            engine = ReplayEngine(tokenizer, responses, context_window=agent.context_window)
+            result = await run_episode(engine, session, task.instruction, agent)
+            if result.failure_type is not None or result.stop_reason != "done":
+                return [], f"replay stopped: {result.stop_reason} {result.failure_type or ''}".strip()
+            outcome = await run_tests(session, task)
+    except TermrlError as exc:
+        return [], f"environment error: {type(exc).__name__}"
+    if not outcome.passed:
+        return [], "replay failed its tests"
+    return expert_rows(task, result, outcome.reward), None
+
+
+def _part(config: DemonstrateConfig, task: Task) -> tuple[Path, Path]:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
+    return config.parts_dir / f"{safe}.parquet", config.parts_dir / f"{safe}.none.json"
+
+
+async def demonstrate(config: DemonstrateConfig, tasks: list[Task], tokenizer: Any) -> DemonstrationSummary:
+    """Replay every task's solution; write the demonstrations artifact."""
+    started = time.monotonic()
+    config.parts_dir.mkdir(parents=True, exist_ok=True)
+    todo = [t for t in tasks if not any(p.exists() for p in _part(config, t))]
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="demonstrate", unit="task",
+               disable=not config.progress)  # fmt: skip
+    manager = SandboxManager(config.backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf)
+    async with manager:
+        sandboxes = TaskSandboxes(manager)
+
+        async def one(task: Task) -> None:
+            rows, reason = await _one(sandboxes, config, task, tokenizer)
+            rows_path, none_path = _part(config, task)
+            if rows:
+                write_trajectories(rows_path, rows)
+            else:
+                tmp = none_path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"task_id": task.id, "reason": reason}))
+                tmp.replace(none_path)
+            bar.update(1)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for task in todo:
+                    group.create_task(one(task))
+        finally:
+            bar.close()
+    return _merge(config, tasks, time.monotonic() - started)
+
+
+def _merge(config: DemonstrateConfig, tasks: list[Task], wall_s: float) -> DemonstrationSummary:
+    rows: list[dict[str, Any]] = []
+    dropped: Counter[str] = Counter()
+    demonstrations = 0
+    for task in tasks:
+        rows_path, none_path = _part(config, task)
+        if rows_path.exists():
+            rows.extend(read_trajectories(rows_path).to_pylist())
+            demonstrations += 1
+        else:
+            reason = json.loads(none_path.read_text())["reason"]
+            dropped[reason.split(":")[0]] += 1
+    write_trajectories(config.out, rows)
+    return DemonstrationSummary(len(tasks), demonstrations, len(rows), dict(dropped), wall_s)
