@@ -1,14 +1,18 @@
-"""Step time of the IPA (chunk-level) objective vs token-level GRPO, side by side.
+"""Step time of the IPA (chunk-level) objective vs token-level GRPO, side by side,
+and of IPA with and without the shared prompt prefix.
 
-Both trainers are set up on the same synthetic trajectories (real Parquet, token
-ids from the model's vocabulary, μ from the model itself), and their optimizer
-steps are interleaved (IPA, token, IPA, token, ...) so machine load hits both
-alike. Prints the median and minimum step time of each, the ratio IPA / token
-(target ≤ 1.05), the median of the per-step paired ratios, and the same ratio
-for the loss functions alone.
+The trainers are set up on the same synthetic trajectories (real Parquet, token
+ids from the model's vocabulary, μ from the model itself; every episode starts
+with the same ``--prefix-tokens`` "system prompt"), and their optimizer steps
+are interleaved (IPA, token, IPA without prefix sharing, ...) so machine load
+hits all alike. Prints the median and minimum step time of each, the ratio
+IPA / token (target ≤ 1.05), the median of the per-step paired ratios, the
+same ratio for the loss functions alone, and the step-time ratio with / without
+prefix sharing (``share_prompt_prefix``).
 
     python bench/train.py                        # tiny model (built on the fly)
     python bench/train.py --model DIR --episodes 4 --chunks 8
+    python bench/train.py --model ~/.cache/termrl/models/SmolLM2-135M-Instruct --chunks 1 --prefix-tokens 309
 """
 
 from __future__ import annotations
@@ -31,13 +35,17 @@ from components.train.trainer import set_up  # noqa: E402
 from termrl.artifacts.trajectories import write_trajectories  # noqa: E402
 
 
-def synthetic_trajectories(path: Path, model_dir: Path, episodes: int, chunks: int, tokens: int, seed: int) -> None:
-    """``episodes`` episodes in groups of 4 with alternating rewards; random prompt/response ids."""
+def synthetic_trajectories(
+    path: Path, model_dir: Path, episodes: int, chunks: int, tokens: int, seed: int, prefix_tokens: int = 0
+) -> None:
+    """``episodes`` episodes in groups of 4 with alternating rewards; random prompt/response ids,
+    every episode's first prompt starting with the same ``prefix_tokens`` ids."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(seed)
+    system = torch.randint(3, vocab, (prefix_tokens,), generator=g).tolist()
     rows = []
     for e in range(episodes):
         parts = [
@@ -45,6 +53,7 @@ def synthetic_trajectories(path: Path, model_dir: Path, episodes: int, chunks: i
              torch.randint(3, vocab, (tokens,), generator=g).tolist())
             for _ in range(chunks)
         ]
+        parts[0] = (system + parts[0][0], parts[0][1])
         ids = [t for p, r in parts for t in p + r]
         with torch.no_grad():
             logp = model(torch.tensor([ids])).logits[0].log_softmax(-1)
@@ -92,6 +101,8 @@ def loss_only_ratio(tokens: int, chunks: int, repeats: int) -> tuple[float, floa
 @click.option("--episodes", default=8, show_default=True, help="Episodes per optimizer step.")
 @click.option("--chunks", default=8, show_default=True, help="Chunks per episode.")
 @click.option("--chunk-tokens", default=64, show_default=True, help="Response tokens per chunk.")
+@click.option("--prefix-tokens", default=256, show_default=True,
+              help="Tokens every episode starts with (the shared system prompt).")
 @click.option("--steps", default=6, show_default=True, help="Measured steps per objective (after 1 warm-up).")
 @click.option("--finetune", type=click.Choice(["lora", "full"]), default="lora", show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True,
@@ -99,7 +110,8 @@ def loss_only_ratio(tokens: int, chunks: int, repeats: int) -> tuple[float, floa
                    "descheduled and small element-wise ops stall for milliseconds, which drowns the "
                    "difference being measured. 0 keeps torch's default.")
 def main(
-    model_dir: str | None, episodes: int, chunks: int, chunk_tokens: int, steps: int, finetune: str, threads: int
+    model_dir: str | None, episodes: int, chunks: int, chunk_tokens: int, prefix_tokens: int, steps: int,
+    finetune: str, threads: int,
 ) -> None:
     torch.manual_seed(0)
     if threads:
@@ -111,25 +123,29 @@ def main(
 
             model_dir = str(build_tiny_model(tmp_path / "tiny", seed=0))
         traj = tmp_path / "bench.parquet"
-        synthetic_trajectories(traj, Path(model_dir), episodes, chunks, chunk_tokens, seed=0)
+        synthetic_trajectories(traj, Path(model_dir), episodes, chunks, chunk_tokens, seed=0,
+                               prefix_tokens=prefix_tokens)
         runners = {}
-        for objective in ("ipa", "token"):
+        # name: (objective, share_prompt_prefix)
+        for name, (objective, share) in {"ipa": ("ipa", True), "token": ("token", True),
+                                         "ipa-unshared": ("ipa", False)}.items():
             config = TrainConfig(
-                trajectories=str(traj), model=model_dir, out=str(tmp_path / objective), mode="full",
+                trajectories=str(traj), model=model_dir, out=str(tmp_path / name), mode="full",
                 objective=objective, finetune=finetune, micro_batch_size=1, grad_accum_steps=episodes,
-                epochs=steps + 1, progress=False, save_every_steps=0,
+                epochs=steps + 1, progress=False, save_every_steps=0, share_prompt_prefix=share,
             )
             config.validate()
             derived = config.resolved()
-            runners[objective] = set_up(config, derived, init_distributed(derived["distributed"]))
-        times: dict[str, list[float]] = {"ipa": [], "token": []}
+            runners[name] = set_up(config, derived, init_distributed(derived["distributed"]))
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        names = list(runners)
         for index in range(steps + 1):
-            order = ("ipa", "token") if index % 2 == 0 else ("token", "ipa")
-            for objective in order:
+            order = names[index % len(names):] + names[: index % len(names)]  # rotate who goes first
+            for name in order:
                 start = time.perf_counter()
-                runners[objective].step(index)
+                runners[name].step(index)
                 if index > 0:  # the first step of each pays one-off allocation costs
-                    times[objective].append(time.perf_counter() - start)
+                    times[name].append(time.perf_counter() - start)
     ipa, token = statistics.median(times["ipa"]), statistics.median(times["token"])
     # the minimum is the least disturbed by other processes on a shared machine (timeit's advice)
     ipa_min, token_min = min(times["ipa"]), min(times["token"])
@@ -144,6 +160,11 @@ def main(
           f"ratio ipa/token {ipa_min / token_min:.3f}  (minimums)   median of paired ratios {paired:.3f}")
     print(f"loss only   ipa {loss_ipa * 1e6:8.1f} us   token {loss_token * 1e6:8.1f} us   "
           f"ratio ipa/token {loss_ipa / loss_token:.3f}")
+    shared, unshared = statistics.median(times["ipa"]), statistics.median(times["ipa-unshared"])
+    paired = statistics.median(a / b for a, b in zip(times["ipa"], times["ipa-unshared"], strict=True))
+    print(f"prefix      shared {shared * 1000:8.1f} ms   full forward {unshared * 1000:8.1f} ms   "
+          f"ratio shared/full {shared / unshared:.3f}  (medians; {prefix_tokens} shared tokens; "
+          f"median of paired ratios {paired:.3f})")
 
 
 if __name__ == "__main__":

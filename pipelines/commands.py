@@ -6,7 +6,6 @@ Each command is a thin call into ``pipelines.*``; the lead wires them into
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,23 +69,11 @@ def coerce_settings(defaults: dict[str, Any], settings: tuple[str, ...], *, stri
 
 
 def _summary_lines(record: RunRecord) -> list[str]:
-    """The report's path and the base vs final table, from the run's eval results."""
-    from pipelines.curriculum import EVAL_BASE, EVAL_FINAL, REPORT
-    from pipelines.glue import pass_rate_table
-    from termrl.artifacts import read_eval_results
+    """The report's path and the table of every evaluated policy on the held-out tasks."""
+    from pipelines.curriculum import REPORT
+    from pipelines.local import summary_lines
 
-    by_display = {t.display_name: t for t in record.tasks.values()}
-    # The HTML artifact has no extension; a copy named .html opens in any browser.
-    report = Path(record.run_dir) / "report.html"
-    shutil.copyfile(by_display[REPORT].outputs["report"], report)
-    runs = {label: read_eval_results(by_display[name].outputs["results"]).to_pylist()
-            for label, name in (("base", EVAL_BASE), ("final", EVAL_FINAL))}  # fmt: skip
-    lines = [f"report: {report}", "", "held-out tasks: base vs final policy",
-             f"  {'policy':<8}{'tasks':>7}{'trials':>8}{'passed':>8}{'pass rate':>11}"]  # fmt: skip
-    for row in pass_rate_table(runs):
-        lines.append(f"  {row['policy']:<8}{row['tasks']:>7}{row['trials']:>8}{row['passed']:>8}"
-                     f"{row['pass_rate']:>10.1%}")  # fmt: skip
-    return lines
+    return summary_lines(record, REPORT)
 
 
 @click.command("run")

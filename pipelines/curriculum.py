@@ -1,11 +1,23 @@
-"""The curriculum pipeline (KFP v2): from positive-only to full-signal training.
+"""The curriculum pipeline (KFP v2): imitation, then positive-only RL, then full-signal RL.
 
-    prepare-model ─┬──────────────────────────────────────────────► eval · base ──┐
-    synthesize ─► verify ─► curate ─┬─ train pool ─► [rollout ─► train] × N        │
-                                    │   (phase 1: positive-only)                   │
-                                    ├─ expert pool ─► [rollout ─► train] × M       │
-                                    │   (phase 2: full signal)  ─► eval · final ───┤
-                                    └─ held-out ──────────────────────────────────►┴► compare (report)
+    prepare-model ─┬─────────────────────────────────────────────────────────────► eval · base ─┐
+    synthesize ─► verify ─► curate ─┬─ train pool ─► demonstrate ─► train (imitation) ─► eval ───┤
+       (training families)          │                   │ expert trajectories                    │
+                                    │   [rollout (anchored on the demonstrations) ─► train       │
+                                    │    (imitation + positive-only RL)] × N ─────────► eval ───┤
+                                    └─ expert pool ─► [rollout ─► train (full signal)] × M       │
+                                                                               ─► eval · final ─┤
+    synthesize ─► verify (held-out tasks: other seeds, plus the held-out family) ──────────────►┴► compare
+
+Phase 1 starts from demonstrations: each train-pool task's golden solution
+replayed as agent turns (the demonstrate stage). An imitation step trains on
+them alone (the policy earns no reward before it), then each phase-1 round
+rolls out with chunk-initialized resampling (groups start at anchors inside
+the demonstrations) and trains on λ_IL · imitation + positive-only IPA, with
+λ_IL = il_weight · il_decay ** round. Phase 2 trains on full signal. Every
+policy is evaluated on the same held-out tasks (greedy decoding), and the
+compare step reports each pass rate with its interval and the paired
+difference vs base; the held-out family is never trained on.
 
 The iteration counts N and M shape the graph, so they are compile-time choices
 (``CurriculumShape``); everything a run may change is a pipeline parameter with
@@ -17,9 +29,8 @@ Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
 cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M generating a few tokens per second per episode): 12 easy tasks (the
-135M policy earns reward only at the easy level, one correct command), 2 groups
-of 4 episodes, 3 turns of at most 128 tokens. Raise them on a cluster.
+(SmolLM2-135M): easy procedural tasks, 4 groups of 4 episodes of 3 turns of at
+most 128 tokens, 28 held-out tasks. Raise them on a cluster.
 """
 
 import copy
@@ -30,6 +41,7 @@ from kfp import dsl, kubernetes
 from kfp.dsl.base_component import BaseComponent
 from kfp.dsl.pipeline_task import PipelineTask
 
+from components.demonstrate.component import demonstrate
 from components.eval.component import evaluate
 from components.images import CPU_IMAGE, GPU_IMAGE
 from components.rollout.component import rollout
@@ -42,12 +54,16 @@ from termrl.errors import ConfigError
 __all__ = [
     "EVAL_BASE",
     "EVAL_FINAL",
+    "EVAL_IMITATION",
+    "EVAL_PHASE1",
     "REPORT",
     "RESOURCES", "RETRIED", "CurriculumShape", "Ops", "apply_platform", "build_curriculum", "make_ops"]
 
 EVAL_BASE = "eval · base policy"
+EVAL_IMITATION = "eval · after imitation"
+EVAL_PHASE1 = "eval · after phase 1"
 EVAL_FINAL = "eval · final policy"
-REPORT = "report · base vs final"
+REPORT = "report · policies"
 """Display names the local runner's summary looks up."""
 
 RESOURCES = {
@@ -57,13 +73,14 @@ RESOURCES = {
     "synthesize": ("1", "2Gi", "4Gi"),
     "verify": ("2", "4Gi", "8Gi"),
     "curate": ("1", "1Gi", "2Gi"),
+    "demonstrate": ("2", "4Gi", "8Gi"),
     "rollout": ("4", "16Gi", "32Gi"),
     "train": ("4", "16Gi", "32Gi"),
     "evaluate": ("4", "16Gi", "32Gi"),
     "compare": ("1", "2Gi", "4Gi"),
 }
 
-RETRIED = {"verify": 2, "rollout": 2, "evaluate": 2, "train": 1}
+RETRIED = {"verify": 2, "demonstrate": 2, "rollout": 2, "evaluate": 2, "train": 1}
 """Retries per stage. Sandbox stages fail transiently (a node loses its sandboxes, a
 build times out) and rollout resumes from the episodes already written; a train
 retry mostly survives a pre-empted node."""
@@ -115,6 +132,7 @@ class Ops:
     synthesize: BaseComponent
     verify: BaseComponent
     curate: BaseComponent
+    demonstrate: BaseComponent
     rollout: BaseComponent
     train: BaseComponent
     evaluate: BaseComponent
@@ -132,7 +150,7 @@ def _with_image(component: BaseComponent, image: str) -> BaseComponent:
 def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
     """Every component of the curriculum with the given images."""
     cpu = {"prepare_model": prepare_model, "synthesize": synthesize, "verify": verify,
-           "curate": curate, "compare": compare}  # fmt: skip
+           "curate": curate, "demonstrate": demonstrate, "compare": compare}  # fmt: skip
     gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
     by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
     by_name.update({name: _with_image(op, gpu_image) for name, op in gpu.items()})
@@ -174,38 +192,62 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
 
     @dsl.pipeline(
         name="termrl-curriculum",
-        description="synthesize → verify → positive-only rollout/train × N → full-signal rollout/train × M "
-        "→ eval of base and final policies on held-out tasks",
+        description="synthesize → verify → demonstrate → imitation → positive-only rollout/train × N "
+        "→ full-signal rollout/train × M → eval of every policy on held-out tasks",
     )
     def curriculum(
         code_version: str = shape.code_version,
         base_model: str = "",
-        synth_count: int = 12,
+        synth_count: int = 48,
         synth_seed: int = 0,
         synth_families: str = "",
         synth_difficulties: str = "easy",
         synth_llm_model: str = "",
+        heldout_count: int = 28,
+        heldout_seed: int = 1000,
+        heldout_families: str = "sql-sqlite",
         verify_repeats: int = 1,
         verify_judges: str = "",
-        heldout_fraction: float = 0.25,
         expert_tasks: str = "",
-        expert_count: int = 4,
+        expert_count: int = 8,
+        prompt_style: str = "compact",
+        imitation_epochs: int = 3,
+        imitation_learning_rate: float = 1e-4,
+        il_weight: float = 1.0,
+        il_decay: float = 0.5,
+        rl_weight: float = 1.0,
+        anchoring: str = "parallel",
         group_size: int = 4,
-        groups: int = 2,
+        groups: int = 4,
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
-        finetune: str = "lora",
-        learning_rate: float = 0.0,
+        finetune: str = "full",
+        learning_rate: float = 1e-5,
         train_epochs: int = 1,
         train_max_steps: int = 0,
         eval_trials: int = 1,
         eval_max_turns: int = 3,
-        eval_concurrency: int = 2,
+        eval_concurrency: int = 8,
         sandbox_backend: str = "podman",
         accelerator_type: str = "nvidia.com/gpu",
         accelerator_count: int = 1,
     ) -> None:
+        """The curriculum.
+
+        Args:
+            base_model: The starting policy (a model folder); '' is the embedded SmolLM2-135M.
+            synth_count: Procedural tasks synthesized for training (before verification).
+            heldout_count: Held-out tasks synthesized for evaluation (other seeds).
+            heldout_families: Comma-separated families left out of training; they appear only among
+                the held-out tasks, to show how far learning reaches.
+            prompt_style: The agent's system prompt (compact or hermes), the same in every stage.
+            imitation_epochs: Epochs of the imitation step over the demonstrations.
+            il_weight: λ_IL of phase-1 round 0; λ_IL = il_weight · il_decay ** round.
+            rl_weight: Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation).
+            anchoring: Phase-1 resampling: none, parallel or rollback.
+            learning_rate: Learning rate of the RL train steps.
+        """
         accel = (accelerator_type, accelerator_count)
 
         def place(task: PipelineTask, stage: str, name: str) -> PipelineTask:
@@ -214,44 +256,72 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         base = place(ops.prepare_model(code_version=code_version, source=base_model), "prepare_model",
                      "prepare base policy")  # fmt: skip
         tasks = place(ops.synthesize(code_version=code_version, count=synth_count, seed=synth_seed,
-                                     families=synth_families, difficulties=synth_difficulties,
-                                     llm_model=synth_llm_model),
-                      "synthesize", "synthesize tasks")  # fmt: skip
+                                     families=synth_families, exclude_families=heldout_families,
+                                     difficulties=synth_difficulties, llm_model=synth_llm_model),
+                      "synthesize", "synthesize training tasks")  # fmt: skip
         verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
                                     judge_model=base.outputs["model"], repeats=verify_repeats,
                                     judges=verify_judges, sandbox_backend=sandbox_backend),
-                         "verify", "verify tasks")  # fmt: skip
+                         "verify", "verify training tasks")  # fmt: skip
         pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
-                                 verdicts=verified.outputs["verdicts"], heldout_fraction=heldout_fraction,
+                                 verdicts=verified.outputs["verdicts"],
                                  expert_tasks=expert_tasks, expert_count=expert_count, seed=synth_seed),
                       "curate", "curate pools")  # fmt: skip
+        heldout_tasks = place(ops.synthesize(code_version=code_version, count=heldout_count, seed=heldout_seed,
+                                             families=synth_families, difficulties=synth_difficulties,
+                                             llm_model=synth_llm_model),
+                              "synthesize", "synthesize held-out tasks")  # fmt: skip
+        heldout = place(ops.verify(code_version=code_version, tasks=heldout_tasks.outputs["tasks"],
+                                   judge_model=base.outputs["model"], repeats=verify_repeats,
+                                   judges=verify_judges, sandbox_backend=sandbox_backend),
+                        "verify", "verify held-out tasks").outputs["admitted"]  # fmt: skip
+        demos = place(ops.demonstrate(code_version=code_version, tasks=pools.outputs["train_pool"],
+                                      policy=base.outputs["model"], prompt_style=prompt_style,
+                                      backend=sandbox_backend),
+                      "demonstrate", "demonstrate solutions").outputs["demonstrations"]  # fmt: skip
 
-        policy = base.outputs["model"]
+        def evaluate(policy: object, label: str, name: str) -> PipelineTask:
+            return place(ops.evaluate(
+                code_version=code_version, tasks=heldout, policy=policy, run_id=label, trials=eval_trials,
+                max_turns=eval_max_turns, max_new_tokens=max_new_tokens, concurrency=eval_concurrency,
+                backend=sandbox_backend, prompt_style=prompt_style,
+            ), "evaluate", name)  # fmt: skip
+
+        evals = {"base": evaluate(base.outputs["model"], "base", EVAL_BASE)}
+        imitation = place(ops.train(
+            code_version=code_version, trajectories=demos, policy=base.outputs["model"], mode="positive-only",
+            finetune=finetune, learning_rate=imitation_learning_rate, epochs=imitation_epochs,
+            max_steps=train_max_steps, seed=0, rl_weight=rl_weight, il_weight=il_weight, il_decay=il_decay,
+            iteration=0,
+        ), "train", "imitation · train on demonstrations")  # fmt: skip
+        policy = imitation.outputs["checkpoint"]
+        evals["imitation"] = evaluate(policy, "imitation", EVAL_IMITATION)
+
         schedule = [(1, i, n1, "positive-only", "train_pool") for i in range(1, n1 + 1)]
         schedule += [(2, j, n2, "full", "expert_pool") for j in range(1, n2 + 1)]
-        for version, (phase, i, total, mode, pool) in enumerate(schedule):
+        for version, (phase, i, total, mode, pool) in enumerate(schedule, start=1):
+            anchored = {"demonstrations": demos, "anchoring": anchoring} if phase == 1 else {}
             rolled = place(ops.rollout(
                 code_version=code_version, tasks=pools.outputs[pool], policy=policy,
                 policy_version=version, seed=version, group_size=group_size, groups=groups,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                backend=sandbox_backend,
+                backend=sandbox_backend, prompt_style=prompt_style, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
+            imitating = {"demonstrations": demos} if phase == 1 else {}
             trained = place(ops.train(
                 code_version=code_version, trajectories=rolled.outputs["trajectories"], policy=policy,
                 mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
-                max_steps=train_max_steps, seed=version,
+                max_steps=train_max_steps, seed=version, rl_weight=rl_weight, il_weight=il_weight,
+                il_decay=il_decay, iteration=version, **imitating,
             ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
             policy = trained.outputs["checkpoint"]
+            if phase == 1 and i == n1 and n2 > 0:  # with no phase 2, "final" is this policy
+                evals["phase1"] = evaluate(policy, "phase1", EVAL_PHASE1)
 
-        evals = {}
-        for label, model in (("base", base.outputs["model"]), ("final", policy)):
-            evals[label] = place(ops.evaluate(
-                code_version=code_version, tasks=pools.outputs["heldout"], policy=model, run_id=label,
-                trials=eval_trials, max_turns=eval_max_turns, max_new_tokens=max_new_tokens,
-                concurrency=eval_concurrency, backend=sandbox_backend,
-            ), "evaluate", EVAL_BASE if label == "base" else EVAL_FINAL)  # fmt: skip
+        evals["final"] = evaluate(policy, "final", EVAL_FINAL)
+        later = {f"{label}_results": evals[label].outputs["results"] for label in ("imitation", "phase1", "final")
+                 if label in evals}  # fmt: skip
         place(ops.compare(code_version=code_version, base_results=evals["base"].outputs["results"],
-                          final_results=evals["final"].outputs["results"]),
-              "compare", REPORT)  # fmt: skip
+                          heldout_families=heldout_families, **later), "compare", REPORT)
 
     return curriculum

@@ -1,31 +1,30 @@
 """The curriculum's glue between stages, tested without KFP.
 
-Three small steps that belong to no stage, because each looks at the run as a
-whole rather than at one artifact:
+Two small steps that belong to no stage, because each looks at the run as a
+whole rather than at one artifact (the comparison of the evaluated policies is
+``components.eval.compare``):
 
     materialize_model  the starting policy as a model artifact (hard links, no copy)
-    curate_pools       admitted tasks -> phase-1 pool, phase-2 pool, held-out tasks
-    compare_evals      base and final eval results -> one HTML report + headline numbers
+    curate_pools       admitted tasks -> phase-1 pool, phase-2 pool
 
 The pools follow the seed's curriculum: phase 1 trains positive-only on the
 large synthetic pool; phase 2 trains with the full signal on a smaller pool of
 high-quality tasks (expert tasks when given, else the best-verified synthetic
-ones); the held-out tasks are never trained on and measure base vs final.
+ones). Held-out tasks come from their own synthesis (other seeds, and families
+left out of training) and are never trained on.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
-from termrl.artifacts import Task, load_tasks, read_eval_results, read_verdicts, save_tasks
+from termrl.artifacts import Task, load_tasks, read_verdicts, save_tasks
 from termrl.errors import ConfigError
 
-__all__ = ["DIFFICULTY_RANK", "compare_evals", "curate_pools", "materialize_model", "pass_rate_table"]
+__all__ = ["DIFFICULTY_RANK", "curate_pools", "materialize_model"]
 
 DIFFICULTY_RANK = {"easy": 0, "medium": 1, "hard": 2, "expert": 3}
 """Harder tasks first when the phase-2 pool is picked from verified synthetic tasks."""
@@ -63,50 +62,39 @@ def curate_pools(
     verdicts: str | os.PathLike,
     train_out: str | os.PathLike,
     expert_out: str | os.PathLike,
-    heldout_out: str | os.PathLike,
     *,
-    heldout_fraction: float = 0.25,
     expert_tasks: str = "",
     expert_count: int = 4,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Split the admitted tasks into the three pools; write each as a tasks artifact.
+    """Split the admitted tasks into the phase-1 pool and the phase-2 pool; write each as a tasks artifact.
 
-    Held-out tasks are drawn by a seeded hash of the task id (stable when tasks
-    are added), at least one, and never all. ``expert_tasks`` (a tasks artifact
+    Every admitted task is in the phase-1 pool. ``expert_tasks`` (a tasks artifact
     or a folder of Terminal-Bench task folders) becomes the phase-2 pool when
-    given; otherwise the ``expert_count`` remaining tasks with the lowest
-    false-positive risk, harder first.
+    given; otherwise the ``expert_count`` tasks with the lowest false-positive
+    risk, harder first (ties broken by a seeded hash of the id). Held-out tasks
+    are never curated from these: the curriculum synthesizes them apart, from
+    other seeds.
     """
     problems = []
-    if not 0.0 < heldout_fraction < 1.0:
-        problems.append(f"heldout_fraction must be in (0, 1), not {heldout_fraction}")
     if expert_count < 1:
         problems.append(f"expert_count must be >= 1, not {expert_count}")
     tasks = load_tasks(admitted)
-    if len(tasks) < 2:
-        problems.append(f"verify admitted {len(tasks)} task(s); the curriculum needs at least 2 "
-                        "(one to train on, one held out): synthesize more tasks")  # fmt: skip
+    if not tasks:
+        problems.append("verify admitted no task: synthesize more tasks")
     if problems:
         raise ConfigError(problems)
-    ordered = sorted(tasks, key=lambda t: _rank(seed, t.id))
-    n_heldout = min(max(1, math.ceil(heldout_fraction * len(tasks))), len(tasks) - 1)
-    heldout, pool = ordered[:n_heldout], ordered[n_heldout:]
-    heldout_ids = {t.id for t in heldout}
-
     if expert_tasks:
-        expert = [t for t in _load_any(expert_tasks) if t.id not in heldout_ids]
+        expert = _load_any(expert_tasks)
         if not expert:
-            raise ConfigError(f"expert_tasks: {expert_tasks} holds no task outside the held-out set")
+            raise ConfigError(f"expert_tasks: {expert_tasks} holds no task")
     else:
         risk = {row["task_id"]: row["false_positive_risk"] for row in read_verdicts(verdicts).to_pylist()}
-        expert = sorted(pool, key=lambda t: (risk.get(t.id) or 0.0, -DIFFICULTY_RANK.get(t.difficulty, 1),
-                                             _rank(seed, t.id)))[:expert_count]  # fmt: skip
-    save_tasks(train_out, pool)
+        expert = sorted(tasks, key=lambda t: (risk.get(t.id) or 0.0, -DIFFICULTY_RANK.get(t.difficulty, 1),
+                                              _rank(seed, t.id)))[:expert_count]  # fmt: skip
+    save_tasks(train_out, tasks)
     save_tasks(expert_out, expert)
-    save_tasks(heldout_out, heldout)
-    return {"curate/train_pool": float(len(pool)), "curate/expert_pool": float(len(expert)),
-            "curate/heldout": float(len(heldout))}  # fmt: skip
+    return {"curate/train_pool": float(len(tasks)), "curate/expert_pool": float(len(expert))}
 
 
 def _load_any(path: str) -> list[Task]:
@@ -119,27 +107,3 @@ def _load_any(path: str) -> list[Task]:
     if imported.errors:
         raise ConfigError([f"expert_tasks: {e}" for e in imported.errors])
     return imported.tasks
-
-
-def pass_rate_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One row per run label: tasks, trials, passed, pass rate (the printed base-vs-final table)."""
-    table = []
-    for label, rows in runs.items():
-        passed = sum(bool(r["passed"]) for r in rows)
-        table.append({"policy": label, "tasks": len({r["task_id"] for r in rows}), "trials": len(rows),
-                      "passed": passed, "pass_rate": passed / len(rows) if rows else 0.0})  # fmt: skip
-    return table
-
-
-def compare_evals(
-    base_results: str | os.PathLike, final_results: str | os.PathLike, report_out: str | os.PathLike
-) -> dict[str, float]:
-    """The comparison report of base vs final on the held-out tasks; returns the headline numbers."""
-    from components.eval.report import write_report
-
-    runs = {"base": read_eval_results(base_results).to_pylist(),
-            "final": read_eval_results(final_results).to_pylist()}  # fmt: skip
-    write_report(report_out, list(runs.items()), title="termrl curriculum: base vs final policy (held-out tasks)")
-    rates = {row["policy"]: row["pass_rate"] for row in pass_rate_table(runs)}
-    return {"eval/base_pass_rate": rates["base"], "eval/final_pass_rate": rates["final"],
-            "eval/pass_rate_delta": rates["final"] - rates["base"]}  # fmt: skip

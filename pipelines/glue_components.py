@@ -23,23 +23,26 @@ def curate(
     verdicts: Input[Dataset],
     train_pool: Output[Dataset],
     expert_pool: Output[Dataset],
-    heldout: Output[Dataset],
     metrics: Output[Metrics],
-    heldout_fraction: float = 0.25,
     expert_tasks: str = "",
     expert_count: int = 4,
     seed: int = 0,
 ) -> None:
-    """Admitted tasks -> phase-1 pool, phase-2 (high-quality) pool, held-out tasks."""
+    """Admitted tasks -> phase-1 pool, phase-2 (high-quality) pool.
+
+    Args:
+        expert_tasks: A tasks artifact or a folder of Terminal-Bench tasks for phase 2 ('' picks the
+            expert_count best-verified admitted tasks).
+        expert_count: Size of the phase-2 pool when expert_tasks is ''.
+    """
     import json
     import pathlib
 
     from pipelines.glue import curate_pools
 
     values = curate_pools(
-        admitted.path, verdicts.path, train_pool.path, expert_pool.path, heldout.path,
-        heldout_fraction=heldout_fraction, expert_tasks=expert_tasks, expert_count=expert_count,
-        seed=seed,
+        admitted.path, verdicts.path, train_pool.path, expert_pool.path,
+        expert_tasks=expert_tasks, expert_count=expert_count, seed=seed,
     )  # fmt: skip
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))
@@ -52,13 +55,36 @@ def compare(
     final_results: Input[Dataset],
     report: Output[HTML],
     metrics: Output[Metrics],
+    imitation_results: Input[Dataset] = None,
+    phase1_results: Input[Dataset] = None,
+    extra_results: Input[Dataset] = None,
+    heldout_families: str = "",
 ) -> None:
-    """Base vs final policy on the held-out tasks -> the curriculum's HTML report."""
+    """Policies on the held-out tasks -> the curriculum's HTML report and comparison metrics.
+
+    The policies are compared in the order base, imitation, phase 1, final,
+    extra (those given): each with its pass rate and 95 % interval, each later
+    one with its paired difference vs base (interval, tasks gained and lost).
+    A policy is named by the run_id its eval wrote.
+
+    Args:
+        base_results: Eval results of the starting policy (the base of every difference).
+        final_results: Eval results of the final policy.
+        imitation_results: Optional eval results of the policy after the imitation step.
+        phase1_results: Optional eval results of the policy after phase 1.
+        extra_results: Optional eval results of one more policy, shown last (e.g. an ablation).
+        heldout_families: Comma-separated task families no policy was trained on; their
+            pass rate is reported apart ('' for none).
+    """
     import json
     import pathlib
 
-    from pipelines.glue import compare_evals
+    from components.eval.compare import family_list
+    from components.eval.report import compare_files
 
-    values = compare_evals(base_results.path, final_results.path, report.path)
+    slots = [("base", base_results), ("imitation", imitation_results), ("phase1", phase1_results),
+             ("final", final_results), ("extra", extra_results)]  # fmt: skip
+    values = compare_files(report.path, [(slot, a.path) for slot, a in slots if a is not None],
+                           heldout_families=family_list(heldout_families))  # fmt: skip
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

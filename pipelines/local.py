@@ -13,6 +13,9 @@ stages' streamed output), keeps them all in ``run.log`` and turns them into
 one line per stage; cache hits arrive as log records outside kfp's own
 handler. A cached task's outputs are read from its cache entry, so the run
 record names the outputs of every task, executed or not: ``rerun`` needs them.
+
+``summary_lines(record, report)`` is what ``termrl run`` prints at the end:
+the compare task's report and its table of policies.
 """
 
 import contextlib
@@ -21,6 +24,7 @@ import logging
 import os
 import re
 import resource
+import shutil
 import sys
 import time
 import warnings
@@ -32,7 +36,7 @@ from typing import Any, TextIO
 from kfp import local
 from kfp.local import executor_output_utils, graph_utils
 
-__all__ = ["RunRecord", "TaskRecord", "display_names", "pipeline_defaults", "run_pipeline_locally"]
+__all__ = ["RunRecord", "TaskRecord", "display_names", "pipeline_defaults", "run_pipeline_locally", "summary_lines"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r"Executing task '([^']+)'")
@@ -309,3 +313,36 @@ def run_pipeline_locally(
     record.ok = all(t.state in ("executed", "cached", "imported") for t in record.tasks.values())
     record.save()
     return record
+
+
+def summary_lines(record: RunRecord, report: str) -> list[str]:
+    """What ``termrl run`` prints at the end: the comparison report's path and its tables.
+
+    ``report`` is the display name of the compare task. Its report is copied to
+    ``run_dir/report.html`` (the HTML artifact has no extension); the tables are
+    read back from its metrics (``components.eval.compare.table_from_metrics``), so
+    they show what the report shows, for however many policies were compared: the
+    counts, then each pass rate with its 95 % interval and n, the paired difference
+    vs the first policy (base) and the pass rate on the held-out-only families.
+    """
+    from components.eval.compare import comparison_lines, table_from_metrics
+
+    task = next((t for t in record.tasks.values() if t.display_name == report), None)
+    if task is None or "report" not in task.outputs:
+        return [f"no comparison: the run has no finished task {report!r}"]
+    copy = Path(record.run_dir) / "report.html"
+    shutil.copyfile(task.outputs["report"], copy)
+    table = table_from_metrics(json.loads(Path(task.outputs["metrics"]).read_text()))
+    if not table:
+        return [f"report: {copy}", "(its metrics hold no comparison table: a compare task of an older termrl)"]
+    width = max(8, *(len(row.label) + 2 for row in table))
+    lines = [f"report: {copy}", "", "held-out tasks: " + " vs ".join(row.label for row in table) + " policy",
+             f"  {'policy':<{width}}{'tasks':>7}{'trials':>8}{'passed':>8}{'pass rate':>11}"]  # fmt: skip
+    for row in table:
+        lines.append(f"  {row.label:<{width}}{row.tasks:>7}{row.rate.n:>8}{row.rate.passed:>8}"
+                     f"{row.rate.rate:>10.1%}")  # fmt: skip
+    lines += ["", *comparison_lines(table)]
+    families = record.arguments.get("heldout_families")
+    lines.append("  Δ: mean over tasks of the per-task difference vs base, 95 % paired interval (Newcombe's for "
+                 "pass/fail tasks)" + (f"; held-out families (not trained on): {families}" if families else ""))
+    return lines

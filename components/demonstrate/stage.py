@@ -29,7 +29,12 @@ from typing import Any
 from tqdm import tqdm
 
 from components.demonstrate.config import DemonstrateConfig
-from termrl.agent.demonstration import NoDemonstration, ReplayEngine, demonstration_commands, expert_responses
+from termrl.agent.demonstration import (
+    NoDemonstration,
+    ReplayEngine,
+    demonstration_commands,
+    expert_responses,
+)
 from termrl.agent.episode import run_episode
 from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task

@@ -92,6 +92,7 @@ class PolicyAgent:
         return AgentConfig(
             max_turns=c.max_turns,
             max_new_tokens=c.max_new_tokens,
+            prompt_style=c.prompt_style,
             context_window=c.context_window,
             sampling=SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed),
             lifetime_s=budget_sec,

@@ -39,8 +39,10 @@ def _percent(value: float | None) -> str:
 @click.option("--max-turns", type=int, default=EvalConfig.max_turns, show_default=True)
 @click.option("--max-new-tokens", type=int, default=EvalConfig.max_new_tokens, show_default=True)
 @click.option("--context-window", type=int, default=None, help="Token budget of an episode (default: the model's).")
-@click.option("--temperature", type=float, default=EvalConfig.temperature, show_default=True)
-@click.option("--seed", type=int, default=None, help="Make trial t sample with seed+t (reproducible, less batching).")
+@click.option("--temperature", type=float, default=EvalConfig.temperature, show_default=True,
+              help="Policy decoding temperature; 0 is greedy (deterministic), raise it to measure pass@k.")
+@click.option("--seed", type=int, default=EvalConfig.seed,
+              help="Above temperature 0: trial t samples with seed+t (reproducible).")
 @click.option("--run-id", default=None, help="Name of this run in the results and the report.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
 def eval_command(task_ids: tuple[str, ...], no_progress: bool, **options) -> None:
@@ -54,10 +56,11 @@ def eval_command(task_ids: tuple[str, ...], no_progress: bool, **options) -> Non
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     passk = ", ".join(f"{k} {_percent(v)}" for k, v in summary.items() if k.startswith("pass@"))
+    interval = f"[{_percent(summary['accuracy_ci_low'])}, {_percent(summary['accuracy_ci_high'])}]"
     modes = ", ".join(f"{m} {n}" for m, n in summary["failure_modes"].items() if n)
     click.echo(
         f"{summary['run_id']}: {summary['passed']}/{summary['trials']} trials passed on "
-        f"{summary['tasks']} task(s), accuracy {_percent(summary['accuracy'])}; {passk}"
+        f"{summary['tasks']} task(s), accuracy {_percent(summary['accuracy'])} (95 % CI {interval}); {passk}"
         + (f"; failures: {modes}" if modes else "")
     )
     click.echo(f"results -> {config.out}" + (f", report -> {config.report}" if config.report else ""))
@@ -66,14 +69,16 @@ def eval_command(task_ids: tuple[str, ...], no_progress: bool, **options) -> Non
 @click.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="HTML file to write.")
-def report_command(results: tuple[str, ...], out: str) -> None:
-    """Render eval results as one HTML report; given two files, compare them side by side."""
+@click.option("--heldout-family", "heldout_families", multiple=True,
+              help="A family no compared policy was trained on (repeatable): its pass rate is shown apart.")
+def report_command(results: tuple[str, ...], out: str, heldout_families: tuple[str, ...]) -> None:
+    """Render eval results as one HTML report; given two files, compare them (the first is the base)."""
     if len(results) > 2:
         raise click.UsageError("give one results file, or two to compare")
     from components.eval.report import report_from_files
 
     try:
-        path = report_from_files(out, results)
+        path = report_from_files(out, results, heldout_families=heldout_families)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"report -> {path}")

@@ -27,6 +27,7 @@ def evaluate(
     max_new_tokens: int = 192,
     concurrency: int = 2,
     backend: str = "podman",
+    prompt_style: str = "compact",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
     """Trials of ``policy`` on ``tasks`` (Terminal-Bench scoring) -> results, HTML report, metrics."""
@@ -40,7 +41,7 @@ def evaluate(
     summary = main(EvalConfig(
         tasks=tasks.path, out=results.path, report=report.path, model=policy.path, run_id=run_id,
         trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-        concurrency=concurrency, backend=backend, progress=False, **(options or {}),
+        concurrency=concurrency, backend=backend, prompt_style=prompt_style, progress=False, **(options or {}),
     ))  # fmt: skip
     values = flat_metrics(summary)
     metrics.metadata.update(values)

@@ -3,7 +3,7 @@
 ``EvalConfig`` is filled by the command line (``components.eval.cli``) or by
 the KFP component; ``validate()`` reports every problem at once, before any
 sandbox starts. Values derived from other values live in methods here
-(``is_api_model``, ``label``), nowhere else.
+(``is_api_model``, ``label``, ``parts_dir``), nowhere else.
 """
 
 from __future__ import annotations
@@ -57,17 +57,29 @@ class EvalConfig:
     """Response budget per turn."""
     context_window: int | None = None
     """Tokens of prompt + response an episode may use; None takes the engine's."""
-    temperature: float = 0.7
-    """Sampling temperature; above 0 so that trials differ and pass@k means something."""
+    temperature: float = 0.0
+    """Decoding temperature of the policy agent. 0 is greedy: each step takes the most likely
+    token, so two policies are compared on their best guess, not on sampling noise, and a
+    rerun decodes the same (up to the numerics of how requests were batched). Trials of one
+    task then repeat one another: keep ``trials`` at 1, or raise the temperature (and set a
+    seed) to measure pass@k."""
     seed: int | None = None
-    """None samples fresh randomness, so concurrent episodes share batches. A seed makes
-    trial t sample with ``seed + t`` (reproducible), at the price of one batch per trial."""
+    """Above temperature 0: None samples fresh randomness; a seed makes trial t sample with
+    ``seed + t`` (reproducible, and the same draws for every policy compared). Greedy decoding
+    needs none."""
+    prompt_style: str = "compact"
+    """The agent's system prompt (``termrl.agent.toolcalls.PROMPTS``): the one the policy was
+    trained with (rollout and demonstrations use the same knob)."""
     max_batch_size: int = 32
     """Largest batch the transformers engine generates at once (concurrent episodes merge)."""
     run_id: str | None = None
     """Name of this run in the results and the report; None derives one from agent and model."""
     progress: bool = True
     """Show a progress bar over trials."""
+
+    def parts_dir(self) -> Path:
+        """Sidecar folder of the finished trials' rows, the resume state (``components.eval.resume``)."""
+        return Path(self.out).with_name(Path(self.out).name + ".parts")
 
     def is_api_model(self) -> bool:
         return bool(self.model) and str(self.model).startswith(API_PREFIX)

@@ -1,15 +1,22 @@
 """The eval report: one self-contained HTML file, plots embedded as base64 PNG.
 
-    write_report(out_path, [(label, rows), ...])   one run, or several side by side
-    report_from_files(out_path, [a.parquet, ...])  the same from eval-results files
+    write_report(out_path, [(label, rows), ...])       one run, or several side by side
+    report_from_files(out_path, [a.parquet, ...])      the same from eval-results files
+    compare_files(out_path, [(slot, path), ...])       a comparison of policies -> its KFP metrics
 
 Contents, top to bottom: a summary table (accuracy, pass@k, failure modes,
 tokens, turns, wall time, tool-call statistics; one column per run), plots
 (pass rate by family and by difficulty, failure modes, turns, tokens and wall
 time distributions, calls per turn and read-only vs state-changing calls),
-the family and difficulty tables, and the per-task table. With two runs the
-per-task table shows both pass rates and the difference (B − A), so a
-regression stands out.
+the family and difficulty tables, and the per-task table. Every pass rate
+comes with its 95 % Wilson interval (``components.eval.stats``).
+
+With several runs the first is the base: a comparison section shows each
+run's pass rate and its paired difference vs the base (interval, tasks gained
+and lost; ``components.eval.compare``), also per family, with the families
+named as held-out-only ("not trained on") marked and summarised apart; the
+per-task table shows every run's pass rate and the differences (B − A with
+two runs), so a regression stands out.
 
 Plots are drawn with matplotlib's Agg backend (no display needed); the file
 references nothing outside itself, so it opens anywhere — a KFP HTML
@@ -22,7 +29,7 @@ import base64
 import html
 import io
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,11 +41,18 @@ matplotlib.use("Agg")  # before pyplot: no display on a cluster node
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from components.eval.compare import (  # noqa: E402
+    comparison_metrics,
+    family_table,
+    format_diff,
+    format_rate,
+    policy_table,
+)
 from components.eval.summary import difficulty_key, group_table, summarize, task_table  # noqa: E402
 from components.eval.taxonomy import FAILURE_MODES  # noqa: E402
 from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
 
-__all__ = ["render_report", "report_from_files", "write_report"]
+__all__ = ["compare_files", "render_report", "report_from_files", "write_report"]
 
 Rows = Sequence[Mapping[str, Any]]
 Run = tuple[str, Rows]
@@ -53,12 +67,19 @@ def _png(figure: Figure) -> str:
 
 
 def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[tuple[str, list[float]]],
-                  ylim: tuple[float, float] | None = None) -> str:  # fmt: skip
+                  ylim: tuple[float, float] | None = None,
+                  errors: list[list[tuple[float, float]]] | None = None) -> str:  # fmt: skip
+    """Bars per category and series; ``errors`` (per series, per category): (low, high) whiskers."""
     figure, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(categories) * max(1, len(series)) + 1.5), 3.2))
     width = 0.8 / max(1, len(series))
     for i, (label, values) in enumerate(series):
         xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(categories))]
-        bars = ax.bar(xs, values, width, label=label, color=_COLORS[i % len(_COLORS)])
+        yerr = None
+        if errors is not None:
+            yerr = [[v - low for v, (low, _) in zip(values, errors[i], strict=True)],
+                    [high - v for v, (_, high) in zip(values, errors[i], strict=True)]]  # fmt: skip
+        bars = ax.bar(xs, values, width, label=label, color=_COLORS[i % len(_COLORS)], yerr=yerr,
+                      capsize=3 if yerr else 0, error_kw={"elinewidth": 0.8})  # fmt: skip
         ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)
     ax.set_xticks(range(len(categories)), categories, rotation=20 if len(categories) > 4 else 0, ha="right" if len(categories) > 4 else "center")
     ax.set_title(title)
@@ -94,10 +115,14 @@ def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], y
 
 
 def _rate_plot(runs: Sequence[Run], key: str, title: str) -> str:
-    tables = [{r[key]: r["pass_rate"] for r in group_table(rows, key)} for _, rows in runs]
+    """Pass rate per group, whiskers at the 95 % Wilson interval (a missing group: 0, no whisker)."""
+    tables = [{r[key]: r for r in group_table(rows, key)} for _, rows in runs]
     names = sorted({n for t in tables for n in t}, key=difficulty_key if key == "difficulty" else str)
-    series = [(label, [t.get(n, 0.0) for n in names]) for (label, _), t in zip(runs, tables, strict=True)]
-    return _grouped_bars(title, "pass rate", names, series, ylim=(0, 1.1))
+    series = [(label, [t[n]["pass_rate"] if n in t else 0.0 for n in names])
+              for (label, _), t in zip(runs, tables, strict=True)]  # fmt: skip
+    errors = [[(t[n]["pass_rate_ci_low"], t[n]["pass_rate_ci_high"]) if n in t else (0.0, 0.0) for n in names]
+              for t in tables]  # fmt: skip
+    return _grouped_bars(title, "pass rate (95 % CI)", names, series, ylim=(0, 1.1), errors=errors)
 
 
 def _plots(runs: Sequence[Run]) -> list[tuple[str, str]]:
@@ -164,28 +189,73 @@ def _group_tables(runs: Sequence[Run], key: str) -> str:
     return "".join(parts)
 
 
+def _ci(low: float | None, high: float | None) -> str:
+    return "–" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
 def _task_tables(runs: Sequence[Run]) -> str:
-    if len(runs) == 2:
-        (label_a, rows_a), (label_b, rows_b) = runs
-        a = {r["task_id"]: r for r in task_table(rows_a)}
-        b = {r["task_id"]: r for r in task_table(rows_b)}
+    if len(runs) >= 2:
+        # One table: every run's pass rate, then each later run's Δ against the first.
+        tables = [{r["task_id"]: r for r in task_table(rows)} for _, rows in runs]
+        labels = [label for label, _ in runs]
         body = []
-        for task_id in sorted(set(a) | set(b)):
-            ra, rb = a.get(task_id), b.get(task_id)
-            meta = ra or rb or {}
-            rate_a = ra["pass_rate"] if ra else None
-            rate_b = rb["pass_rate"] if rb else None
-            delta = rate_b - rate_a if rate_a is not None and rate_b is not None else None
-            body.append([task_id, meta.get("family"), meta.get("difficulty"), rate_a, rate_b, delta,
-                         ra and ra["failure_modes"], rb and rb["failure_modes"]])  # fmt: skip
-        header = ["task", "family", "difficulty", f"pass rate {label_a}", f"pass rate {label_b}",
-                  "Δ (B − A)", f"failures {label_a}", f"failures {label_b}"]  # fmt: skip
+        for task_id in sorted(set().union(*tables)):
+            found = [t.get(task_id) for t in tables]
+            meta = next(r for r in found if r)
+            rates = [r["pass_rate"] if r else None for r in found]
+            deltas = [rate - rates[0] if rate is not None and rates[0] is not None else None for rate in rates[1:]]
+            body.append([task_id, meta.get("family"), meta.get("difficulty"), *rates, *deltas,
+                         *(_ci(r["pass_rate_ci_low"], r["pass_rate_ci_high"]) if r else "–" for r in found),
+                         *(r and r["failure_modes"] for r in found)])  # fmt: skip
+        if len(runs) == 2:
+            delta_names = ["Δ (B − A)"]
+        else:
+            delta_names = [f"Δ ({label} − {labels[0]})" for label in labels[1:]]
+        header = ["task", "family", "difficulty", *(f"pass rate {label}" for label in labels), *delta_names,
+                  *(f"95 % CI {label}" for label in labels), *(f"failures {label}" for label in labels)]  # fmt: skip
         return _table(header, body, "tasks")
     parts = []
     for label, rows in runs:
         table = task_table(rows)
         parts.append(f"<h3>{html.escape(label)}</h3>" + _table(list(table[0]), [list(r.values()) for r in table], "tasks"))
     return "".join(parts)
+
+
+def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
+    """Each policy's pass rate and its paired difference vs the first run, overall and per family."""
+    table = policy_table(runs, heldout_families)
+    base = runs[0][0]
+    header = ["policy", "tasks", "trials", "passed", "pass rate", "95 % CI", f"Δ vs {base}", "Δ 95 % CI",
+              "paired tasks", "tasks gained", "tasks lost", "Δ interval"]  # fmt: skip
+    if heldout_families:
+        header += ["held-out families: pass rate", "95 % CI", "trials"]
+    body = []
+    for row in table:
+        d = row.vs_base
+        line = [row.label, row.tasks, row.rate.n, row.rate.passed, row.rate.rate, _ci(row.rate.low, row.rate.high),
+                d and d.diff, _ci(d.low, d.high) if d else "–", d and d.tasks, d and d.gained, d and d.lost,
+                d and d.method]  # fmt: skip
+        if row.heldout is not None:
+            line += [row.heldout.rate, _ci(row.heldout.low, row.heldout.high), row.heldout.n]
+        body.append(line)
+    families = family_table(runs, heldout_families)
+    labels = [label for label, _ in runs]
+    family_body = [[f.family, f.heldout, *(format_rate(r) + (f" of {r.n}" if r else "") for r in f.rates),
+                    *(format_diff(d) for d in f.vs_base[1:])] for f in families]  # fmt: skip
+    family_header = ["family", "not trained on", *(f"{label}: pass rate [95 % CI]" for label in labels),
+                     *(f"Δ {label} − {base} [95 % CI]" for label in labels[1:])]  # fmt: skip
+    note = (
+        "<p>Pass rates are over trials with a 95 % Wilson score interval. Δ is the mean over the tasks both "
+        "runs evaluated of the per-task difference in pass rate, with a 95 % paired interval: Newcombe's "
+        "hybrid score interval when every task passed or failed outright in both runs, else the normal "
+        "approximation over the per-task differences. Gained: tasks the policy passes more often than "
+        f"{html.escape(base)}; lost: less often."
+        + (" Held-out families (not trained on): " + html.escape(", ".join(sorted(heldout_families))) + "."
+           if heldout_families else "")
+        + "</p>"
+    )  # fmt: skip
+    return (_table(header, body, "comparison") + note + "<h3>By family (pp: percent points)</h3>"
+            + _table(family_header, family_body, "families"))
 
 
 _STYLE = """
@@ -199,8 +269,8 @@ figcaption{font-size:12px;color:#555}
 """
 
 
-def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
-    """The report's HTML for one or more runs (label, rows)."""
+def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_families: Collection[str] = ()) -> str:
+    """The report's HTML for one or more runs (label, rows); with several, the first is the base."""
     if not runs:
         raise ValueError("a report needs at least one run")
     labels = [label for label, _ in runs]
@@ -218,7 +288,8 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
         + ", ".join(f"<b>{html.escape(label)}</b> ({len(rows)} trials)" for label, rows in runs)
         + "</p>"
         f"<h2>Summary</h2>{_summary_table(runs)}"
-        f'<h2>Plots</h2><div class="plots">{figures}</div>'
+        + (f"<h2>Comparison</h2>{_comparison(runs, heldout_families)}" if len(runs) > 1 else "")
+        + f'<h2>Plots</h2><div class="plots">{figures}</div>'
         f"<h2>By family</h2>{_group_tables(runs, 'family')}"
         f"<h2>By difficulty</h2>{_group_tables(runs, 'difficulty')}"
         f"<h2>Per task</h2>{_task_tables(runs)}"
@@ -226,28 +297,64 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
     )
 
 
-def write_report(out_path: str | os.PathLike, runs: Sequence[Run], *, title: str | None = None) -> Path:
+def write_report(out_path: str | os.PathLike, runs: Sequence[Run], *, title: str | None = None,
+                 heldout_families: Collection[str] = ()) -> Path:  # fmt: skip
     """Render and write the report atomically; returns its path."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(render_report(runs, title=title), encoding="utf-8")
+    tmp.write_text(render_report(runs, title=title, heldout_families=heldout_families), encoding="utf-8")
     tmp.replace(out)
     return out
 
 
-def _run_label(path: Path, rows: Rows, taken: set[str]) -> str:
+def _run_label(fallback: str, rows: Rows, taken: set[str]) -> str:
     ids = {r.get("run_id") for r in rows if r.get("run_id")}
-    label = ids.pop() if len(ids) == 1 else path.stem
+    label = ids.pop() if len(ids) == 1 else fallback
     # Two files of the same run (a rerun) still need distinct columns.
-    return label if label not in taken else f"{label} ({path.stem})"
+    return label if label not in taken else f"{label} ({fallback})"
 
 
-def report_from_files(out_path: str | os.PathLike, results: Sequence[str | os.PathLike]) -> Path:
-    """The report of one eval-results file, or a comparison of several."""
+def _read_runs(results: Sequence[tuple[str, str | os.PathLike]]) -> list[Run]:
+    """(fallback name, path) -> (label, rows): labelled by the file's run_id, else the fallback."""
     runs: list[Run] = []
-    for item in results:
-        path = Path(item)
+    for fallback, path in results:
         rows = read_eval_results(path).to_pylist()
-        runs.append((_run_label(path, rows, {label for label, _ in runs}), rows))
-    return write_report(out_path, runs)
+        runs.append((_run_label(fallback, rows, {label for label, _ in runs}), rows))
+    return runs
+
+
+def report_from_files(out_path: str | os.PathLike, results: Sequence[str | os.PathLike], *,
+                      heldout_families: Collection[str] = ()) -> Path:  # fmt: skip
+    """The report of one eval-results file, or a comparison of several (the first is the base)."""
+    runs = _read_runs([(Path(path).stem, path) for path in results])
+    return write_report(out_path, runs, heldout_families=heldout_families)
+
+
+def compare_files(
+    out_path: str | os.PathLike,
+    results: Sequence[tuple[str, str | os.PathLike]],
+    *,
+    heldout_families: Collection[str] = (),
+    title: str | None = None,
+) -> dict[str, float]:
+    """The comparison report of labelled policies' results, in order (the first is the base).
+
+    ``results`` is ``[(slot, path), ...]``, e.g. base, phase1, final. A run is named
+    by the ``run_id`` in its file (the slot when the file holds none or several).
+    Returns the KFP metrics: ``comparison_metrics`` of the table, plus
+    ``eval/<slot>_pass_rate`` per slot and ``eval/pass_rate_delta`` (final − base)
+    when both slots are given.
+    """
+    if not results:
+        raise ValueError("a comparison needs at least one eval-results file")
+    runs = _read_runs(results)
+    labels = [label for label, _ in runs]
+    write_report(out_path, runs, heldout_families=heldout_families,
+                 title=title or "termrl curriculum: " + " vs ".join(labels) + " policy (held-out tasks)")  # fmt: skip
+    table = policy_table(runs, heldout_families)
+    rates = {slot: row.rate.rate for (slot, _), row in zip(results, table, strict=True)}
+    values = {f"eval/{slot}_pass_rate": rate for slot, rate in rates.items()}
+    if "base" in rates and "final" in rates:
+        values["eval/pass_rate_delta"] = rates["final"] - rates["base"]
+    return {**values, **comparison_metrics(table)}

@@ -5,11 +5,12 @@
     task_table(rows)              one row per task
     flat_metrics(summary)         "eval/accuracy"-style floats for KFP Metrics and logs
 
-Accuracy is the share of passed trials; pass@k (``components.eval.passk``)
-is the mean over tasks of the unbiased per-task estimate, so with one trial
-per task pass@1 equals accuracy. Token and time means are over the trials
-that reached the agent (rows with an environment error are left out: they
-measure the harness).
+Accuracy is the share of passed trials, with its 95 % Wilson interval
+(``accuracy_ci_low``/``_high``; ``pass_rate_ci_*`` in the tables); pass@k
+(``components.eval.passk``) is the mean over tasks of the unbiased per-task
+estimate, so with one trial per task pass@1 equals accuracy. Token and time
+means are over the trials that reached the agent (rows with an environment
+error are left out: they measure the harness).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from statistics import mean
 from typing import Any
 
 from components.eval.passk import default_ks, suite_pass_at_k
+from components.eval.stats import wilson_interval
 from components.eval.taxonomy import FAILURE_MODES
 
 __all__ = ["difficulty_key", "flat_metrics", "group_table", "summarize", "task_counts", "task_table"]
@@ -52,6 +54,12 @@ def _tokens(row: Row) -> int:
     return int(row.get("prompt_tokens") or 0) + int(row.get("completion_tokens") or 0)
 
 
+def _interval(name: str, rows: Sequence[Row]) -> dict[str, float]:
+    """The 95 % Wilson interval of the share of passed trials, as ``<name>_ci_low/high``."""
+    low, high = wilson_interval(sum(bool(r["passed"]) for r in rows), len(rows))
+    return {f"{name}_ci_low": low, f"{name}_ci_high": high}
+
+
 def _pass_at(rows: Sequence[Row], ks: Sequence[int]) -> dict[str, float | None]:
     counts = list(task_counts(rows).values())
     return {f"pass@{k}": suite_pass_at_k(counts, k) for k in ks}
@@ -82,6 +90,7 @@ def summarize(rows: Sequence[Row]) -> dict[str, Any]:
         "trials": len(rows),
         "passed": sum(bool(r["passed"]) for r in rows),
         "accuracy": sum(bool(r["passed"]) for r in rows) / len(rows),
+        **_interval("accuracy", rows),
         **_pass_at(rows, _ks(rows)),
         "mean_reward": _mean(r["reward"] for r in rows),
         "over_budget": sum(bool(r.get("over_budget")) for r in rows),
@@ -112,6 +121,7 @@ def group_table(rows: Sequence[Row], key: str) -> list[dict[str, Any]]:
                 "tasks": len(task_counts(members)),
                 "trials": len(members),
                 "pass_rate": sum(bool(r["passed"]) for r in members) / len(members),
+                **_interval("pass_rate", members),
                 **_pass_at(members, ks),
                 "mean_turns": _mean(r.get("turns") for r in members),
                 "mean_tokens": _mean(_tokens(r) for r in members),
@@ -138,6 +148,7 @@ def task_table(rows: Sequence[Row]) -> list[dict[str, Any]]:
                 "trials": len(members),
                 "passed": sum(bool(r["passed"]) for r in members),
                 "pass_rate": sum(bool(r["passed"]) for r in members) / len(members),
+                **_interval("pass_rate", members),
                 **_pass_at(members, ks),
                 "mean_turns": _mean(r.get("turns") for r in members),
                 "mean_tokens": _mean(_tokens(r) for r in members),

@@ -29,6 +29,7 @@ def rollout(
     demonstrations: Optional[Input[Dataset]] = None,  # noqa: UP045 - kfp reads Optional[...]
     anchor_state: Optional[Input[Artifact]] = None,  # noqa: UP045
     anchoring: str = "none",
+    prompt_style: str = "compact",
     policy_version: int = 0,
     seed: int = 0,
     group_size: int = 4,
@@ -66,7 +67,7 @@ def rollout(
         tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
         groups=groups, redundancy=redundancy, concurrency=concurrency, max_turns=max_turns,
-        max_new_tokens=max_new_tokens, backend=backend, anchoring=anchoring,
+        max_new_tokens=max_new_tokens, backend=backend, anchoring=anchoring, prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
         anchor_state_out=pathlib.Path(anchors.path), **(options or {}),

@@ -75,6 +75,9 @@ class RolloutConfig:
     """Response budget per turn."""
     context_window: int | None = 4096
     """Tokens of prompt + response an episode may use; None takes the model's."""
+    prompt_style: str = "compact"
+    """The agent's system prompt (``termrl.agent.toolcalls.PROMPTS``); the same in demonstrations
+    and eval."""
     temperature: float = 1.0
     """Sampling temperature: on-policy RL samples at 1.0 so μ matches the trained π."""
     exec_timeout_s: float = 30.0
@@ -134,6 +137,7 @@ class RolloutConfig:
             max_turns=self.max_turns,
             max_new_tokens=self.max_new_tokens,
             context_window=self.context_window,
+            prompt_style=self.prompt_style,
             sampling=SamplingParams(temperature=self.temperature),
             default_timeout_s=self.exec_timeout_s,
             max_timeout_s=self.max_exec_timeout_s,

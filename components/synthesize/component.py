@@ -21,6 +21,7 @@ def synthesize(
     count: int = 12,
     seed: int = 0,
     families: str = "",
+    exclude_families: str = "",
     difficulties: str = "",
     perturbation_rate: float = 0.3,
     llm_model: str = "",
@@ -37,6 +38,7 @@ def synthesize(
     main(SynthesizeConfig(
         out=tasks.path, count=count, seed=seed, perturbation_rate=perturbation_rate,
         families=tuple(f for f in families.split(",") if f), llm_model=llm_model or None,
+        exclude_families=tuple(f for f in exclude_families.split(",") if f),
         progress=False, **({"difficulties": tuple(d for d in difficulties.split(",") if d)} if difficulties else {}),
         **(options or {}),
     ))  # fmt: skip

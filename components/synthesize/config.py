@@ -25,6 +25,8 @@ class SynthesizeConfig:
 
     families: tuple[str, ...] = ()
     """Families to draw from; empty means all of ``families.FAMILIES``."""
+    exclude_families: tuple[str, ...] = ()
+    """Families never drawn (e.g. the curriculum's family held out of training)."""
 
     difficulties: tuple[str, ...] = DIFFICULTIES
     """Difficulty levels to draw from; tasks are spread evenly over family x difficulty."""
@@ -79,14 +81,15 @@ class SynthesizeConfig:
 
     def selected_families(self) -> list[str]:
         """The families this run draws from, in registry order."""
-        return [f for f in FAMILIES if not self.families or f in self.families]
+        return [f for f in FAMILIES
+                if (not self.families or f in self.families) and f not in self.exclude_families]  # fmt: skip
 
     def validate(self) -> None:
         """Raise one ``ConfigError`` listing every problem."""
         problems = []
         if self.count < 0:
             problems.append(f"count must be >= 0, got {self.count}")
-        unknown = sorted(set(self.families) - set(FAMILIES))
+        unknown = sorted((set(self.families) | set(self.exclude_families)) - set(FAMILIES))
         if unknown:
             problems.append(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
         bad_levels = sorted(set(self.difficulties) - set(DIFFICULTIES))

@@ -19,6 +19,8 @@ __all__ = ["train"]
 @click.command("train")
 @click.option("--trajectories", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Trajectories artifact (Parquet) to train on.")
+@click.option("--demonstrations", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Trajectories artifact of demonstrations (source: expert) to imitate alongside.")
 @click.option("--model", type=click.Path(exists=True, file_okay=False), required=True,
               help="Starting policy: a Hugging Face folder.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
@@ -38,6 +40,11 @@ __all__ = ["train"]
 @click.option("--micro-batch-size", type=int, default=None)
 @click.option("--grad-accum-steps", type=int, default=None)
 @click.option("--negative-weight", type=float, default=None)
+@click.option("--rl-weight", type=float, default=None, help="Weight of the RL term (0: imitation only).")
+@click.option("--il-weight", type=float, default=None,
+              help="λ_IL at iteration 0: weight of the imitation term on demonstrations (0: pure RL).")
+@click.option("--il-decay", type=float, default=None, help="λ_IL = il_weight · il_decay ** iteration.")
+@click.option("--iteration", type=int, default=None, help="Curriculum iteration (0-based) for λ_IL's schedule.")
 @click.option("--seed", type=int, default=None)
 @click.option("--save-every-steps", type=int, default=None)
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")

@@ -6,6 +6,8 @@ the final Hugging Face model at its root (what the next rollout and eval load),
 step checkpoints under ``checkpoints/`` and ``train_metrics.parquet``.
 """
 
+from typing import Optional
+
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
@@ -21,6 +23,7 @@ def train(
     policy: Input[Model],
     checkpoint: Output[Model],
     metrics: Output[Metrics],
+    demonstrations: Optional[Input[Dataset]] = None,  # noqa: UP045 - kfp reads Optional[...]
     mode: str = "positive-only",
     finetune: str = "lora",
     learning_rate: float = 0.0,
@@ -28,9 +31,18 @@ def train(
     max_steps: int = 0,
     grad_accum_steps: int = 4,
     seed: int = 0,
+    rl_weight: float = 1.0,
+    il_weight: float = 1.0,
+    il_decay: float = 0.5,
+    iteration: int = 0,
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
-    """One IPA update of ``policy`` on ``trajectories`` -> the next policy checkpoint."""
+    """One IPA update of ``policy`` on ``trajectories`` -> the next policy checkpoint.
+
+    The objective is ``rl_weight`` · IPA on the policy's sampled chunks + λ_IL · imitation
+    of the demonstrations (``source: expert`` episodes of ``trajectories`` and of the
+    optional ``demonstrations``), with λ_IL = ``il_weight`` · ``il_decay`` ** ``iteration``.
+    """
     import json
     import pathlib
 
@@ -39,8 +51,10 @@ def train(
 
     result = run_training(TrainConfig(
         trajectories=trajectories.path, model=policy.path, out=checkpoint.path, mode=mode,
+        demonstrations=demonstrations.path if demonstrations is not None else None,
         finetune=finetune, learning_rate=learning_rate or None, epochs=epochs,
         max_steps=max_steps or None, grad_accum_steps=grad_accum_steps, seed=seed,
+        rl_weight=rl_weight, il_weight=il_weight, il_decay=il_decay, iteration=iteration,
         keep_checkpoints=1, progress=False, **(options or {}),
     ))  # fmt: skip
     last = result["last"] or {}

@@ -8,6 +8,12 @@ concatenation, in ``chunk_index`` order, of each chunk's ``prompt_ids`` and
     token_chunk  [-1 ...  | 0 0 0 | -1  | 1 1 1 1 | ...]   (-1: not trained)
     mu_logprobs  [  .     | μ μ μ |  .  | μ μ μ μ | ...]   (NaN where unknown)
 
+Demonstrations (``source: expert``) and chunk-initialized resampling mark the
+chunks nobody sampled: an expert episode is replayed whole, and a policy
+episode started from anchor k replays its first k−1 chunks. A replayed chunk
+has no μ (NaN: no inference policy produced it), so the mismatch mask never
+looks at it, and ``chunk_replayed`` keeps it out of the RL loss.
+
 Episodes that cannot teach anything are excluded up front, each with its
 reason (the trainer counts them in the metrics as ``masked/<reason>``):
 
@@ -18,6 +24,11 @@ reason (the trainer counts them in the metrics as ``masked/<reason>``):
     long_failure  a failed episode with more response tokens than the limit (seed: 20k)
     too_long      the token stream does not fit the model's context
     empty         no response tokens at all
+
+and two the trainer adds when a term of the objective is switched off:
+
+    imitation_off a demonstration, while il_weight is 0
+    rl_off        a policy episode, while rl_weight is 0
 """
 
 from __future__ import annotations
@@ -34,12 +45,15 @@ from torch import Tensor
 from termrl.artifacts.trajectories import read_trajectories
 from termrl.errors import ArtifactError
 
-__all__ = ["Episode", "exclusion_counts", "load_episodes"]
+__all__ = ["SOURCES", "Episode", "exclusion_counts", "load_episodes"]
 
 _COLUMNS = [
     "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
     "response_logprobs", "reward", "success", "masked", "mask_reason", "drop", "placeholder", "trainable",
+    "source", "replayed", "anchor",
 ]
+
+SOURCES = ("policy", "expert")
 
 
 @dataclass
@@ -59,6 +73,12 @@ class Episode:
     """[T] the inference engine's log-probability of each token (NaN where unknown)."""
     num_chunks: int
     response_tokens: int
+    source: str = "policy"
+    """``policy`` (sampled by the policy) or ``expert`` (a demonstration: imitation only)."""
+    anchor: int = 1
+    """1-based chunk where policy sampling started (1: from scratch)."""
+    chunk_replayed: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
+    """[C] whether each chunk was replayed from a demonstration rather than sampled."""
     exclusion: str | None = None
     """Why the episode contributes nothing, or ``None`` if it may train."""
     rollout_valid: bool = True
@@ -69,11 +89,17 @@ class Episode:
     chunk_advantages: Tensor = field(default_factory=lambda: torch.zeros(0))
     """[C] advantage of each chunk after discounting and the mode's weighting."""
     chunk_keep: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
-    """[C] whether each chunk enters the loss (mode, mismatch)."""
+    """[C] whether each chunk enters the RL loss (sampled, mode, mismatch)."""
+    chunk_imitate: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
+    """[C] whether each chunk enters the imitation loss (the chunks of a demonstration)."""
     chunk_mismatch: Tensor = field(default_factory=lambda: torch.zeros(0))
     """[C] mean |log π_old − log μ| per chunk (NaN where μ is unknown)."""
     old_logprobs: Tensor = field(default_factory=lambda: torch.zeros(0))
     """[R] π_old of each trained token, in stream order (filled by the trainer)."""
+
+    @property
+    def is_expert(self) -> bool:
+        return self.source == "expert"
 
     @property
     def chunk_tokens(self) -> Tensor:
@@ -85,9 +111,16 @@ class Episode:
 def _episode_from_rows(rows: list[dict]) -> Episode:
     rows.sort(key=lambda r: r["chunk_index"])
     first = rows[0]
+    source = first["source"] or "policy"
+    if source not in SOURCES:
+        raise ArtifactError(
+            f"episode {first['episode_id']}: source {source!r} is not one of {', '.join(SOURCES)}"
+        )
+    anchor = first["anchor"] or 1
     ids: list[int] = []
     chunk: list[int] = []
     mu: list[float] = []
+    replayed: list[bool] = []
     for position, row in enumerate(rows):
         prompt, response, logprobs = row["prompt_ids"], row["response_ids"], row["response_logprobs"]
         if logprobs and len(logprobs) != len(response):
@@ -95,12 +128,14 @@ def _episode_from_rows(rows: list[dict]) -> Episode:
                 f"episode {first['episode_id']} chunk {row['chunk_index']}: "
                 f"{len(logprobs)} response_logprobs for {len(response)} response_ids"
             )
+        # the anchor implies the flag, so a writer that sets only one still keeps RL off the replay
+        replayed.append(source == "expert" or bool(row["replayed"]) or position < anchor - 1)
         ids += prompt
         chunk += [-1] * len(prompt)
         mu += [math.nan] * len(prompt)
         ids += response
         chunk += [position] * len(response)
-        mu += list(logprobs) if logprobs else [math.nan] * len(response)
+        mu += list(logprobs) if logprobs and not replayed[-1] else [math.nan] * len(response)
     if chunk and chunk[0] >= 0:
         chunk[0] = -1  # nothing precedes the first token, so nothing predicts it
     token_chunk = torch.tensor(chunk, dtype=torch.long)
@@ -116,6 +151,9 @@ def _episode_from_rows(rows: list[dict]) -> Episode:
         mu_logprobs=torch.tensor(mu, dtype=torch.float32),
         num_chunks=len(rows),
         response_tokens=int((token_chunk >= 0).sum()),
+        source=source,
+        anchor=anchor,
+        chunk_replayed=torch.tensor(replayed, dtype=torch.bool),
         exclusion=exclusion,
         rollout_valid=exclusion is None,
     )
@@ -134,17 +172,30 @@ def _rollout_exclusion(row: dict) -> str | None:
 
 
 def load_episodes(
-    path: str | os.PathLike, *, max_failed_response_tokens: int, max_episode_tokens: int
+    path: str | os.PathLike,
+    *,
+    max_failed_response_tokens: int,
+    max_episode_tokens: int,
+    demonstrations: str | os.PathLike | None = None,
 ) -> list[Episode]:
-    """Read the artifact and build every episode (excluded ones included, with a reason).
+    """Read the artifact(s) and build every episode (excluded ones included, with a reason).
 
-    Episodes come back sorted by id so every process of a distributed run, and a
-    resumed run, sees the same order.
+    ``demonstrations`` is an optional second trajectories artifact (the demonstrate
+    stage's expert episodes). Episodes come back sorted by id so every process of a
+    distributed run, and a resumed run, sees the same order.
     """
-    table: pa.Table = read_trajectories(path).select(_COLUMNS)
     by_episode: dict[str, list[dict]] = {}
-    for row in table.to_pylist():
-        by_episode.setdefault(row["episode_id"], []).append(row)
+    for source in [path] + ([demonstrations] if demonstrations else []):
+        table: pa.Table = read_trajectories(source).select(_COLUMNS)
+        rows_here: dict[str, list[dict]] = {}
+        for row in table.to_pylist():
+            rows_here.setdefault(row["episode_id"], []).append(row)
+        repeated = sorted(set(rows_here) & set(by_episode))
+        if repeated:
+            raise ArtifactError(
+                f"{source}: episode id {repeated[0]!r} (and {len(repeated) - 1} more) is also in {path}"
+            )
+        by_episode.update(rows_here)
     episodes = [_episode_from_rows(rows) for _, rows in sorted(by_episode.items())]
     for episode in episodes:
         if episode.exclusion is not None:

@@ -13,6 +13,11 @@ of the functions in ``components.train.advantages`` (token, chunk or sequence
 normalisation over the *whole* step, so micro-batch losses simply add up).
 The two objectives share one signature and are picked once at set-up; neither
 contains a switch.
+
+``imitation_loss`` is the third term: the return-weighted log-likelihood of
+the chunks of demonstrations, with the same flattened layout. The trainer adds
+it to the RL term (``rl_weight · L_RL + λ_IL · L_IL``); the two see disjoint
+chunks (an RL chunk was sampled by the policy, an imitation chunk was not).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["LossFn", "chunk_mean", "ipa_loss", "token_level_loss"]
+__all__ = ["LossFn", "chunk_mean", "imitation_loss", "ipa_loss", "token_level_loss"]
 
 
 def chunk_mean(values: Tensor, token_chunk: Tensor, num_chunks: int) -> Tensor:
@@ -117,6 +122,33 @@ def token_level_loss(
     loss = torch.where(token_keep, per_token * token_weight, torch.zeros_like(per_token)).sum()
     stats = _ratio_stats(ratio.detach(), clipped.detach() < unclipped.detach(), token_keep)
     return loss, stats
+
+
+def imitation_loss(
+    logp: Tensor,
+    token_chunk: Tensor,
+    returns: Tensor,
+    il_mask: Tensor,
+    *,
+    normalisation: Tensor,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Return-weighted negative log-likelihood of the expert chunks.
+
+    For chunk k with tokens t ∈ k (n_k of them), return R_k (its episode's reward),
+    imitation flag m_k and normalisation weight w_k:
+
+        L_IL = − Σ_k m_k w_k R_k (1/n_k) Σ_{t∈k} log πθ(t)
+
+    so ∂L_IL/∂log πθ(t) = − m_k w_k R_k / n_k: no ratio and no clip, because nothing
+    here was sampled from the policy. With w_k = n_k / Σ_{m_j} n_j (token normalisation
+    over the step's imitation tokens) this is the token mean of −R·log πθ over the step,
+    and micro-batch losses add up to it. Masked chunks add exactly 0.
+    """
+    num_chunks = returns.shape[0]
+    chunk_logp = chunk_mean(logp, token_chunk, num_chunks)  # [K]
+    per_chunk = -returns * chunk_logp  # [K]
+    loss = torch.where(il_mask, per_chunk * normalisation, torch.zeros_like(per_chunk)).sum()
+    return loss, {"kept": il_mask.sum().detach()}
 
 
 LossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]

@@ -17,12 +17,16 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
 from termrl.errors import ModelError
+
+if TYPE_CHECKING:
+    from components.train.prefix import SharedPrefix
 
 __all__ = ["DistEnv", "MicroBatch", "collate", "init_distributed", "load_policy", "shard_fsdp2", "token_logprobs"]
 
@@ -150,18 +154,23 @@ class MicroBatch:
     token_chunk: Tensor  # [N] chunk index local to this micro-batch
     old_logp: Tensor  # [N]
     advantages: Tensor  # [K]
-    loss_mask: Tensor  # [K]
-    normalisation: Tensor  # [K]
+    loss_mask: Tensor  # [K] RL chunks
+    normalisation: Tensor  # [K] RL weights
+    returns: Tensor  # [K] the episode's reward, R_k of the imitation loss
+    il_mask: Tensor  # [K] imitation chunks
+    il_normalisation: Tensor  # [K] imitation weights
     tokens: int  # real (unpadded) tokens in the batch
 
 
-def collate(episodes: list, weights: list[Tensor], pad_id: int) -> MicroBatch:
+def collate(
+    episodes: list, weights: list[Tensor], pad_id: int, il_weights: list[Tensor] | None = None
+) -> MicroBatch:
     """Pad ``episodes`` (right) and flatten their trained tokens in row-major order."""
     length = max(e.input_ids.numel() for e in episodes)
     batch = len(episodes)
     input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((batch, length), dtype=torch.long)
-    rows, cols, chunks, old, adv, keep = [], [], [], [], [], []
+    rows, cols, chunks, old, adv, keep, returns, imitate = [], [], [], [], [], [], [], []
     offset = 0
     for b, episode in enumerate(episodes):
         n = episode.input_ids.numel()
@@ -174,7 +183,11 @@ def collate(episodes: list, weights: list[Tensor], pad_id: int) -> MicroBatch:
         old.append(episode.old_logprobs)
         adv.append(episode.chunk_advantages)
         keep.append(episode.chunk_keep)
+        returns.append(torch.full((episode.num_chunks,), float(episode.reward)))
+        imitate.append(episode.chunk_imitate)
         offset += episode.num_chunks
+    if il_weights is None:
+        il_weights = [torch.zeros(e.num_chunks) for e in episodes]
     return MicroBatch(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -185,28 +198,43 @@ def collate(episodes: list, weights: list[Tensor], pad_id: int) -> MicroBatch:
         advantages=torch.cat(adv),
         loss_mask=torch.cat(keep),
         normalisation=torch.cat(weights),
+        returns=torch.cat(returns),
+        il_mask=torch.cat(imitate),
+        il_normalisation=torch.cat(il_weights),
         tokens=int(attention_mask.sum()),
     )
 
 
-def token_logprobs(model: nn.Module, batch: MicroBatch, device: torch.device, *, bf16: bool) -> Tensor:
+def token_logprobs(
+    model: nn.Module, batch: MicroBatch, device: torch.device, *, bf16: bool, prefix: SharedPrefix | None = None
+) -> Tensor:
     """log πθ of every trained token -> [N] (fp32), computing logits only where needed.
 
     The logit at position p predicts token p + 1, so the head runs only on the
     positions just before trained tokens (``logits_to_keep`` as an index tensor):
-    the [B, T, V] logits of a long episode never exist.
+    the [B, T, V] logits of a long episode never exist. With a shared ``prefix``
+    (``components.train.prefix``; every row starts with it) the model runs only
+    positions L … T−1 and attends to the prefix's cached keys and values; under
+    gradient checkpointing the caller holds ``attending(model, prefix)`` open.
     """
     needed = torch.unique(batch.cols - 1)  # [P] sorted
+    start = prefix.length if prefix is not None else 0
+    if prefix is not None and not torch.equal(
+        batch.input_ids[:, :start], prefix.ids.expand(batch.input_ids.shape[0], -1)
+    ):
+        raise ValueError("every row of the micro-batch must start with the shared prefix")
     autocast = (
         torch.autocast(device_type=device.type, dtype=torch.bfloat16)
         if bf16
         else contextlib.nullcontext()
     )
+    past = prefix.cache_for(model, batch.input_ids.shape[0]) if prefix is not None else None
     with autocast:
         logits = model(
-            input_ids=batch.input_ids.to(device),
-            attention_mask=batch.attention_mask.to(device),
-            logits_to_keep=needed.to(device),
+            input_ids=batch.input_ids[:, start:].to(device),
+            attention_mask=batch.attention_mask.to(device),  # [B, T]: the prefix's columns too
+            logits_to_keep=(needed - start).to(device),
+            past_key_values=past,
             use_cache=False,
         ).logits  # [B, P, V]
     column = torch.searchsorted(needed, batch.cols - 1)  # [N]

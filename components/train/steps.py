@@ -4,9 +4,12 @@ A step's episodes are fixed by ``plan_steps`` (a seeded shuffle per epoch), so
 a resumed run replays exactly the steps an uninterrupted run would have taken.
 Within a step:
 
-    step episodes ── normalisation weights over the whole step (all ranks, all micro-batches)
+    step episodes ── normalisation weights over the whole step (all ranks, all micro-batches),
+      │              one set for the RL chunks and one for the imitation chunks
+      ├─ their shared prompt prefix: one forward without gradients, its cache reused below
       └─ rank r takes episodes r, r + world, ...; split into micro-batches
-           └─ each micro-batch: log πθ -> loss -> backward (loss · world: FSDP averages)
+           └─ each micro-batch: log πθ -> rl_weight · L_RL + λ_IL · L_IL
+                                -> backward (loss · world: FSDP averages)
       └─ clip grad norm -> optimizer step -> scheduler step -> one metrics row
 
 Every rank runs the same number of micro-batches (a rank short of episodes
@@ -25,11 +28,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from components.train.advantages import token_normalisation
 from components.train.checkpoint import publish_final, save_checkpoint
 from components.train.config import TrainConfig
 from components.train.data import Episode
-from components.train.loss import LossFn
-from components.train.modeling import DistEnv, collate, token_logprobs
+from components.train.loss import LossFn, imitation_loss
+from components.train.modeling import DistEnv, MicroBatch, collate, token_logprobs
+from components.train.prefix import SharedPrefix, attending, encode_shared_prefix
 from termrl.artifacts.metrics import write_train_metrics
 
 __all__ = ["StepRunner", "plan_steps"]
@@ -68,6 +73,10 @@ class StepRunner:
     state: dict[str, Any]
     old_logprobs: dict[str, torch.Tensor]
     out: Path
+    il_lambda: float
+    """λ_IL of this stage (il_weight · il_decay ** iteration)."""
+    share_prefix: bool
+    """Run each step's shared prompt prefix once, without gradients."""
     last_saved: Path | None = field(default=None)
     lr: float = 0.0
     """The learning rate the latest step used."""
@@ -133,63 +142,93 @@ class StepRunner:
     def step(self, index: int) -> dict[str, Any]:
         """One optimizer step; returns its metrics row."""
         began = time.perf_counter()
-        config, env = self.config, self.env
+        env = self.env
         step_episodes = [self.episodes[i] for i in self.steps[index]]
-        weights = self._step_weights(step_episodes)
+        weights, il_weights = self._step_weights(step_episodes)
         micro_batches = self._micro_batches(step_episodes)
-        totals = torch.zeros(5, dtype=torch.float64)  # loss, clipped, kept, ratio sum, tokens
+        # loss, clipped, kept, ratio sum, tokens, RL loss, imitation loss
+        totals = torch.zeros(7, dtype=torch.float64)
         extremes = torch.tensor([-math.inf, -math.inf], dtype=torch.float64)  # ratio max, −ratio min
         self.model.train()
-        for j, members in enumerate(micro_batches):
-            chosen = [step_episodes[i] if i >= 0 else step_episodes[0] for i in members]
-            chosen_weights = [weights[i] if i >= 0 else torch.zeros_like(weights[0]) for i in members]
-            last = j == len(micro_batches) - 1
-            if env.backend == "fsdp2":
-                self.model.set_requires_gradient_sync(last)  # reduce-scatter once per step
-            elif env.backend == "deepspeed":
-                self.model.set_gradient_accumulation_boundary(last)
-            batch = collate(chosen, chosen_weights, self.pad_id)
-            logp = token_logprobs(self.model, batch, env.device, bf16=self.bf16)
-            device = logp.device
-            loss, stats = self.loss_fn(
-                logp,
-                batch.old_logp.to(device),
-                batch.token_chunk.to(device),
-                batch.advantages.to(device),
-                batch.loss_mask.to(device),
-                normalisation=batch.normalisation.to(device),
-                eps_low=config.eps_low,
-                eps_high=config.eps_high,
-            )
-            if env.backend == "deepspeed":
-                self.model.backward(loss * env.world, scale_wrt_gas=False)
-            else:
-                (loss * env.world).backward()
-            kept = float(stats["kept"])
-            real_tokens = sum(step_episodes[i].input_ids.numel() for i in members if i >= 0)
-            totals += torch.tensor(
-                [loss.item(), float(stats["clip_fraction"]) * kept, kept, float(stats["ratio_mean"]) * kept, real_tokens],
-                dtype=torch.float64,
-            )
-            if kept:
-                extremes = torch.maximum(
-                    extremes, torch.tensor([float(stats["ratio_max"]), -float(stats["ratio_min"])], dtype=torch.float64)
-                )
+        prefix = None
+        if self.share_prefix:  # every rank holds the same step episodes, so ranks run this forward together
+            prefix = encode_shared_prefix(self.model, step_episodes, env.device, bf16=self.bf16)
+        with attending(self.model, prefix):  # open over backward too: it recomputes checkpointed layers
+            for j, members in enumerate(micro_batches):
+                chosen = [step_episodes[i] if i >= 0 else step_episodes[0] for i in members]
+                chosen_weights = [weights[i] if i >= 0 else torch.zeros_like(weights[0]) for i in members]
+                chosen_il = [il_weights[i] if i >= 0 else torch.zeros_like(il_weights[0]) for i in members]
+                last = j == len(micro_batches) - 1
+                if env.backend == "fsdp2":
+                    self.model.set_requires_gradient_sync(last)  # reduce-scatter once per step
+                elif env.backend == "deepspeed":
+                    self.model.set_gradient_accumulation_boundary(last)
+                batch = collate(chosen, chosen_weights, self.pad_id, chosen_il)
+                loss, rl_loss, il_loss, stats = self._loss(batch, prefix)
+                if env.backend == "deepspeed":
+                    self.model.backward(loss * env.world, scale_wrt_gas=False)
+                else:
+                    (loss * env.world).backward()
+                kept = float(stats["kept"])
+                real_tokens = sum(step_episodes[i].input_ids.numel() for i in members if i >= 0)
+                totals += torch.tensor(
+                    [loss.item(), float(stats["clip_fraction"]) * kept, kept, float(stats["ratio_mean"]) * kept,
+                     real_tokens, rl_loss.item(), il_loss.item()],
+                    dtype=torch.float64,
+                )  # fmt: skip
+                if kept:
+                    extremes = torch.maximum(
+                        extremes,
+                        torch.tensor([float(stats["ratio_max"]), -float(stats["ratio_min"])], dtype=torch.float64),
+                    )
         grad_norm = self._clip_and_step()
         totals = env.all_sum(totals)
         extremes = env.all_max(extremes)
         elapsed = time.perf_counter() - began
         return self._row(index, step_episodes, totals, extremes, grad_norm, elapsed)
 
-    def _step_weights(self, step_episodes: list[Episode]) -> list[torch.Tensor]:
-        """Normalisation weights over the whole step, split back per episode."""
-        sizes = [e.num_chunks for e in step_episodes]
-        weights = self.normalise(
-            torch.cat([e.chunk_tokens for e in step_episodes]),
-            torch.cat([e.chunk_keep for e in step_episodes]),
-            torch.cat([torch.full((e.num_chunks,), i) for i, e in enumerate(step_episodes)]),
+    def _loss(self, batch: MicroBatch, prefix: SharedPrefix | None):
+        """L = rl_weight · L_RL + λ_IL · L_IL of one micro-batch -> (L, L_RL, L_IL, RL stats).
+
+        The two terms see disjoint chunks (sampled vs demonstrated); either may be 0,
+        as in a step of demonstrations only, and L still has a graph to backward through.
+        """
+        config = self.config
+        logp = token_logprobs(self.model, batch, self.env.device, bf16=self.bf16, prefix=prefix)
+        device = logp.device
+        token_chunk = batch.token_chunk.to(device)
+        rl_loss, stats = self.loss_fn(
+            logp,
+            batch.old_logp.to(device),
+            token_chunk,
+            batch.advantages.to(device),
+            batch.loss_mask.to(device),
+            normalisation=batch.normalisation.to(device),
+            eps_low=config.eps_low,
+            eps_high=config.eps_high,
         )
-        return list(weights.split(sizes))
+        il_loss, _ = imitation_loss(
+            logp,
+            token_chunk,
+            batch.returns.to(device),
+            batch.il_mask.to(device),
+            normalisation=batch.il_normalisation.to(device),
+        )
+        return config.rl_weight * rl_loss + self.il_lambda * il_loss, rl_loss, il_loss, stats
+
+    def _step_weights(self, step_episodes: list[Episode]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """RL and imitation normalisation weights over the whole step, split back per episode.
+
+        RL uses the configured normalisation over its kept chunks; imitation is always a
+        token mean over the step's imitation tokens (w_k = n_k / Σ n).
+        """
+        sizes = [e.num_chunks for e in step_episodes]
+        chunk_tokens = torch.cat([e.chunk_tokens for e in step_episodes])
+        chunk_episode = torch.cat([torch.full((e.num_chunks,), i) for i, e in enumerate(step_episodes)])
+        weights = self.normalise(chunk_tokens, torch.cat([e.chunk_keep for e in step_episodes]), chunk_episode)
+        imitate = torch.cat([e.chunk_imitate for e in step_episodes])
+        il_weights = token_normalisation(chunk_tokens, imitate, chunk_episode)
+        return list(weights.split(sizes)), list(il_weights.split(sizes))
 
     def _clip_and_step(self) -> float:
         self.lr = self.scheduler.get_last_lr()[0]
@@ -207,17 +246,28 @@ class StepRunner:
         return float(norm)
 
     def _row(self, index, step_episodes, totals, extremes, grad_norm, elapsed) -> dict[str, Any]:
-        loss, clipped, kept, ratio_sum, tokens = totals.tolist()
-        advantages = torch.tensor([e.advantage for e in step_episodes])
+        loss, clipped, kept, ratio_sum, tokens, rl_loss, il_loss = totals.tolist()
+        advantages = torch.tensor([e.advantage for e in step_episodes if not e.is_expert])
+        if not advantages.numel():
+            advantages = torch.zeros(1)  # a step of demonstrations only
+        rl_tokens = sum(int((e.chunk_tokens * e.chunk_keep).sum()) for e in step_episodes)
+        il_tokens = sum(int((e.chunk_tokens * e.chunk_imitate).sum()) for e in step_episodes)
+        loss_tokens = max(rl_tokens + il_tokens, 1)
         kept_div = max(kept, 1.0)
         row = {
             "step": index + 1,
             "mode": self.config.mode,
-            "loss": loss,
+            "loss": loss,  # rl_weight · loss/rl + λ_IL · loss/il
+            "loss/rl": rl_loss,
+            "loss/il": il_loss,
+            "loss/il_lambda": self.il_lambda,
+            "tokens/rl_share": rl_tokens / loss_tokens,
+            "tokens/il_share": il_tokens / loss_tokens,
             "lr": self.lr,
             "grad_norm": grad_norm,
             "positive_count": int((advantages > 0).sum()),
             "negative_count": int((advantages < 0).sum()),
+            "expert_count": sum(e.is_expert for e in step_episodes),
             "advantage_mean": float(advantages.mean()),
             "advantage_std": float(advantages.std(unbiased=False)),
             "clip_fraction": clipped / kept_div,

@@ -7,12 +7,13 @@
 
 Data flow of one stage:
 
-    episodes (data.py) ─ rollout exclusions, long failures
-      └─ group advantages over rollout-valid episodes ─ chunk returns (γ)
-           └─ mode (positive-only | full) ─ π_old (starting policy, once)
-                └─ mismatch mask per chunk ─ drop episodes with no kept chunk
-                     └─ steps: shuffled per epoch (seeded), split over ranks and micro-batches,
-                        normalisation weights computed over the whole step
+    episodes (data.py) ─ rollout exclusions, long failures, switched-off terms
+      ├─ policy episodes: group advantages over rollout-valid ones ─ chunk returns (γ)
+      │    └─ mode (positive-only | full) on sampled chunks ─ π_old (starting policy, once)
+      │         └─ mismatch mask per chunk ─ drop episodes with no kept chunk
+      └─ expert episodes (demonstrations): every chunk is an imitation chunk
+           └─ steps over both: shuffled per epoch (seeded), split over ranks and micro-batches,
+              RL and imitation normalisation weights computed over the whole step
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from components.train.modeling import (
     shard_fsdp2,
     token_logprobs,
 )
+from components.train.prefix import attending, encode_shared_prefix
 from components.train.steps import StepRunner, plan_steps
 from termrl.errors import ArtifactError, ConfigError
 
@@ -70,8 +72,19 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, Any]:
-    """Advantages and the mode's chunk selection; returns dataset-level statistics."""
-    valid = [e for e in episodes if e.rollout_valid]
+    """Which chunks each term trains, and the RL advantages; returns dataset-level statistics.
+
+    RL (``chunk_keep``) takes the chunks the policy sampled; a replayed chunk of an
+    anchored episode never gets RL loss, since the policy did not choose it. Imitation
+    (``chunk_imitate``) takes every chunk of a demonstration, and demonstrations stay
+    out of the group advantages: their reward is a given, not an outcome of the policy.
+    """
+    for episode in episodes:
+        if episode.exclusion is None and episode.is_expert and config.il_weight == 0:
+            episode.exclusion = "imitation_off"
+        elif episode.exclusion is None and not episode.is_expert and config.rl_weight == 0:
+            episode.exclusion = "rl_off"
+    valid = [e for e in episodes if e.rollout_valid and not e.is_expert]
     groups = {g: i for i, g in enumerate(sorted({e.group_id for e in valid}))}
     if valid:
         advantages = group_advantages(
@@ -87,14 +100,19 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
         raw = chunk_advantages(
             torch.tensor([episode.advantage]), torch.zeros_like(chunks), chunks, gamma=config.gamma
         )
-        keep = torch.full((episode.num_chunks,), episode.exclusion is None)
+        usable = episode.exclusion is None
+        sampled = torch.full((episode.num_chunks,), usable and not episode.is_expert) & ~episode.chunk_replayed
         episode.chunk_advantages, episode.chunk_keep = mode_fn(
-            raw, keep, negative_weight=config.negative_weight
+            raw, sampled, negative_weight=config.negative_weight
         )
+        has_tokens = episode.chunk_tokens > 0
+        episode.chunk_imitate = torch.full((episode.num_chunks,), usable and episode.is_expert) & has_tokens
     values = torch.tensor([e.advantage for e in valid]) if valid else torch.zeros(0)
     failed = [e.response_tokens for e in valid if not e.success]
     return {
         "data/episodes": len(episodes),
+        "data/expert": sum(e.is_expert for e in episodes),
+        "data/anchored": sum(not e.is_expert and bool(e.chunk_replayed.any()) for e in episodes),
         "data/positive": int((values > 0).sum()),
         "data/negative": int((values < 0).sum()),
         "data/advantage_mean": float(values.mean()) if values.numel() else 0.0,
@@ -105,22 +123,29 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
 
 @torch.no_grad()
 def compute_old_logprobs(
-    model: torch.nn.Module, episodes: list[Episode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int
+    model: torch.nn.Module, episodes: list[Episode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int,
+    share_prefix: bool,
 ) -> None:
-    """π_old of every trained token, from the policy before any update of this stage."""
+    """π_old of every trained token, from the policy before any update of this stage.
+
+    With ``share_prefix`` the prompt prefix common to all ``episodes`` runs once (the
+    values are the full forward's; nothing here needs gradients anyway).
+    """
     model.eval()
-    for start in range(0, len(episodes), micro_batch_size):
-        chunk = episodes[start : start + micro_batch_size]
-        weights = [torch.zeros(e.num_chunks) for e in chunk]
-        for e in chunk:
-            e.old_logprobs = torch.zeros(e.response_tokens)
-        batch = collate(chunk, weights, pad_id)
-        logp = token_logprobs(model, batch, env.device, bf16=bf16).cpu()
-        offsets = [0]
-        for e in chunk:
-            offsets.append(offsets[-1] + e.response_tokens)
-        for i, e in enumerate(chunk):
-            e.old_logprobs = logp[offsets[i] : offsets[i + 1]].clone()
+    prefix = encode_shared_prefix(model, episodes, env.device, bf16=bf16) if share_prefix else None
+    with attending(model, prefix):
+        for start in range(0, len(episodes), micro_batch_size):
+            chunk = episodes[start : start + micro_batch_size]
+            weights = [torch.zeros(e.num_chunks) for e in chunk]
+            for e in chunk:
+                e.old_logprobs = torch.zeros(e.response_tokens)
+            batch = collate(chunk, weights, pad_id)
+            logp = token_logprobs(model, batch, env.device, bf16=bf16, prefix=prefix).cpu()
+            offsets = [0]
+            for e in chunk:
+                offsets.append(offsets[-1] + e.response_tokens)
+            for i, e in enumerate(chunk):
+                e.old_logprobs = logp[offsets[i] : offsets[i + 1]].clone()
     model.train()
 
 
@@ -187,6 +212,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         config.trajectories,
         max_failed_response_tokens=config.max_failed_response_tokens,
         max_episode_tokens=limit,
+        demonstrations=config.demonstrations,
     )
     data_stats = prepare_episodes(episodes, config)
     bf16 = derived["dtype"] == "bfloat16"
@@ -208,9 +234,11 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     if env.backend == "fsdp2":
         model = shard_fsdp2(model, bf16=bf16)
     candidates = [e for e in episodes if e.exclusion is None and bool(e.chunk_keep.any())]
+    experts = [e for e in episodes if e.exclusion is None and bool(e.chunk_imitate.any())]
     if resume_from is None:
         # every rank computes all of them, so FSDP2's collectives line up
-        compute_old_logprobs(model, candidates, env, micro_batch_size=config.micro_batch_size, bf16=bf16, pad_id=pad_id)
+        compute_old_logprobs(model, candidates, env, micro_batch_size=config.micro_batch_size, bf16=bf16,
+                             pad_id=pad_id, share_prefix=config.share_prompt_prefix)
     else:
         saved = load_old_logprobs(resume_from)
         missing = [e.episode_id for e in candidates if e.episode_id not in saved]
@@ -221,9 +249,11 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
             )
         for e in candidates:
             e.old_logprobs = saved[e.episode_id]
+    for e in experts:
+        e.old_logprobs = torch.zeros(e.response_tokens)  # the imitation loss has no ratio: no π_old
     data_stats.update(apply_mismatch_mask(candidates, config.mismatch_threshold))
-    trainable_episodes = [e for e in candidates if bool(e.chunk_keep.any())]
-    data_stats.update(_exclusion_stats(episodes, candidates, trainable_episodes))
+    trainable_episodes = [e for e in episodes if bool(e.chunk_keep.any() or e.chunk_imitate.any())]
+    data_stats.update(_exclusion_stats(episodes, candidates + experts, trainable_episodes))
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -264,6 +294,8 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         start_step=len(metrics),
         loss_fn=LOSS_FUNCTIONS[config.objective],
         normalise=NORMALISATION_FUNCTIONS[config.normalisation],
+        il_lambda=derived["il_lambda"],
+        share_prefix=config.share_prompt_prefix,
         data_stats=data_stats,
         metrics=metrics,
         state=state,

@@ -36,21 +36,38 @@ def _stage(task_name: str) -> str:
 def test_dag_has_every_stage_in_curriculum_order(compiled):
     _, spec, _ = compiled
     tasks = spec.root.dag.tasks
-    # prepare, synthesize, verify, curate, (rollout + train) x (2 + 1), eval x 2, compare
-    assert len(tasks) == 4 + 2 * 3 + 2 + 1
+    # prepare, (synthesize + verify) x 2 (training, held-out), curate, demonstrate, imitation,
+    # (rollout + train) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
+    assert len(tasks) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 3 + 4 + 1
     names = {t.task_info.name for t in tasks.values()}
     assert {"phase 1 · rollout 1/2", "phase 1 · train 2/2 (positive-only)", "phase 2 · train 1/1 (full)",
-            "eval · base policy", "eval · final policy", "report · base vs final"} <= names  # fmt: skip
+            "demonstrate solutions", "imitation · train on demonstrations", "eval · base policy",
+            "eval · after imitation", "eval · after phase 1", "eval · final policy", "report · policies",
+            } <= names  # fmt: skip
+
+    def producer(task: str, artifact: str) -> str:
+        return tasks[task].inputs.artifacts[artifact].task_output_artifact.producer_task
+
+    # imitation trains on the demonstrations alone; every phase-1 round starts from them too
+    assert producer("train", "trajectories") == "demonstrate"
+    assert producer("rollout", "demonstrations") == producer("train-2", "demonstrations") == "demonstrate"
+    assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
     # train N consumes rollout N's trajectories and the policy of train N-1
-    assert tasks["train-2"].inputs.artifacts["policy"].task_output_artifact.producer_task == "train"
-    assert tasks["train-2"].inputs.artifacts["trajectories"].task_output_artifact.producer_task == "rollout-2"
+    assert producer("rollout", "policy") == "train"
+    assert producer("train-3", "policy") == "train-2"
+    assert producer("train-3", "trajectories") == "rollout-2"
     assert tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "expert_pool"
     assert tasks["rollout"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "train_pool"
     modes = {n: t.inputs.parameters["mode"].runtime_value.constant.string_value
              for n, t in tasks.items() if n.startswith("train")}  # fmt: skip
-    assert modes == {"train": "positive-only", "train-2": "positive-only", "train-3": "full"}
-    final_eval = next(t for t in tasks.values() if t.task_info.name == "eval · final policy")
-    assert final_eval.inputs.artifacts["policy"].task_output_artifact.producer_task == "train-3"
+    assert modes == {"train": "positive-only", "train-2": "positive-only", "train-3": "positive-only",
+                     "train-4": "full"}  # fmt: skip
+    evals = {t.task_info.name: t for t in tasks.values() if t.task_info.name.startswith("eval")}
+    assert {name: t.inputs.artifacts["policy"].task_output_artifact.producer_task for name, t in evals.items()
+            if name != "eval · base policy"} == {"eval · after imitation": "train", "eval · after phase 1": "train-3",
+                                                 "eval · final policy": "train-4"}  # fmt: skip
+    # every policy is evaluated on the same held-out tasks, which training never sees
+    assert {t.inputs.artifacts["tasks"].task_output_artifact.producer_task for t in evals.values()} == {"verify-2"}
 
 
 def test_every_stage_is_cached_named_versioned_and_sized(compiled):
@@ -95,7 +112,7 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
     path, _, platform = compiled
     assert platform is not None
     executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert len(executors) == 4 + 2 * 3 + 2 + 1
+    assert len(executors) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 3 + 4 + 1
     for name, config in executors.items():
         assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
         assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "termrl-model-cache"
@@ -145,10 +162,10 @@ def test_compile_command_writes_uploadable_yaml(tmp_path):
                                                   "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
-    assert len(spec.root.dag.tasks) == 4 + 2 * 4 + 2 + 1
+    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 4 + 4 + 1
     assert spec.root.input_definitions.parameters["code_version"].default_value.string_value.startswith("src-")
     assert "registry.example/termrl/stage-gpu:1" in out.read_text()
-    assert "termrl-curriculum: 15 tasks" in result.output
+    assert "termrl-curriculum: 21 tasks" in result.output
 
 
 def test_source_version_follows_stage_code_only(tmp_path):

@@ -22,8 +22,11 @@ from termrl.errors import ConfigError
 
 # A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.
 TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "group_size=2", "--set", "groups=1", "--set", "max_turns=2",
-        "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2"]  # fmt: skip
-STAGES = 11  # prepare, synthesize, verify, curate, 2 x (rollout, train), 2 evals, compare
+        "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2",
+        "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1"]  # fmt: skip
+# prepare, 2 x (synthesize, verify), curate, demonstrate, imitation, 2 x (rollout, train),
+# 4 evals (base, imitation, phase 1, final), compare
+STAGES = 17
 
 
 def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:
@@ -97,15 +100,15 @@ def test_run_shows_progress_report_and_table(first_run):
     runs, _, output = first_run
     record = RunRecord.load(runs / "first")
     assert record.ok and len(record.executed()) == STAGES
-    assert "[ 1/11] prepare base policy: executed" in output
+    assert f"[ 1/{STAGES}] prepare base policy: executed" in output
     assert "phase 2 · train 1/1 (full): executed" in output
     report = Path(output.split("report: ", 1)[1].split()[0])
     assert report == runs / "first" / "report.html"
     assert report.read_text() == Path(record.tasks["compare"].outputs["report"]).read_text()
-    assert "base vs final" in report.read_text()
-    table = output.split("held-out tasks: base vs final policy", 1)[1].splitlines()
+    assert "Comparison" in report.read_text()
+    table = output.split("held-out tasks: base vs imitation vs phase1 vs final policy", 1)[1].splitlines()
     assert table[1].split() == ["policy", "tasks", "trials", "passed", "pass", "rate"]
-    assert table[2].split()[0] == "base" and table[3].split()[0] == "final"
+    assert [line.split()[0] for line in table[2:6]] == ["base", "imitation", "phase1", "final"]
     metrics = json.loads(Path(record.tasks["compare"].outputs["metrics"]).read_text())
     assert f"{metrics['eval/base_pass_rate']:.1%}" == table[2].split()[-1]
 
@@ -137,15 +140,17 @@ def test_rerun_one_stage_on_upstream_artifacts(first_run):
     assert result.exit_code == 0, result.output + repr(result.exception)
     first = RunRecord.load(run_dir)
     assert "upstream stages not executed" in result.output
-    assert f"trajectories <- {first.tasks['rollout-2'].outputs['trajectories']}" in result.output
+    # train-2 is phase 1's train: the rollout's trajectories, the imitation policy, the demonstrations
+    assert f"trajectories <- {first.tasks['rollout'].outputs['trajectories']}" in result.output
     assert f"policy <- {first.tasks['train'].outputs['checkpoint']}" in result.output
+    assert f"demonstrations <- {first.tasks['demonstrate'].outputs['demonstrations']}" in result.output
     assert "rerun · train-2: executed" in result.output
     (rerun_dir,) = (run_dir / "reruns").iterdir()
     record = RunRecord.load(rerun_dir)
     stage = next(t for t in record.tasks.values() if not t.name.startswith("importer"))
     assert stage.state == "executed" and stage.display_name == "rerun · train-2"
     importers = [t for t in record.tasks.values() if t is not stage]
-    assert len(importers) == 2 and {t.state for t in importers} == {"imported"}  # nothing upstream ran
+    assert len(importers) == 3 and {t.state for t in importers} == {"imported"}  # nothing upstream ran
     checkpoint = Path(stage.outputs["checkpoint"])
     assert (checkpoint / "config.json").is_file() and checkpoint != Path(first.tasks["train-2"].outputs["checkpoint"])
     log = (rerun_dir / "run.log").read_text()

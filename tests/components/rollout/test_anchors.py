@@ -6,7 +6,12 @@ import pytest
 
 from components.demonstrate.config import DemonstrateConfig
 from components.demonstrate.stage import demonstrate
-from components.rollout.anchors import anchor_picker, load_demonstrations, next_rollback_state, read_state
+from components.rollout.anchors import (
+    anchor_picker,
+    load_demonstrations,
+    next_rollback_state,
+    read_state,
+)
 from components.rollout.config import RolloutConfig
 from components.rollout.stage import rollout
 from components.synthesize.generate import make_task, task_seed

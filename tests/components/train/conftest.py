@@ -64,12 +64,17 @@ def episode_rows(
     success: bool | None = None,
     **flags: Any,
 ) -> list[dict[str, Any]]:
-    """Rows of one episode; ``flags`` may set masked/mask_reason/drop/placeholder/trainable."""
+    """Rows of one episode; ``flags`` may set masked/mask_reason/drop/placeholder/trainable,
+    and the 1.1 columns: source, anchor, replayed (a list, one flag per chunk)."""
     success = reward > 0 if success is None else success
     rows = []
+    replayed = flags.get("replayed") or [None] * len(chunks)
     for index, ((prompt, response), lp) in enumerate(zip(chunks, logprobs, strict=True)):
         rows.append(
             {
+                "source": flags.get("source"),
+                "anchor": flags.get("anchor"),
+                "replayed": replayed[index],
                 "episode_id": episode_id,
                 "group_id": group_id,
                 "task_id": task_id,
@@ -91,6 +96,15 @@ def episode_rows(
             }
         )
     return rows
+
+
+def expert_rows(episode_id: str, chunks: list[tuple[list[int], list[int]]], task_id: str = "toy") -> list[dict]:
+    """A demonstration as the contract writes it: every chunk replayed, μ = 0.0, reward 1."""
+    return episode_rows(
+        episode_id=episode_id, group_id=f"expert:{task_id}", task_id=task_id, chunks=chunks,
+        logprobs=[[0.0] * len(r) for _, r in chunks], reward=1.0, success=True, source="expert",
+        replayed=[True] * len(chunks),
+    )
 
 
 def toy_chunks(tokenizer: Any, action: str) -> list[tuple[list[int], list[int]]]:

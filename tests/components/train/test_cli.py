@@ -36,3 +36,15 @@ def test_config_file_and_options(toy_trajectories, tiny_model_dir, tmp_path):
     rows = read_train_metrics(out / "train_metrics.parquet").to_pylist()
     assert [r["objective"] for r in rows] == ["token", "token"]
     assert all(r["mode"] == "full" for r in rows)
+
+
+def test_imitation_options_reach_the_config(toy_trajectories, tiny_model_dir, tmp_path):
+    # validation runs before any model work, so bad values come back at once, all of them
+    result = CliRunner().invoke(train, [
+        "--trajectories", str(toy_trajectories), "--model", str(tiny_model_dir), "--out", str(tmp_path / "o"),
+        "--rl-weight", "-1", "--il-weight", "2", "--il-decay", "0", "--iteration", "-2",
+        "--demonstrations", str(toy_trajectories),
+    ])
+    assert result.exit_code != 0
+    assert "rl_weight=-1.0" in result.output and "il_decay=0.0" in result.output and "iteration=-2" in result.output
+    assert "il_weight" not in result.output

@@ -48,3 +48,18 @@ def test_resolved_defaults():
     resolved = TrainConfig().resolved()
     assert resolved["dtype"] == "float32"  # no GPU here: fp32 (bf16 is ~40x slower on this CPU)
     assert resolved["distributed"] == "none"
+
+
+def test_imitation_schedule_and_its_validation():
+    # λ_IL = il_weight · il_decay ** iteration: 2 · 0.5³ = 0.25
+    assert TrainConfig(il_weight=2.0, il_decay=0.5, iteration=3).resolved()["il_lambda"] == 0.25
+    assert TrainConfig().resolved()["il_lambda"] == 1.0  # iteration 0: il_weight itself
+    config = TrainConfig(trajectories="", model="", out="", rl_weight=-1.0, il_weight=-0.5, il_decay=1.5,
+                         iteration=-1)  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        config.validate()
+    text = "\n".join(info.value.problems)
+    for needle in ("rl_weight=-1.0", "il_weight=-0.5", "il_decay=1.5", "iteration=-1"):
+        assert needle in text
+    with pytest.raises(ConfigError, match="both 0"):
+        TrainConfig(rl_weight=0.0, il_weight=0.0).validate()

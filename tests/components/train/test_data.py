@@ -78,3 +78,65 @@ def test_missing_logprobs_mean_unknown_mu(tmp_path):
     write_trajectories(tmp_path / "t.parquet", data)
     [episode] = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
     assert torch.isnan(episode.mu_logprobs).all()
+
+
+def test_old_trajectories_without_the_1_1_columns_still_load(tmp_path):
+    # a file written under schema 1.0: no source, replayed or anchor columns at all
+    import pyarrow as pa
+
+    from termrl.artifacts.contract import ArtifactSchema, artifact_info, write_artifact
+    from termrl.artifacts.trajectories import ADDED_IN_1_1, TRAJECTORIES
+
+    old_schema = pa.schema([f for f in TRAJECTORIES.schema if f.name not in ADDED_IN_1_1])
+    data = rows("e", [([10, 11], [20, 21]), ([12], [23])])
+    for row in data:
+        for name in ADDED_IN_1_1:
+            del row[name]
+    write_artifact(tmp_path / "old.parquet", data, ArtifactSchema("trajectories", "1.0", old_schema))
+    assert artifact_info(tmp_path / "old.parquet") == ("trajectories", "1.0")
+    [episode] = load_episodes(tmp_path / "old.parquet", max_failed_response_tokens=100, max_episode_tokens=100)
+    assert episode.source == "policy" and episode.anchor == 1
+    assert episode.chunk_replayed.tolist() == [False, False]
+    assert not any(math.isnan(x) for x in episode.mu_logprobs[episode.token_chunk >= 0].tolist())
+
+
+def test_replayed_chunks_have_no_mu(tmp_path):
+    chunks = [([1], [2, 3]), ([4], [5]), ([6], [7, 8])]
+    data = (
+        # anchor 3: chunks 1 and 2 were replayed; the flag on the second is missing, the anchor implies it
+        rows("anchored", chunks, anchor=3, replayed=[True, None, None])
+        + rows("flagged", chunks, replayed=[True, False, False])
+        + rows("expert", chunks, source="expert")
+    )
+    write_trajectories(tmp_path / "t.parquet", data)
+    by_id = {e.episode_id: e for e in load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=100,
+                                                    max_episode_tokens=100)}
+    assert by_id["anchored"].anchor == 3
+    assert by_id["anchored"].chunk_replayed.tolist() == [True, True, False]
+    assert by_id["flagged"].chunk_replayed.tolist() == [True, False, False]
+    assert by_id["expert"].is_expert and by_id["expert"].chunk_replayed.tolist() == [True, True, True]
+    # μ is NaN on replayed response tokens (no inference policy produced them), known elsewhere
+    anchored = by_id["anchored"]
+    trained = anchored.token_chunk >= 0
+    unknown = torch.isnan(anchored.mu_logprobs[trained]).tolist()
+    replayed_token = anchored.chunk_replayed[anchored.token_chunk[trained]].tolist()
+    assert unknown == replayed_token
+    assert torch.isnan(by_id["expert"].mu_logprobs).all()
+
+
+def test_unknown_source_is_an_artifact_error(tmp_path):
+    write_trajectories(tmp_path / "t.parquet", rows("e", [([1], [2])], source="teacher"))
+    with pytest.raises(ArtifactError, match="source 'teacher'"):
+        load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+
+
+def test_demonstrations_artifact_joins_the_trajectories(tmp_path):
+    write_trajectories(tmp_path / "t.parquet", rows("p", [([1], [2])]))
+    write_trajectories(tmp_path / "d.parquet", rows("x", [([1], [3])], source="expert"))
+    episodes = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20,
+                             demonstrations=tmp_path / "d.parquet")
+    assert [(e.episode_id, e.source) for e in episodes] == [("p", "policy"), ("x", "expert")]
+    write_trajectories(tmp_path / "dup.parquet", rows("p", [([1], [3])], source="expert"))
+    with pytest.raises(ArtifactError, match="episode id 'p'"):
+        load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20,
+                      demonstrations=tmp_path / "dup.parquet")

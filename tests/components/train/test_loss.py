@@ -3,7 +3,7 @@
 Each case writes the arithmetic out. Gradients are taken with respect to
 ``logp`` (the policy's token log-probabilities), whose closed form is
 ∂L/∂logp_t = −m_k w_k A_k ρ_k / n_k when the unclipped term is the minimum,
-and 0 once the clip binds.
+and 0 once the clip binds. For the imitation loss it is ∂L/∂logp_t = −m_k w_k R_k / n_k.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from components.train.advantages import (
     sequence_normalisation,
     token_normalisation,
 )
-from components.train.loss import chunk_mean, ipa_loss, token_level_loss
+from components.train.loss import chunk_mean, imitation_loss, ipa_loss, token_level_loss
 
 E = math.e
 
@@ -207,3 +207,52 @@ def test_ipa_and_token_level_agree_on_one_token_chunks():
     b = run(token_level_loss, log_ratios, list(range(6)), adv, keep, w)
     assert a[0] == pytest.approx(b[0])
     assert a[1] == pytest.approx(b[1])
+
+
+def run_imitation(logps, token_chunk, returns, il_mask, weights):
+    logp = torch.tensor(logps, dtype=torch.float64, requires_grad=True)
+    loss, stats = imitation_loss(
+        logp,
+        torch.tensor(token_chunk),
+        torch.tensor(returns, dtype=torch.float64),
+        torch.tensor(il_mask),
+        normalisation=torch.tensor(weights, dtype=torch.float64),
+    )
+    loss.backward()
+    return loss.item(), logp.grad.tolist(), stats
+
+
+def test_imitation_loss_is_the_return_weighted_token_mean():
+    # chunk 0: 2 tokens, log p [−1, −3], R = 1;  chunk 1: 1 token, log p [−2], R = 0.5
+    # chunk 2: 1 token, not an imitation chunk (its log p of −1e4 must not matter)
+    # token normalisation over imitation tokens (3): w = [2/3, 1/3, 0]
+    w = token_normalisation(torch.tensor([2, 1, 1]), torch.tensor([True, True, False]), torch.zeros(3, dtype=torch.long))
+    assert w.tolist() == pytest.approx([2 / 3, 1 / 3, 0.0])
+    # chunk means: c0 = (−1 − 3)/2 = −2, c1 = −2
+    # L = −( (2/3)·1·(−2) + (1/3)·0.5·(−2) ) = 4/3 + 1/3 = 5/3
+    #   = the token mean −(1/3)·(1·(−1) + 1·(−3) + 0.5·(−2)) = 5/3
+    # ∂L/∂logp: chunk 0 tokens −(2/3)·1/2 = −1/3; chunk 1 −(1/3)·0.5/1 = −1/6; chunk 2: 0
+    loss, grad, stats = run_imitation([-1.0, -3.0, -2.0, -1e4], [0, 0, 1, 2], [1.0, 0.5, 1.0],
+                                      [True, True, False], w.tolist())
+    assert loss == pytest.approx(5 / 3)
+    assert grad == pytest.approx([-1 / 3, -1 / 3, -1 / 6, 0.0])
+    assert stats["kept"].item() == 2
+
+
+def test_imitation_micro_batches_add_up_to_the_step():
+    # the same step as above, split in two micro-batches with the step's weights:
+    # batch 1 = chunk 0: −(2/3)·1·(−2) = 4/3;  batch 2 = chunks 1, 2: −(1/3)·0.5·(−2) = 1/3
+    # 4/3 + 1/3 = 5/3, the whole step's loss
+    first, _, _ = run_imitation([-1.0, -3.0], [0, 0], [1.0], [True], [2 / 3])
+    second, _, _ = run_imitation([-2.0, -1e4], [0, 1], [0.5, 1.0], [True, False], [1 / 3, 0.0])
+    assert first == pytest.approx(4 / 3)
+    assert second == pytest.approx(1 / 3)
+    assert first + second == pytest.approx(5 / 3)
+
+
+def test_imitation_has_no_ratio_or_clip():
+    # unlike IPA, a chunk already far above its old probability keeps its full push:
+    # one chunk of 2 tokens at log p 0 (probability 1), R = 1, w = 1 -> L = −0 = 0, grad −1/2 each
+    loss, grad, _ = run_imitation([0.0, 0.0], [0, 0], [1.0], [True], [1.0])
+    assert loss == 0.0
+    assert grad == pytest.approx([-0.5, -0.5])
