@@ -1,23 +1,27 @@
 """The curriculum pipeline (KFP v2): imitation, then positive-only RL, then full-signal RL.
 
-    prepare-model ─┬─────────────────────────────────────────────────────────────► eval · base ─┐
-    synthesize ─► verify ─► curate ─┬─ train pool ─► demonstrate ─► train (imitation) ─► eval ───┤
-       (training families)          │                   │ expert trajectories                    │
-                                    │   [rollout (anchored on the demonstrations) ─► train       │
-                                    │    (imitation + positive-only RL)] × N ─────────► eval ───┤
-                                    └─ expert pool ─► [rollout ─► train (full signal)] × M       │
-                                                                               ─► eval · final ─┤
-    synthesize ─► verify (held-out tasks: other seeds, plus the held-out family) ──────────────►┴► compare
+    prepare-model ─┬──────────────────────────────────────────────────────────► eval · base ──────┐
+    synthesize ─► verify ─► curate ─┬─ imitation pool ─► demonstrate ─► train (imitation) ─► eval ─┤
+       (training families)          │                         │ expert trajectories (IL term)      │
+                                    ├─ phase-1 pool ─► demonstrate ─┐ (anchors)                    │
+                                    │   [rollout (anchored) ─► train (IL + positive-only RL)] × N  │
+                                    │                                                 ─► eval ─────┤
+                                    └─ expert pool ─► [rollout ─► train (full signal)] × M         │
+                                                                           ─► eval · final ────────┤
+    synthesize ─► verify (held-out tasks: other seeds, plus the held-out family) ────────────────►┴► compare
 
-Phase 1 starts from demonstrations: each train-pool task's golden solution
-replayed as agent turns (the demonstrate stage). An imitation step trains on
-them alone (the policy earns no reward before it), then each phase-1 round
-rolls out with chunk-initialized resampling (groups start at anchors inside
-the demonstrations) and trains on λ_IL · imitation + positive-only IPA, with
-λ_IL = il_weight · il_decay ** round. Phase 2 trains on full signal. Every
-policy is evaluated on the same held-out tasks (greedy decoding), and the
-compare step reports each pass rate with its interval and the paired
-difference vs base; the held-out family is never trained on.
+Phase 1 starts from demonstrations: each task's golden solution replayed as
+agent turns (the demonstrate stage). An imitation step trains on the
+imitation pool's demonstrations alone (the policy earns no reward before it).
+Each phase-1 round then rolls out on the other training tasks, which the
+policy was never shown (on imitated tasks every episode succeeds, and a group
+of equal rewards carries no signal), with chunk-initialized resampling
+(groups start at anchors inside those tasks' demonstrations), and trains on
+λ_IL · imitation + positive-only IPA, λ_IL = il_weight · il_decay ** round.
+Phase 2 trains on full signal on the expert pool (taken from the phase-1
+pool). Every policy is evaluated on the same held-out tasks (greedy
+decoding), and the compare step reports each pass rate with its interval and
+the paired difference vs base; the held-out family is never trained on.
 
 The iteration counts N and M shape the graph, so they are compile-time choices
 (``CurriculumShape``); everything a run may change is a pipeline parameter with
@@ -192,7 +196,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
 
     @dsl.pipeline(
         name="termrl-curriculum",
-        description="synthesize → verify → demonstrate → imitation → positive-only rollout/train × N "
+        description="synthesize → verify → demonstrate → imitation → anchored positive-only rollout/train × N "
         "→ full-signal rollout/train × M → eval of every policy on held-out tasks",
     )
     def curriculum(
@@ -209,6 +213,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         verify_repeats: int = 1,
         verify_judges: str = "",
         expert_tasks: str = "",
+        imitation_fraction: float = 0.5,
         expert_count: int = 8,
         prompt_style: str = "compact",
         imitation_epochs: int = 3,
@@ -242,6 +247,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             heldout_families: Comma-separated families left out of training; they appear only among
                 the held-out tasks, to show how far learning reaches.
             prompt_style: The agent's system prompt (compact or hermes), the same in every stage.
+            imitation_fraction: Share of each family's admitted tasks whose demonstrations the
+                imitation step trains on; phase 1 learns on the other tasks.
             imitation_epochs: Epochs of the imitation step over the demonstrations.
             il_weight: λ_IL of phase-1 round 0; λ_IL = il_weight · il_decay ** round.
             rl_weight: Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation).
@@ -264,7 +271,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                                     judges=verify_judges, sandbox_backend=sandbox_backend),
                          "verify", "verify training tasks")  # fmt: skip
         pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
-                                 verdicts=verified.outputs["verdicts"],
+                                 verdicts=verified.outputs["verdicts"], imitation_fraction=imitation_fraction,
                                  expert_tasks=expert_tasks, expert_count=expert_count, seed=synth_seed),
                       "curate", "curate pools")  # fmt: skip
         heldout_tasks = place(ops.synthesize(code_version=code_version, count=heldout_count, seed=heldout_seed,
@@ -275,10 +282,14 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                                    judge_model=base.outputs["model"], repeats=verify_repeats,
                                    judges=verify_judges, sandbox_backend=sandbox_backend),
                         "verify", "verify held-out tasks").outputs["admitted"]  # fmt: skip
-        demos = place(ops.demonstrate(code_version=code_version, tasks=pools.outputs["train_pool"],
-                                      policy=base.outputs["model"], prompt_style=prompt_style,
-                                      backend=sandbox_backend),
-                      "demonstrate", "demonstrate solutions").outputs["demonstrations"]  # fmt: skip
+
+        def demonstrate(pool: str, name: str) -> object:
+            return place(ops.demonstrate(code_version=code_version, tasks=pools.outputs[pool],
+                                         policy=base.outputs["model"], prompt_style=prompt_style,
+                                         backend=sandbox_backend), "demonstrate", name).outputs["demonstrations"]  # fmt: skip
+
+        demos = demonstrate("imitation_pool", "demonstrate · imitation pool")
+        anchors = demonstrate("train_pool", "demonstrate · phase-1 pool") if n1 else None
 
         def evaluate(policy: object, label: str, name: str) -> PipelineTask:
             return place(ops.evaluate(
@@ -291,8 +302,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         imitation = place(ops.train(
             code_version=code_version, trajectories=demos, policy=base.outputs["model"], mode="positive-only",
             finetune=finetune, learning_rate=imitation_learning_rate, epochs=imitation_epochs,
-            max_steps=train_max_steps, seed=0, rl_weight=rl_weight, il_weight=il_weight, il_decay=il_decay,
-            iteration=0,
+            max_steps=train_max_steps, seed=0, il_weight=il_weight, il_decay=il_decay, iteration=0,
         ), "train", "imitation · train on demonstrations")  # fmt: skip
         policy = imitation.outputs["checkpoint"]
         evals["imitation"] = evaluate(policy, "imitation", EVAL_IMITATION)
@@ -300,7 +310,9 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         schedule = [(1, i, n1, "positive-only", "train_pool") for i in range(1, n1 + 1)]
         schedule += [(2, j, n2, "full", "expert_pool") for j in range(1, n2 + 1)]
         for version, (phase, i, total, mode, pool) in enumerate(schedule, start=1):
-            anchored = {"demonstrations": demos, "anchoring": anchoring} if phase == 1 else {}
+            # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
+            # demonstrations; the imitation term keeps training on the imitation pool's.
+            anchored = {"demonstrations": anchors, "anchoring": anchoring} if phase == 1 else {}
             rolled = place(ops.rollout(
                 code_version=code_version, tasks=pools.outputs[pool], policy=policy,
                 policy_version=version, seed=version, group_size=group_size, groups=groups,

@@ -5,7 +5,7 @@ whole rather than at one artifact (the comparison of the evaluated policies is
 ``components.eval.compare``):
 
     materialize_model  the starting policy as a model artifact (hard links, no copy)
-    curate_pools       admitted tasks -> phase-1 pool, phase-2 pool
+    curate_pools       admitted tasks -> imitation pool, phase-1 pool, phase-2 pool
 
 The pools follow the seed's curriculum: phase 1 trains positive-only on the
 large synthetic pool; phase 2 trains with the full signal on a smaller pool of
@@ -60,41 +60,61 @@ def _rank(seed: int, task_id: str) -> str:
 def curate_pools(
     admitted: str | os.PathLike,
     verdicts: str | os.PathLike,
+    imitation_out: str | os.PathLike,
     train_out: str | os.PathLike,
     expert_out: str | os.PathLike,
     *,
+    imitation_fraction: float = 0.5,
     expert_tasks: str = "",
     expert_count: int = 4,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Split the admitted tasks into the phase-1 pool and the phase-2 pool; write each as a tasks artifact.
+    """Split the admitted tasks into the imitation, phase-1 and phase-2 pools; write each as a tasks artifact.
 
-    Every admitted task is in the phase-1 pool. ``expert_tasks`` (a tasks artifact
-    or a folder of Terminal-Bench task folders) becomes the phase-2 pool when
-    given; otherwise the ``expert_count`` tasks with the lowest false-positive
-    risk, harder first (ties broken by a seeded hash of the id). Held-out tasks
-    are never curated from these: the curriculum synthesizes them apart, from
-    other seeds.
+    The imitation pool (``imitation_fraction`` of each family, picked by a seeded
+    hash of the task id) is what the imitation step trains on; the rest is the
+    phase-1 pool, so RL learns on tasks the policy was never shown (on the tasks it
+    imitated it succeeds every time, and a group of equal rewards has no signal).
+    ``expert_tasks`` (a tasks artifact or a folder of Terminal-Bench task folders)
+    becomes the phase-2 pool when given; otherwise the ``expert_count`` phase-1
+    tasks with the lowest false-positive risk, harder first. Held-out tasks are
+    never curated from these: the curriculum synthesizes them apart, from other seeds.
     """
     problems = []
+    if not 0.0 < imitation_fraction < 1.0:
+        problems.append(f"imitation_fraction must be in (0, 1), not {imitation_fraction}")
     if expert_count < 1:
         problems.append(f"expert_count must be >= 1, not {expert_count}")
     tasks = load_tasks(admitted)
-    if not tasks:
-        problems.append("verify admitted no task: synthesize more tasks")
+    if len(tasks) < 2:
+        problems.append(f"verify admitted {len(tasks)} task(s); the curriculum needs at least 2 "
+                        "(one to imitate, one to learn on): synthesize more tasks")  # fmt: skip
     if problems:
         raise ConfigError(problems)
+    by_family: dict[str, list[Task]] = {}
+    for task in sorted(tasks, key=lambda t: _rank(seed, t.id)):
+        by_family.setdefault(task.family or "", []).append(task)
+    imitation: list[Task] = []
+    for family_tasks in by_family.values():
+        imitation += family_tasks[: round(imitation_fraction * len(family_tasks))]
+    if not imitation or len(imitation) == len(tasks):  # tiny runs: one task per pool at least
+        imitation = sorted(tasks, key=lambda t: _rank(seed, t.id))[: max(1, min(len(tasks) - 1, len(imitation)))]
+    taken = {t.id for t in imitation}
+    pool = [t for t in tasks if t.id not in taken]
     if expert_tasks:
         expert = _load_any(expert_tasks)
         if not expert:
             raise ConfigError(f"expert_tasks: {expert_tasks} holds no task")
     else:
         risk = {row["task_id"]: row["false_positive_risk"] for row in read_verdicts(verdicts).to_pylist()}
-        expert = sorted(tasks, key=lambda t: (risk.get(t.id) or 0.0, -DIFFICULTY_RANK.get(t.difficulty, 1),
-                                              _rank(seed, t.id)))[:expert_count]  # fmt: skip
-    save_tasks(train_out, tasks)
+        expert = sorted(pool, key=lambda t: (risk.get(t.id) or 0.0, -DIFFICULTY_RANK.get(t.difficulty, 1),
+                                             _rank(seed, t.id)))[:expert_count]  # fmt: skip
+    imitation = [t for t in tasks if t.id in taken]
+    save_tasks(imitation_out, imitation)
+    save_tasks(train_out, pool)
     save_tasks(expert_out, expert)
-    return {"curate/train_pool": float(len(tasks)), "curate/expert_pool": float(len(expert))}
+    return {"curate/imitation_pool": float(len(imitation)), "curate/train_pool": float(len(pool)),
+            "curate/expert_pool": float(len(expert))}  # fmt: skip
 
 
 def _load_any(path: str) -> list[Task]:

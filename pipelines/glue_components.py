@@ -21,16 +21,20 @@ def curate(
     code_version: str,
     admitted: Input[Dataset],
     verdicts: Input[Dataset],
+    imitation_pool: Output[Dataset],
     train_pool: Output[Dataset],
     expert_pool: Output[Dataset],
     metrics: Output[Metrics],
+    imitation_fraction: float = 0.5,
     expert_tasks: str = "",
     expert_count: int = 4,
     seed: int = 0,
 ) -> None:
-    """Admitted tasks -> phase-1 pool, phase-2 (high-quality) pool.
+    """Admitted tasks -> imitation pool, phase-1 pool (the rest), phase-2 (high-quality) pool.
 
     Args:
+        imitation_fraction: Share of each family's tasks whose demonstrations the imitation
+            step trains on; phase 1 learns on the others.
         expert_tasks: A tasks artifact or a folder of Terminal-Bench tasks for phase 2 ('' picks the
             expert_count best-verified admitted tasks).
         expert_count: Size of the phase-2 pool when expert_tasks is ''.
@@ -41,8 +45,8 @@ def curate(
     from pipelines.glue import curate_pools
 
     values = curate_pools(
-        admitted.path, verdicts.path, train_pool.path, expert_pool.path,
-        expert_tasks=expert_tasks, expert_count=expert_count, seed=seed,
+        admitted.path, verdicts.path, imitation_pool.path, train_pool.path, expert_pool.path,
+        imitation_fraction=imitation_fraction, expert_tasks=expert_tasks, expert_count=expert_count, seed=seed,
     )  # fmt: skip
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

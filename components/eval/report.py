@@ -76,8 +76,9 @@ def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[t
         xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(categories))]
         yerr = None
         if errors is not None:
-            yerr = [[v - low for v, (low, _) in zip(values, errors[i], strict=True)],
-                    [high - v for v, (_, high) in zip(values, errors[i], strict=True)]]  # fmt: skip
+            # Whisker lengths; never negative (matplotlib refuses), even where v sits on an end.
+            yerr = [[max(0.0, v - low) for v, (low, _) in zip(values, errors[i], strict=True)],
+                    [max(0.0, high - v) for v, (_, high) in zip(values, errors[i], strict=True)]]  # fmt: skip
         bars = ax.bar(xs, values, width, label=label, color=_COLORS[i % len(_COLORS)], yerr=yerr,
                       capsize=3 if yerr else 0, error_kw={"elinewidth": 0.8})  # fmt: skip
         ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)

@@ -49,8 +49,10 @@ def wilson_interval(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # Clamped: at p = 0 or 1 one end is exact in theory, a rounding error away in floats.
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At p = 0 or 1 one end is exact in theory and a rounding error away in floats.
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == n else min(1.0, centre + half)
+    return low, high
 
 
 @dataclass(frozen=True)

@@ -36,21 +36,25 @@ def _stage(task_name: str) -> str:
 def test_dag_has_every_stage_in_curriculum_order(compiled):
     _, spec, _ = compiled
     tasks = spec.root.dag.tasks
-    # prepare, (synthesize + verify) x 2 (training, held-out), curate, demonstrate, imitation,
+    # prepare, (synthesize + verify) x 2 (training, held-out), curate, demonstrate x 2, imitation,
     # (rollout + train) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
-    assert len(tasks) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 3 + 4 + 1
+    assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 3 + 4 + 1
     names = {t.task_info.name for t in tasks.values()}
     assert {"phase 1 · rollout 1/2", "phase 1 · train 2/2 (positive-only)", "phase 2 · train 1/1 (full)",
-            "demonstrate solutions", "imitation · train on demonstrations", "eval · base policy",
+            "demonstrate · imitation pool", "demonstrate · phase-1 pool", "imitation · train on demonstrations",
+            "eval · base policy",
             "eval · after imitation", "eval · after phase 1", "eval · final policy", "report · policies",
             } <= names  # fmt: skip
 
     def producer(task: str, artifact: str) -> str:
         return tasks[task].inputs.artifacts[artifact].task_output_artifact.producer_task
 
-    # imitation trains on the demonstrations alone; every phase-1 round starts from them too
-    assert producer("train", "trajectories") == "demonstrate"
-    assert producer("rollout", "demonstrations") == producer("train-2", "demonstrations") == "demonstrate"
+    # imitation trains on the imitation pool's demonstrations alone, and keeps imitating them in
+    # phase 1; phase-1 rollouts learn on the other tasks, anchored in their demonstrations
+    assert producer("train", "trajectories") == producer("train-2", "demonstrations") == "demonstrate"
+    assert producer("rollout", "demonstrations") == "demonstrate-2"
+    key = lambda task, name: tasks[task].inputs.artifacts[name].task_output_artifact.output_artifact_key  # noqa: E731
+    assert key("demonstrate", "tasks") == "imitation_pool" and key("demonstrate-2", "tasks") == "train_pool"
     assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
     # train N consumes rollout N's trajectories and the policy of train N-1
     assert producer("rollout", "policy") == "train"
@@ -112,7 +116,7 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
     path, _, platform = compiled
     assert platform is not None
     executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert len(executors) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 3 + 4 + 1
+    assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 3 + 4 + 1
     for name, config in executors.items():
         assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
         assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "termrl-model-cache"
@@ -162,10 +166,10 @@ def test_compile_command_writes_uploadable_yaml(tmp_path):
                                                   "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
-    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 1 + 1 + 2 * 4 + 4 + 1
+    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 4 + 4 + 1
     assert spec.root.input_definitions.parameters["code_version"].default_value.string_value.startswith("src-")
     assert "registry.example/termrl/stage-gpu:1" in out.read_text()
-    assert "termrl-curriculum: 21 tasks" in result.output
+    assert "termrl-curriculum: 22 tasks" in result.output
 
 
 def test_source_version_follows_stage_code_only(tmp_path):

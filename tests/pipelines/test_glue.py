@@ -25,19 +25,33 @@ def admitted(tmp_path):
 
 
 def _curate(folder, **kwargs):
-    outs = [folder / f"{n}.parquet" for n in ("train", "expert")]
+    outs = [folder / f"{n}.parquet" for n in ("imitation", "train", "expert")]
     metrics = curate_pools(folder / "admitted.parquet", folder / "verdicts.parquet", *outs, **kwargs)
     return metrics, *[load_tasks(p) for p in outs]
 
 
-def test_every_admitted_task_is_in_the_train_pool_and_the_best_verified_in_the_expert_pool(admitted):
+def test_pools_split_without_overlap_and_the_expert_pool_is_the_best_verified_of_phase_1(admitted):
     folder, tasks, risk = admitted
-    metrics, train, expert = _curate(folder, expert_count=3)
-    assert metrics == {"curate/train_pool": 8.0, "curate/expert_pool": 3.0}
-    assert {t.id for t in train} == {t.id for t in tasks}
+    metrics, imitation, train, expert = _curate(folder, expert_count=2)
+    assert metrics == {"curate/imitation_pool": float(len(imitation)), "curate/train_pool": float(len(train)),
+                       "curate/expert_pool": 2.0}  # fmt: skip
+    ids = lambda pool: {t.id for t in pool}  # noqa: E731
+    assert ids(imitation) | ids(train) == ids(tasks) and not ids(imitation) & ids(train)
+    assert imitation and train and ids(expert) <= ids(train)
     # best-verified: lowest risk first, then harder first
     key = lambda t: (risk[t.id], -["easy", "medium", "hard"].index(t.difficulty))  # noqa: E731
-    assert [key(t) for t in expert] == sorted(key(t) for t in train)[:3]
+    assert [key(t) for t in expert] == sorted(key(t) for t in train)[:2]
+
+
+def test_the_imitation_pool_takes_its_share_of_every_family_and_is_seeded(tmp_path):
+    tasks = [make_task(family, "easy", seed=i) for family in ("git", "csv-json", "archives") for i in range(4)]
+    save_tasks(tmp_path / "admitted.parquet", tasks)
+    write_verdicts(tmp_path / "verdicts.parquet", [])
+    _, imitation, train, _ = _curate(tmp_path, imitation_fraction=0.5)
+    assert sorted(t.family for t in imitation) == sorted(t.family for t in train) == sorted(["git", "csv-json",
+                                                                                             "archives"] * 2)
+    assert {t.id for t in _curate(tmp_path)[1]} == {t.id for t in imitation}
+    assert any({t.id for t in _curate(tmp_path, seed=s)[1]} != {t.id for t in imitation} for s in range(1, 6))
 
 
 def test_expert_tasks_replace_the_best_verified(admitted, tmp_path):
@@ -45,14 +59,14 @@ def test_expert_tasks_replace_the_best_verified(admitted, tmp_path):
     expert_file = tmp_path / "expert.parquet"
     experts = [make_task("python-bugfix", "hard", seed=100 + i) for i in range(2)]
     save_tasks(expert_file, experts)
-    _, _, expert = _curate(folder, expert_tasks=str(expert_file))
+    expert = _curate(folder, expert_tasks=str(expert_file))[3]
     assert [t.id for t in expert] == [t.id for t in experts]
 
 
-def test_no_admitted_task_is_a_config_error(tmp_path):
-    save_tasks(tmp_path / "admitted.parquet", [])
+def test_too_few_admitted_tasks_is_a_config_error(tmp_path):
+    save_tasks(tmp_path / "admitted.parquet", [make_task("git", "easy", seed=1)])
     write_verdicts(tmp_path / "verdicts.parquet", [])
-    with pytest.raises(ConfigError, match="admitted no task"):
+    with pytest.raises(ConfigError, match="at least 2"):
         _curate(tmp_path)
 
 

@@ -24,9 +24,9 @@ from termrl.errors import ConfigError
 TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "group_size=2", "--set", "groups=1", "--set", "max_turns=2",
         "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2",
         "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1"]  # fmt: skip
-# prepare, 2 x (synthesize, verify), curate, demonstrate, imitation, 2 x (rollout, train),
+# prepare, 2 x (synthesize, verify), curate, 2 x demonstrate, imitation, 2 x (rollout, train),
 # 4 evals (base, imitation, phase 1, final), compare
-STAGES = 17
+STAGES = 18
 
 
 def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:

@@ -151,3 +151,13 @@ def test_chromium_renders_every_plot(tmp_path: Path) -> None:
 def parse_result(dom: str) -> str:
     start = dom.index('<pre id="result">') + len('<pre id="result">')
     return dom[start : dom.index("</pre>", start)].replace("&quot;", '"').replace("&amp;", "&")
+
+
+@pytest.mark.parametrize("passed", [False, True])
+def test_a_run_where_every_trial_failed_or_passed_renders(passed: bool) -> None:
+    """Pass rates of exactly 0 or 1 sit on an end of their interval (in floats a hair inside it
+    for some n, e.g. 7): the whiskers must stay >= 0 or matplotlib refuses to draw."""
+    first = sample_rows()[0]
+    rows = [{**first, "task_id": f"t{i}", "passed": passed, "reward": float(passed)} for i in range(7)]
+    page = parse(render_report([("base", rows), ("final", sample_rows())]))
+    assert len(decoded_pngs(page)) == len(page.images) > 0

@@ -117,3 +117,8 @@ def test_paired_difference_normal_for_fractional_rates() -> None:
 
 def test_paired_difference_needs_shared_tasks() -> None:
     assert paired_difference({"a": 1.0}, {"b": 1.0}) is None
+
+
+def test_all_failed_or_all_passed_intervals_touch_the_end_exactly():
+    for n in range(1, 200):
+        assert wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0
