@@ -21,7 +21,9 @@ image does not build gets ``environment-error`` rows without starting a
 sandbox. At most ``config.concurrency`` sandboxes are alive at once: the
 manager's ``max_sessions``, where trials queue for a slot (a trial's wall
 time starts with its sandbox, not with the wait). Errors of the harness
-(``termrl.errors``) become rows, never a crashed eval; anything else is a
+(``termrl.errors``) become rows, never a crashed eval, and so does any
+exception while scoring (a ``RewardFailed`` row: whatever the agent left in
+its sandbox, one trial's scoring never cancels the others); anything else is a
 bug and propagates.
 """
 
@@ -40,7 +42,7 @@ from components.eval.agents import Agent, AgentRun, make_agent, open_engine
 from components.eval.config import EvalConfig
 from components.eval.taxonomy import TrialFacts, call_stats, classify
 from termrl.artifacts.tasks import Task, load_tasks
-from termrl.errors import ConfigError, TermrlError, failure_type
+from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
 from termrl.sandbox.manager import SandboxManager
 from termrl.taskfolders import import_task_folders
@@ -161,7 +163,12 @@ async def _run_one(
             if run.failure_type in ("SandboxDied", "SandboxUnavailable"):
                 return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
                                  reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
-            outcome = await run_tests(session, task)
+            try:
+                outcome = await run_tests(session, task)
+            except TermrlError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
+                raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
     except TermrlError as exc:
         run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
         return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None, reward=0.0,
