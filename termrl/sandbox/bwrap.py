@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import io
 import json
 import os
@@ -57,7 +56,6 @@ import platform
 import select
 import shutil
 import signal
-import stat
 import sys
 import tarfile
 import time
@@ -69,7 +67,8 @@ from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
 from termrl.sandbox.fresh import collect, fresh_argv, fresh_env
-from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
+from termrl.sandbox.rootfs import open_in, read_regular, walk, write_in
+from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec
 
@@ -207,9 +206,9 @@ class BwrapSandbox(Sandbox):
                     if not member.isfile() or data is None:
                         continue
                     path = PurePosixPath("/" + member.name)
-                    parent = _walk(root, path.parent.parts[1:], create=True)
+                    parent = walk(root, path.parent.parts[1:], create=True)
                     try:
-                        _write_in(parent, path.name, data.read(), member.mode & 0o7777, str(path))
+                        write_in(parent, path.name, data.read(), member.mode & 0o7777, str(path))
                     finally:
                         os.close(parent)
         finally:
@@ -223,13 +222,13 @@ class BwrapSandbox(Sandbox):
         target = PurePosixPath(path)
         root = self._root_fd()
         try:
-            parent = _walk(root, target.parent.parts[1:], create=False)
+            parent = walk(root, target.parent.parts[1:], create=False)
             try:
-                handle = _open_in(root, parent, target.name)  # O_PATH: opening it has no side effect
+                handle = open_in(root, parent, target.name)  # O_PATH: opening it has no side effect
             finally:
                 os.close(parent)
             try:
-                return _read_regular(handle, path, max_bytes)
+                return read_regular(handle, path, max_bytes)
             finally:
                 os.close(handle)
         finally:
@@ -318,122 +317,6 @@ def _read_fd(fd: int, until: bytes, timeout: float) -> bytes:
             break
         data += chunk
     return data
-
-
-def _walk(root: int, parts: tuple[str, ...], *, create: bool, hops: int = 0) -> int:
-    """An fd of the directory ``parts`` below ``root``, symlinks resolved inside ``root``."""
-    current = os.dup(root)
-    stack: list[str] = []
-    todo = list(parts)
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if stack:
-                stack.pop()
-            os.close(current)
-            current = _walk(root, tuple(stack), create=False, hops=hops)
-            continue
-        try:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=current)
-        except FileNotFoundError:
-            if not create:
-                os.close(current)
-                raise
-            os.mkdir(part, 0o755, dir_fd=current)
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=current)
-        except OSError as e:
-            if e.errno not in (errno.ELOOP, errno.ENOTDIR) or hops > 40:
-                os.close(current)
-                raise
-            link = os.readlink(part, dir_fd=current)
-            hops += 1
-            if link.startswith("/"):
-                stack = []
-                os.close(current)
-                current = os.dup(root)
-            todo = [p for p in link.split("/") if p] + todo
-            continue
-        os.close(current)
-        current = nxt
-        stack.append(part)
-    return current
-
-
-def _open_in(root: int, parent: int, name: str, hops: int = 0) -> int:
-    """An ``O_PATH`` fd of what ``name`` in ``parent`` is, symlinks resolved inside ``root``.
-
-    ``O_PATH`` opens nothing for reading: a FIFO does not block, a device's driver is not called.
-    """
-    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=parent)
-    if not stat.S_ISLNK(os.fstat(fd).st_mode):
-        return fd
-    os.close(fd)
-    if hops > 40:
-        raise OSError(errno.ELOOP, "too many levels of symbolic links", name)
-    link = PurePosixPath(os.readlink(name, dir_fd=parent))
-    base = _walk(root, link.parent.parts[1:], create=False) if link.is_absolute() else _walk(parent, link.parent.parts, create=False)
-    try:
-        return _open_in(root, base, link.name, hops + 1)
-    finally:
-        os.close(base)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "special file"
-
-
-def _read_regular(handle: int, path: str, max_bytes: int) -> bytes:
-    """The contents of the regular file behind the ``O_PATH`` fd ``handle``, at most ``max_bytes``."""
-    info = os.fstat(handle)
-    if stat.S_ISDIR(info.st_mode):
-        raise IsADirectoryError(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise NotRegularFile(path, _kind(info.st_mode))
-    if info.st_size > max_bytes:
-        raise FileTooLarge(path, info.st_size, max_bytes)
-    # Reopening through /proc/self/fd opens this very inode, whatever the path points to by now.
-    fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        chunks, size = [], 0
-        while size <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > max_bytes:  # it grew after the fstat
-        raise FileTooLarge(path, size, max_bytes)
-    return b"".join(chunks)
-
-
-def _write_in(parent: int, name: str, data: bytes, mode: int, path: str) -> None:
-    """Write a regular file ``name`` in ``parent``: a device, FIFO or socket found there is replaced."""
-    try:
-        found = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        found = None
-    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode) or stat.S_ISLNK(found.st_mode)):
-        os.unlink(name, dir_fd=parent)
-    # O_NOFOLLOW: a symlink at the name fails (ELOOP); O_NONBLOCK: a FIFO swapped in meanwhile cannot block.
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, 0o600, dir_fd=parent)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotRegularFile(path, _kind(info.st_mode))
-        os.ftruncate(fd, 0)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
 
 
 def _docker_proc_defaults() -> list[str]:

@@ -197,9 +197,14 @@ class PodmanSandbox(Sandbox):
         inner, head = split_pid_line(mark, head)
 
         def kill() -> None:
-            host = procs.host_pid_of(init, inner) if inner is not None else None
-            if host is not None:
-                procs.kill_tree(host)
+            # Under load `podman exec` may not have printed the pid yet: then the process still
+            # carries the mark among its arguments.
+            if inner is not None:
+                targets = [pid] if (pid := procs.host_pid_of(init, inner)) is not None else []
+            else:
+                targets = procs.with_argument(init, mark)
+            for target in targets:
+                procs.kill_tree(target)
             process.kill()
 
         remaining = max(timeout - (time.monotonic() - started), 0.001)

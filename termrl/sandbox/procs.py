@@ -37,6 +37,7 @@ __all__ = [
     "resume",
     "service_pids",
     "stop_agent_processes",
+    "with_argument",
 ]
 
 STOP_ROUNDS = 50
@@ -92,6 +93,20 @@ def host_pid_of(init: int, ns_pid: int) -> int | None:
     return None
 
 
+def with_argument(init: int, argument: str) -> list[int]:
+    """Host pids of ``init``'s namespace with ``argument`` among their command-line arguments."""
+    wanted = argument.encode()
+    found = []
+    for pid in namespace_members(init):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def descendants(root: int) -> list[int]:
     """Host pids below ``root`` (children, their children, ...), not ``root`` itself."""
     kids: dict[int, list[int]] = {}
@@ -108,8 +123,8 @@ def descendants(root: int) -> list[int]:
 
 
 def kill_tree(root: int) -> None:
-    """SIGKILL ``root`` and everything below it (children first found, then the root)."""
-    for pid in [*descendants(root), root]:
+    """SIGKILL ``root`` and everything below it: the root first, so no shell lives to report a child's death."""
+    for pid in [root, *descendants(root)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
