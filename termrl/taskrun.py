@@ -55,7 +55,10 @@ that holds a listening socket counts as a service and keeps running, so it
 could still write the reward file or into the tests' output; and binaries
 the agent replaced in system paths (a ``/usr/local/bin/bash``, a pytest
 plugin installed into site-packages) run during the tests, with no more
-privilege than the agent had.
+privilege than the agent had. The second is flagged: ``find_tampering``
+lists, from outside the sandbox, commands the agent replaced or shadowed on
+the PATH and Python startup hooks it planted (``TestOutcome.tampering``,
+eval's ``tampering`` column, a warning in the log).
 
 Tests and the solution are uploaded only here, so they are never inside the
 sandbox while an agent works. So is a Terminal-Bench task's offline test kit
@@ -69,7 +72,9 @@ than 80 % of its timeout is logged as a warning (it may flip under load).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import posixpath
 import re
 import shlex
 import time
@@ -95,6 +100,7 @@ __all__ = [
     "SolutionOutcome",
     "TaskSandboxes",
     "TestOutcome",
+    "find_tampering",
     "parse_pytest_report",
     "parse_reward",
     "pytest_addopts",
@@ -103,6 +109,8 @@ __all__ = [
     "run_tests",
     "solution_steps",
 ]
+
+log = logging.getLogger("termrl.taskrun")
 
 VERIFIER_DIR = "/logs/verifier"
 REWARD_FILE = f"{VERIFIER_DIR}/reward.txt"
@@ -118,6 +126,28 @@ FRESH_TEST_DIRS = (
 )
 """Whatever the agent left at the tests' and verifier's paths goes: a planted conftest.py, a reward
 file, a symlink that would send the reward elsewhere."""
+
+# Args "A path" / "C path": prints each changed file that replaces a command on this PATH, or
+# that was added in front of a command of the same name further on (the same file via a symlinked
+# directory, /bin -> /usr/bin, is no shadow).
+SHADOW_PROBE = """\
+IFS=: read -ra dirs <<< "$PATH"
+for entry in "$@"; do
+  kind=${entry%% *} f=${entry#* }; d=${f%/*} n=${f##*/} seen=0
+  for e in "${dirs[@]}"; do
+    if [ "$e" = "$d" ]; then
+      seen=1
+      if [ "$kind" = C ] && [ -f "$f" ]; then echo "$f: a command, replaced"; break; fi
+      continue
+    fi
+    if ((seen)) && [ -x "$e/$n" ] && [ ! -d "$e/$n" ] && [ ! "$e/$n" -ef "$f" ]; then
+      echo "$f: shadows $e/$n"; break
+    fi
+  done
+done
+"""
+SHADOW_CANDIDATES_MAX = 1000
+"""Files checked for shadowing at most (an apt-get install adds hundreds of commands, legitimately)."""
 
 # Reads $f with bash builtins only; exit 3: no such path, 4: not a regular file (its kind printed).
 REWARD_PROBE = """\
@@ -149,6 +179,7 @@ class _Session(Protocol):
     ) -> _Result: ...
     def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
+    async def changed_files(self) -> dict[str, str] | None: ...
 
 
 @dataclass(frozen=True)
@@ -171,6 +202,9 @@ class TestOutcome:
     duration: float
     timed_out: bool
     exit_code: int | None = None
+    tampering: tuple[str, ...] = ()
+    """Changes the agent made to what scoring runs (``find_tampering``): flagged, not failed, since
+    installing software is often the task itself."""
 
     __test__ = False  # not a pytest class
 
@@ -273,6 +307,33 @@ async def _read_reward(session: _Session, task: Task, test_exit_code: int | None
     return parse_reward(task.id, probe.output)
 
 
+def _startup_hook(path: str) -> bool:
+    """Files every Python (or every dynamically linked program) runs at start."""
+    name = posixpath.basename(path)
+    in_python = "/python" in path and ("site-packages" in path or "dist-packages" in path)
+    return path == "/etc/ld.so.preload" or (in_python and (name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth")))
+
+
+async def find_tampering(session: _Session) -> tuple[str, ...]:
+    """Changes to system paths that run during scoring, each with why: a command replaced, a command
+    shadowed further up the PATH (``/usr/local/bin/bash``), a Python startup hook or ld.so.preload.
+
+    Read from outside the sandbox (``Session.changed_files``: podman's diff, bwrap's overlay upper
+    layer); empty where the backend cannot tell. Call it with the agent's processes stopped.
+    """
+    changes = await session.changed_files()
+    if not changes:
+        return ()
+    found = [f"{path}: a startup hook" for path in sorted(changes) if _startup_hook(path)]
+    candidates = [f"{kind} {path}" for path, kind in sorted(changes.items())
+                  if posixpath.basename(posixpath.dirname(path)) in ("bin", "sbin")]  # fmt: skip
+    if candidates:
+        args = " ".join(shlex.quote(c) for c in candidates[:SHADOW_CANDIDATES_MAX])
+        probe = await session.exec_fresh(f"set -- {args}\n{SHADOW_PROBE}", timeout=60)
+        found += [line for line in probe.output.splitlines() if line.startswith("/")]
+    return tuple(found)
+
+
 async def run_tests(session: _Session, task: Task, *, timeout: float | None = None) -> TestOutcome:
     """Run the task's tests out of the agent's reach and read the reward (see the module docstring).
 
@@ -281,6 +342,9 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
     """
     timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
     async with session.agent_stopped():
+        tampering = await find_tampering(session)  # before the tests install anything themselves
+        if tampering:
+            log.warning("task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering))
         started = time.monotonic()
         prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
         if prepare.exit_code != 0:
@@ -291,17 +355,17 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
         duration = time.monotonic() - started
         warn_if_tight(task.id, "the tests", duration, timeout)
         if result.timed_out:
-            return TestOutcome(False, 0.0, result.output, duration, True)
+            return TestOutcome(False, 0.0, result.output, duration, True, tampering=tampering)
         if task.scoring == "pytest-report":
             passed = parse_pytest_report(result.output)
-            return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code)
+            return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code, tampering)
         if task.scoring != "reward-file":
             raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
         try:
             reward = await _read_reward(session, task, result.exit_code)
         except RewardFailed as exc:
             raise RewardFailed(str(exc), log_tail=exc.log_tail or result.output[-2000:]) from exc
-    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code)
+    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering)
 
 
 async def remove_leftovers(session: _Session) -> None:

@@ -188,3 +188,23 @@ async def test_services_keep_running_through_scoring_and_the_session_after_it(ma
         # The agent's processes were stopped only for scoring: its shell goes on where it was, its loop runs.
         after = await session.exec("echo $KEPT; pwd; grep State: /proc/$(cat /tmp/writer)/status", timeout=30)
         assert after.output.split("\n")[:2] == ["yes", "/tmp"] and "stopped" not in after.output, after.output
+
+
+async def test_commands_the_agent_replaced_or_shadowed_and_startup_hooks_are_flagged(manager, base_images):
+    """What stopping processes cannot stop: files that run during the tests. Flagged, from outside the sandbox."""
+    async with await manager.create(SandboxSpec(image=base_images)) as session:
+        await session.exec(SOLVE, timeout=30)
+        assert (await run_tests(session, REWARD_TASK)).tampering == ()  # solving touched no system path
+        for command in (
+            _plant("/usr/local/bin/bash", f"#!/bin/sh\n{WRITE_ONE}\nexec /usr/bin/bash \"$@\"\n", "755"),  # a wrapper
+            "echo >> /usr/bin/tac",  # a command changed in place
+            _plant("/usr/lib/python3/dist-packages/sitecustomize.py", "pass\n"),  # runs in every python3
+            _plant("/usr/local/bin/newtool", "#!/bin/sh\n", "755"),  # a new command: installing is no tampering
+        ):
+            await session.exec(command, timeout=30)
+        outcome = await run_tests(session, REWARD_TASK)
+        assert sorted(outcome.tampering) == [
+            "/usr/bin/tac: a command, replaced",
+            "/usr/lib/python3/dist-packages/sitecustomize.py: a startup hook",
+            "/usr/local/bin/bash: shadows /usr/bin/bash",
+        ]

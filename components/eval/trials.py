@@ -93,6 +93,7 @@ def trial_row(
     test_sec: float | None = None,
     wall_sec: float | None = None,
     test_output: str | None = None,
+    tampering: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The eval-results row of one trial (schema columns, then eval's extra columns)."""
     passed = bool(tests_passed) and not over_budget
@@ -136,6 +137,8 @@ def trial_row(
         "test_sec": test_sec,
         "agent_timeout_sec": task.agent_timeout_sec,
         "test_output": test_output[-TEST_OUTPUT_CHARS:] if test_output else None,
+        # what the agent changed that scoring ran (termrl.taskrun.find_tampering); None when nothing
+        "tampering": "; ".join(tampering) or None,
     }
 
 
@@ -177,7 +180,7 @@ async def _run_one(
         config, task, trial, run,
         over_budget=over_budget, tests_passed=outcome.passed, reward=outcome.reward,
         tests_timed_out=outcome.timed_out, agent_sec=agent_sec, test_sec=outcome.duration,
-        wall_sec=time.monotonic() - started, test_output=outcome.output,
+        wall_sec=time.monotonic() - started, test_output=outcome.output, tampering=outcome.tampering,
     )  # fmt: skip
 
 

@@ -67,7 +67,7 @@ from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
 from termrl.sandbox.fresh import collect, fresh_argv, fresh_env
-from termrl.sandbox.rootfs import open_in, read_regular, walk, write_in
+from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec
@@ -153,6 +153,7 @@ class BwrapSandbox(Sandbox):
         *,
         env: dict[str, str] | None = None,
         seccomp: bytes = b"",
+        lower: Path | None = None,
     ):
         self.name = name
         self.channel = channel
@@ -162,6 +163,8 @@ class BwrapSandbox(Sandbox):
         """The environment bwrap started the sandbox with (HOME, image ENV, spec env)."""
         self.seccomp = seccomp
         """The seccomp program bwrap loaded; fresh processes load the same."""
+        self.lower = lower
+        """The image's rootfs, the overlay's lower layer (what ``changed_files`` compares against)."""
         self.slirp: asyncio.subprocess.Process | None = None
         self.slirp_exit_fd: int | None = None  # closing it ends slirp4netns
         self._host_pids: dict[int, int] = {}
@@ -254,6 +257,11 @@ class BwrapSandbox(Sandbox):
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"sandbox {self.name} is gone")
         return result
+
+    async def changed_files(self) -> dict[str, str] | None:
+        if self.lower is None:
+            return None
+        return await asyncio.to_thread(overlay_changes, self.session_dir / "upper", self.lower)
 
     async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
         return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1))
@@ -484,7 +492,7 @@ class BwrapBackend(Backend):
             _close(seccomp_fd, info_w, block_r)  # bwrap holds its own copies now
         channel = ProcessChannel(process)
         sandbox = BwrapSandbox(name, channel, session_dir, cgroups, env={"HOME": "/root", **env, **spec.env},
-                               seccomp=program)  # fmt: skip
+                               seccomp=program, lower=lower)  # fmt: skip
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         try:
             if egress:

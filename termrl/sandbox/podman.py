@@ -213,6 +213,14 @@ class PodmanSandbox(Sandbox):
             raise SandboxDied(f"container {self.name} is gone")
         return output, code, timed_out, truncated
 
+    async def changed_files(self) -> dict[str, str] | None:
+        code, out = await _run([self.binary, "diff", "--format", "json", self.name], timeout=120)
+        if code != 0:
+            await self._raise_if_dead()
+            raise OSError(f"{self.binary} diff {self.name} failed: {out.decode(errors='replace').strip()[-500:]}")
+        diff = json.loads(out or b"{}")
+        return {**{p: "C" for p in diff.get("changed") or []}, **{p: "A" for p in diff.get("added") or []}}
+
     async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
         init, _ = await self._inspect()
         return await asyncio.to_thread(procs.stop_agent_processes, init)

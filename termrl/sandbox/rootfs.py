@@ -11,6 +11,7 @@ a symlink the agent planted (``/app/link -> /etc``) leads to the sandbox's
                                       neither blocks (FIFO) nor calls a device driver
     read_regular(handle, path, max)   the bytes, only for a regular file within the limit
     write_in(parent, name, data)      a regular file; a FIFO/device planted there is replaced
+    overlay_changes(upper, lower)     what the sandbox added or changed: its overlay's upper layer
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from termrl.sandbox.session import FileTooLarge, NotRegularFile
 
-__all__ = ["open_in", "read_regular", "walk", "write_in"]
+__all__ = ["open_in", "overlay_changes", "read_regular", "walk", "write_in"]
 
 
 def walk(root: int, parts: tuple[str, ...], *, create: bool, hops: int = 0) -> int:
@@ -139,3 +140,20 @@ def write_in(parent: int, name: str, data: bytes, mode: int, path: str) -> None:
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+def overlay_changes(upper: Path, lower: Path) -> dict[str, str]:
+    """Paths in an overlay's upper layer: added ("A") or, when the lower layer has them, changed ("C").
+
+    Whiteouts (character devices 0:0, deletions) are not changes in this sense.
+    """
+    changes: dict[str, str] = {}
+    for directory, dirs, files in os.walk(upper):
+        for name in [*dirs, *files]:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+                continue
+            relative = os.path.relpath(path, upper)
+            changes["/" + relative] = "C" if os.path.lexists(lower / relative) else "A"
+    return changes

@@ -111,6 +111,11 @@ class Sandbox(ABC):
     async def resume_agent_processes(self, stopped: object) -> None:
         """SIGCONT what ``stop_agent_processes`` stopped (those still alive)."""
 
+    async def changed_files(self) -> dict[str, str] | None:
+        """Paths added ("A") or changed ("C") in the sandbox's filesystem since it started, from
+        outside the sandbox (so no process inside can hide them); None where the backend cannot tell."""
+        return None
+
     @abstractmethod
     async def alive(self) -> bool: ...
 
@@ -296,6 +301,14 @@ class Session:
         if timed_out:
             metrics.EXEC_TIMEOUTS.labels(self.backend).inc()
         return ExecResult(output, code, duration, timed_out, truncated)
+
+    async def changed_files(self) -> dict[str, str] | None:
+        """What changed in the filesystem since the sandbox started (``Sandbox.changed_files``)."""
+        self._check()
+        try:
+            return await self.sandbox.changed_files()
+        except SandboxDied as e:
+            raise await self._died(e) from e
 
     @contextlib.asynccontextmanager
     async def agent_stopped(self) -> AsyncIterator[None]:

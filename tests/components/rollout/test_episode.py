@@ -62,6 +62,9 @@ class Session:
     async def upload_files(self, files, dest_dir: str) -> None:
         self.commands.append(f"upload {dest_dir}")
 
+    async def changed_files(self):
+        return None  # like a backend that cannot tell
+
     async def __aenter__(self):
         return self
 
