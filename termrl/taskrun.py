@@ -364,7 +364,9 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
         try:
             reward = await _read_reward(session, task, result.exit_code)
         except RewardFailed as exc:
-            raise RewardFailed(str(exc), log_tail=exc.log_tail or result.output[-2000:]) from exc
+            if exc.log_tail:
+                raise
+            raise RewardFailed(str(exc), log_tail=result.output[-2000:]) from exc  # with what the tests printed
     return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering)
 
 

@@ -107,11 +107,13 @@ async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tup
     process = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
-    assert process.stdout is not None
+    stdout = process.stdout
+    if stdout is None:
+        raise ValueError("no stdout pipe")
     out = bytearray()
 
     async def read() -> bool:
-        while chunk := await process.stdout.read(65536):  # type: ignore[union-attr]
+        while chunk := await stdout.read(65536):
             out.extend(chunk)
             if len(out) > limit:
                 return True
@@ -190,9 +192,10 @@ class PodmanSandbox(Sandbox):
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )
-        assert process.stdout is not None
+        if process.stdout is None:
+            raise ValueError("no stdout pipe")
         head = b""
-        with contextlib.suppress(TimeoutError, ValueError):
+        with contextlib.suppress(TimeoutError, ValueError):  # ValueError: a first line past the stream's limit
             head = await asyncio.wait_for(process.stdout.readline(), timeout)
         inner, head = split_pid_line(mark, head)
 
