@@ -16,16 +16,49 @@ same everywhere:
         remove_leftovers(session)             no /solution, /tests, /logs/verifier from set-up
         ... the agent works ...
         await run_solution(session, task)     upload solution_files to /solution, run it
-        await run_tests(session, task)        upload test_files to /tests, run test_command
-                                              from the image's workdir with TEST_DIR=/tests,
-                                              turn the outcome into a reward
+        await run_tests(session, task)        score the sandbox's state, out of the agent's reach (below)
 
-Scoring follows the task's ``scoring`` column:
+Scoring is what the policy optimises, so nothing the agent did may reach it
+(DESIGN.md, "Scoring integrity"). ``run_tests``:
 
-- ``reward-file`` (Harbor): the float in /logs/verifier/reward.txt; when the
-  script wrote none, its exit status (0 → 1.0, else 0.0).
-- ``pytest-report`` (Terminal-Bench 1.0): passed when pytest's report lists at
-  least one PASSED test and no FAILED or ERROR one.
+1. stops the agent's processes (``Session.agent_stopped``, SIGSTOP from the
+   host): everything in the sandbox but its init and its *services*, the
+   processes holding a listening socket and their children. Terminal-Bench's
+   tests talk to services the agent started, so those keep running; a loop
+   the agent left behind that writes ``1`` into the reward file, swaps
+   /tests/test.sh after the upload or writes into the tests' output is
+   stopped before the tests start and resumed after the reward is read (the
+   session stays usable). Only stopped, not killed: freezing every non-service
+   needs no declaration from the task and loses nothing.
+2. runs everything through a fresh process (``Session.exec_fresh``), never the
+   agent's shell: no shell functions, aliases, ``BASH_ENV`` or ``PATH`` the
+   agent set, ``bash --noprofile --norc``, the sandbox's configured
+   environment only, its exit status from the process itself, with the
+   sandbox's own capabilities, seccomp filter, user and cgroups.
+3. removes /tests and /logs/verifier and recreates them (a conftest.py or
+   reward file planted there is gone), then uploads the tests.
+4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
+   and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
+   conftest.py or configuration file from / or the working directory).
+5. turns the outcome into a reward, following the task's ``scoring`` column:
+
+   - ``reward-file`` (Harbor): /logs/verifier/reward.txt, accepted only as a
+     regular file (not a symlink, FIFO or directory) holding a finite number
+     in [0, 1] (``parse_reward``); anything else is ``RewardFailed``, never a
+     pass. Only when there is no such path at all does the script's exit
+     status decide (0 → 1.0, else 0.0).
+   - ``pytest-report`` (Terminal-Bench 1.0): passed when pytest's report lists
+     at least one PASSED test and no FAILED or ERROR one.
+
+Two holes stay open, both needing more than a background loop: a process
+that holds a listening socket counts as a service and keeps running, so it
+could still write the reward file or into the tests' output; and binaries
+the agent replaced in system paths (a ``/usr/local/bin/bash``, a pytest
+plugin installed into site-packages) run during the tests, with no more
+privilege than the agent had. The second is flagged: ``find_tampering``
+lists, from outside the sandbox, commands the agent replaced or shadowed on
+the PATH and Python startup hooks it planted (``TestOutcome.tampering``,
+eval's ``tampering`` column, a warning in the log).
 
 Tests and the solution are uploaded only here, so they are never inside the
 sandbox while an agent works. So is a Terminal-Bench task's offline test kit
@@ -39,11 +72,14 @@ than 80 % of its timeout is logged as a warning (it may flip under load).
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import posixpath
 import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -64,12 +100,17 @@ __all__ = [
     "SolutionOutcome",
     "TaskSandboxes",
     "TestOutcome",
+    "find_tampering",
     "parse_pytest_report",
+    "parse_reward",
+    "pytest_addopts",
     "remove_leftovers",
     "run_solution",
     "run_tests",
     "solution_steps",
 ]
+
+log = logging.getLogger("termrl.taskrun")
 
 VERIFIER_DIR = "/logs/verifier"
 REWARD_FILE = f"{VERIFIER_DIR}/reward.txt"
@@ -77,6 +118,46 @@ TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
 LEFTOVERS = (SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR)
 """Paths that must not exist when a sandbox is handed out: tests and solution come at scoring."""
+PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+"""pytest's configuration files, in the order it prefers them within one directory."""
+
+FRESH_TEST_DIRS = (
+    f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ ! -L /logs ] || rm -f /logs; }} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
+)
+"""Whatever the agent left at the tests' and verifier's paths goes: a planted conftest.py, a reward
+file, a symlink that would send the reward elsewhere."""
+
+# Args "A path" / "C path": prints each changed file that replaces a command on this PATH, or
+# that was added in front of a command of the same name further on (the same file via a symlinked
+# directory, /bin -> /usr/bin, is no shadow).
+SHADOW_PROBE = """\
+IFS=: read -ra dirs <<< "$PATH"
+for entry in "$@"; do
+  kind=${entry%% *} f=${entry#* }; d=${f%/*} n=${f##*/} seen=0
+  for e in "${dirs[@]}"; do
+    if [ "$e" = "$d" ]; then
+      seen=1
+      if [ "$kind" = C ] && [ -f "$f" ]; then echo "$f: a command, replaced"; break; fi
+      continue
+    fi
+    if ((seen)) && [ -x "$e/$n" ] && [ ! -d "$e/$n" ] && [ ! "$e/$n" -ef "$f" ]; then
+      echo "$f: shadows $e/$n"; break
+    fi
+  done
+done
+"""
+SHADOW_CANDIDATES_MAX = 1000
+"""Files checked for shadowing at most (an apt-get install adds hundreds of commands, legitimately)."""
+
+# Reads $f with bash builtins only; exit 3: no such path, 4: not a regular file (its kind printed).
+REWARD_PROBE = """\
+if [ -L "$f" ]; then echo symlink; exit 4; fi
+[ -e "$f" ] || exit 3
+if [ -d "$f" ]; then echo directory; exit 4; fi
+if [ ! -f "$f" ]; then echo special file; exit 4; fi
+IFS= read -r -d '' -n 256 text < "$f"
+printf '%s' "$text"
+"""
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
 
@@ -93,8 +174,12 @@ class _Session(Protocol):
     workdir: str
 
     async def exec(self, command: str, timeout: float = ...) -> _Result: ...
+    async def exec_fresh(
+        self, command: str, timeout: float = ..., *, env: dict[str, str] | None = ..., workdir: str | None = ...
+    ) -> _Result: ...
+    def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
-    async def download(self, path: str) -> bytes: ...
+    async def changed_files(self) -> dict[str, str] | None: ...
 
 
 @dataclass(frozen=True)
@@ -117,6 +202,9 @@ class TestOutcome:
     duration: float
     timed_out: bool
     exit_code: int | None = None
+    tampering: tuple[str, ...] = ()
+    """Changes the agent made to what scoring runs (``find_tampering``): flagged, not failed, since
+    installing software is often the task itself."""
 
     __test__ = False  # not a pytest class
 
@@ -179,37 +267,107 @@ def parse_pytest_report(output: str) -> bool:
     return "PASSED" in outcomes and "FAILED" not in outcomes and "ERROR" not in outcomes
 
 
-async def run_tests(session: _Session, task: Task, *, timeout: float | None = None) -> TestOutcome:
-    """Upload the tests, run them, and read the reward. Raises ``RewardFailed`` if unreadable."""
-    timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
-    await session.upload_files(task.test_files, TESTS_DIR)
-    env = {"TEST_DIR": TESTS_DIR, **await prepare_test_phase(session, task)}
-    started = time.monotonic()
-    prepare = await session.exec(f"rm -f {REWARD_FILE}; mkdir -p {VERIFIER_DIR}", timeout=30)
-    if prepare.exit_code != 0:
-        raise RewardFailed(f"task {task.id}: cannot prepare {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
-    result = await session.exec(_in_workdir(session, task.test_command, env), timeout=timeout)
-    duration = time.monotonic() - started
-    warn_if_tight(task.id, "the tests", duration, timeout)
-    if result.timed_out:
-        return TestOutcome(False, 0.0, result.output, duration, True)
-    if task.scoring == "pytest-report":
-        passed = parse_pytest_report(result.output)
-        return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code)
-    if task.scoring != "reward-file":
-        raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
+def pytest_addopts(task: Task) -> str:
+    """``PYTEST_ADDOPTS`` of the test phase: pytest reads its configuration and conftest files from /tests only.
+
+    ``--confcutdir`` stops the conftest.py search at /tests (a conftest.py the
+    agent left at / or in the working directory is not loaded); ``-c`` names
+    the configuration file, so a pytest.ini or pyproject.toml planted above
+    /tests is never read: the task's own, or none (``/dev/null``);
+    ``--rootdir`` and ``-p no:cacheprovider`` keep pytest from looking for
+    (or writing) a cache elsewhere. Options the test command passes itself
+    come later on pytest's command line and win.
+    """
+    shipped = {f.path for f in task.test_files}
+    config = next((name for name in PYTEST_CONFIG_FILES if name in shipped), None)
+    ini = f"{TESTS_DIR}/{config}" if config else "/dev/null"
+    return f"-p no:cacheprovider --rootdir={TESTS_DIR} --confcutdir={TESTS_DIR} -c {ini}"
+
+
+def parse_reward(task_id: str, text: str) -> float:
+    """The reward a reward file states: a finite number in [0, 1], else ``RewardFailed``."""
     try:
-        text = (await session.download(REWARD_FILE)).decode().strip()
-    except FileNotFoundError:
-        reward = 1.0 if result.exit_code == 0 else 0.0
-    else:
+        reward = float(text.strip())
+    except ValueError as exc:
+        raise RewardFailed(f"task {task_id}: {REWARD_FILE} holds {text[:80]!r}, not a number") from exc
+    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+        raise RewardFailed(f"task {task_id}: {REWARD_FILE} holds {reward!r}, not a reward in [0, 1]")
+    return reward
+
+
+async def _read_reward(session: _Session, task: Task, test_exit_code: int | None) -> float:
+    """The reward file's value; the tests' exit status when there is no file at all (0 → 1.0)."""
+    probe = await session.exec_fresh(f"f={REWARD_FILE}\n{REWARD_PROBE}", timeout=30)
+    if probe.exit_code == 3:
+        return 1.0 if test_exit_code == 0 else 0.0
+    if probe.exit_code == 4:
+        raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {probe.output.strip()}, not a regular file")
+    if probe.exit_code != 0:
+        raise RewardFailed(f"task {task.id}: cannot read {REWARD_FILE}", log_tail=probe.output[-2000:])
+    return parse_reward(task.id, probe.output)
+
+
+def _startup_hook(path: str) -> bool:
+    """Files every Python (or every dynamically linked program) runs at start."""
+    name = posixpath.basename(path)
+    in_python = "/python" in path and ("site-packages" in path or "dist-packages" in path)
+    return path == "/etc/ld.so.preload" or (in_python and (name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth")))
+
+
+async def find_tampering(session: _Session) -> tuple[str, ...]:
+    """Changes to system paths that run during scoring, each with why: a command replaced, a command
+    shadowed further up the PATH (``/usr/local/bin/bash``), a Python startup hook or ld.so.preload.
+
+    Read from outside the sandbox (``Session.changed_files``: podman's diff, bwrap's overlay upper
+    layer); empty where the backend cannot tell. Call it with the agent's processes stopped.
+    """
+    changes = await session.changed_files()
+    if not changes:
+        return ()
+    found = [f"{path}: a startup hook" for path in sorted(changes) if _startup_hook(path)]
+    candidates = [f"{kind} {path}" for path, kind in sorted(changes.items())
+                  if posixpath.basename(posixpath.dirname(path)) in ("bin", "sbin")]  # fmt: skip
+    if candidates:
+        args = " ".join(shlex.quote(c) for c in candidates[:SHADOW_CANDIDATES_MAX])
+        probe = await session.exec_fresh(f"set -- {args}\n{SHADOW_PROBE}", timeout=60)
+        found += [line for line in probe.output.splitlines() if line.startswith("/")]
+    return tuple(found)
+
+
+async def run_tests(session: _Session, task: Task, *, timeout: float | None = None) -> TestOutcome:
+    """Run the task's tests out of the agent's reach and read the reward (see the module docstring).
+
+    Raises ``RewardFailed`` when the verifier directory cannot be prepared or
+    the reward file is unusable; never turns an unusable reward into a pass.
+    """
+    timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
+    async with session.agent_stopped():
+        tampering = await find_tampering(session)  # before the tests install anything themselves
+        if tampering:
+            log.warning("task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering))
+        started = time.monotonic()
+        prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
+        if prepare.exit_code != 0:
+            raise RewardFailed(f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
+        await session.upload_files(task.test_files, TESTS_DIR)
+        env = {"TEST_DIR": TESTS_DIR, "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}
+        result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir)
+        duration = time.monotonic() - started
+        warn_if_tight(task.id, "the tests", duration, timeout)
+        if result.timed_out:
+            return TestOutcome(False, 0.0, result.output, duration, True, tampering=tampering)
+        if task.scoring == "pytest-report":
+            passed = parse_pytest_report(result.output)
+            return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code, tampering)
+        if task.scoring != "reward-file":
+            raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
         try:
-            reward = float(text)
-        except ValueError as exc:
-            raise RewardFailed(
-                f"task {task.id}: {REWARD_FILE} holds {text[:80]!r}, not a number", log_tail=result.output[-2000:]
-            ) from exc
-    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code)
+            reward = await _read_reward(session, task, result.exit_code)
+        except RewardFailed as exc:
+            if exc.log_tail:
+                raise
+            raise RewardFailed(str(exc), log_tail=result.output[-2000:]) from exc  # with what the tests printed
+    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering)
 
 
 async def remove_leftovers(session: _Session) -> None:

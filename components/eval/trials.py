@@ -21,7 +21,9 @@ image does not build gets ``environment-error`` rows without starting a
 sandbox. At most ``config.concurrency`` sandboxes are alive at once: the
 manager's ``max_sessions``, where trials queue for a slot (a trial's wall
 time starts with its sandbox, not with the wait). Errors of the harness
-(``termrl.errors``) become rows, never a crashed eval; anything else is a
+(``termrl.errors``) become rows, never a crashed eval, and so does any
+exception while scoring (a ``RewardFailed`` row: whatever the agent left in
+its sandbox, one trial's scoring never cancels the others); anything else is a
 bug and propagates.
 """
 
@@ -40,7 +42,7 @@ from components.eval.agents import Agent, AgentRun, make_agent, open_engine
 from components.eval.config import EvalConfig
 from components.eval.taxonomy import TrialFacts, call_stats, classify
 from termrl.artifacts.tasks import Task, load_tasks
-from termrl.errors import ConfigError, TermrlError, failure_type
+from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
 from termrl.sandbox.manager import SandboxManager
 from termrl.taskfolders import import_task_folders
@@ -91,6 +93,7 @@ def trial_row(
     test_sec: float | None = None,
     wall_sec: float | None = None,
     test_output: str | None = None,
+    tampering: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The eval-results row of one trial (schema columns, then eval's extra columns)."""
     passed = bool(tests_passed) and not over_budget
@@ -134,6 +137,8 @@ def trial_row(
         "test_sec": test_sec,
         "agent_timeout_sec": task.agent_timeout_sec,
         "test_output": test_output[-TEST_OUTPUT_CHARS:] if test_output else None,
+        # what the agent changed that scoring ran (termrl.taskrun.find_tampering); None when nothing
+        "tampering": "; ".join(tampering) or None,
     }
 
 
@@ -161,7 +166,12 @@ async def _run_one(
             if run.failure_type in ("SandboxDied", "SandboxUnavailable"):
                 return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
                                  reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
-            outcome = await run_tests(session, task)
+            try:
+                outcome = await run_tests(session, task)
+            except TermrlError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
+                raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
     except TermrlError as exc:
         run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
         return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None, reward=0.0,
@@ -170,7 +180,7 @@ async def _run_one(
         config, task, trial, run,
         over_budget=over_budget, tests_passed=outcome.passed, reward=outcome.reward,
         tests_timed_out=outcome.timed_out, agent_sec=agent_sec, test_sec=outcome.duration,
-        wall_sec=time.monotonic() - started, test_output=outcome.output,
+        wall_sec=time.monotonic() - started, test_output=outcome.output, tampering=outcome.tampering,
     )  # fmt: skip
 
 

@@ -9,7 +9,11 @@
 Modules: ``spec`` (what to start, what a command returns), ``manager`` (the
 entry point), ``backend`` (the abstract class every backend implements),
 ``session`` (one sandbox), ``shell`` (the persistent-shell protocol every
-backend shares), ``podman``/``bwrap``/``kubernetes`` (backends),
+backend shares), ``fresh`` (processes outside the agent's shell, for
+scoring), ``procs`` (a local sandbox's processes from the host: stopping the
+agent's), ``podman``/``bwrap``/``kubernetes`` (backends), ``enter`` (bwrap's
+``exec`` helper), ``seccomp`` (bwrap's filter), ``rootfs`` (files inside a
+sandbox root, from the host),
 ``base_images`` (local Debian base images), ``hostca`` (CA injection),
 ``metrics`` (Prometheus), ``commands`` (`termrl sandbox ...`).
 """

@@ -7,7 +7,9 @@ launcher (root on the host):
         joins the session's cgroups (memory+swap, pids, cpu quota: v1 where writable),
         mounts the overlay (lower = image rootfs, upper/work = session dir), then
         exec bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
-                   capabilities cut to Docker's default set, --die-with-parent, --new-session
+                   capabilities cut to Docker's default set, --die-with-parent, --new-session,
+                   /proc masked and read-only where Docker's defaults have it (/proc/sys,
+                   /proc/keys, ...), the seccomp filter of ``termrl.sandbox.seccomp``
          └─ the shell supervisor (``termrl.sandbox.shell``)
 
 The overlay exists only in the launcher's mount namespace, so it vanishes with
@@ -20,7 +22,19 @@ environments are built by the podman backend and then run here.
 
 Files move host-side through ``/proc/<pid>/root`` of a sandbox process with a
 component-by-component walk that resolves symlinks inside the sandbox root
-(a symlink planted by the agent cannot point the host at its own files).
+(a symlink planted by the agent cannot point the host at its own files), off
+the event loop. A download opens what it found with ``O_PATH`` and reads it
+only if it is a regular file within the size limit (a symlink to /dev/zero or
+a FIFO cannot exhaust or block the host); an upload replaces a FIFO or device
+found at its path.
+
+Fresh processes (``exec_fresh``, what scoring runs) come from
+``termrl/sandbox/enter.py``, run by the host: it joins the session's cgroups
+and the supervisor's namespaces and root, takes the supervisor's user and
+capability sets, no_new_privs and the same seccomp filter, then executes the
+command. The sandbox's processes are host processes: stopping the agent's
+during scoring and killing a fresh one past its timeout happen from the host
+(``termrl.sandbox.procs``).
 
 Network: every sandbox gets its own network namespace (``--unshare-net``):
 loopback only for ``none``. For ``egress``, bwrap reports the sandbox's pid on
@@ -35,21 +49,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
+import io
 import json
 import os
+import platform
 import select
 import shutil
 import signal
+import sys
 import tarfile
 import time
 import uuid
 from pathlib import Path, PurePosixPath
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
-from termrl.sandbox import hostca
+from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
+from termrl.sandbox.fresh import collect, fresh_argv, fresh_env
+from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec
@@ -64,6 +82,17 @@ DOCKER_CAPS = (
 )  # fmt: skip
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
+"""Run by the host's Python to start a fresh process inside a sandbox (``exec_fresh``)."""
+
+# What Docker's defaults hide (moby's oci/defaults.go masked and read-only paths), for paths this
+# kernel has. Masked files are covered by /dev/null, masked directories by an empty read-only tmpfs.
+MASKED_FILES = ("/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+                "/proc/sched_debug")  # fmt: skip
+MASKED_DIRS = ("/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap")
+READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
+"""Read-only: /proc/sys holds host-wide settings (kernel.core_pattern runs a program as the host's root)."""
 
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder inside the default 10.0.2.0/24
 NETWORK_SETUP_TIMEOUT_SEC = 10.0
@@ -115,11 +144,27 @@ class BwrapSandbox(Sandbox):
 
     backend = "bwrap"
 
-    def __init__(self, name: str, channel: ProcessChannel, session_dir: Path, cgroups: list[Path]):
+    def __init__(
+        self,
+        name: str,
+        channel: ProcessChannel,
+        session_dir: Path,
+        cgroups: list[Path],
+        *,
+        env: dict[str, str] | None = None,
+        seccomp: bytes = b"",
+        lower: Path | None = None,
+    ):
         self.name = name
         self.channel = channel
         self.session_dir = session_dir
         self.cgroups = cgroups
+        self.env = env or {}
+        """The environment bwrap started the sandbox with (HOME, image ENV, spec env)."""
+        self.seccomp = seccomp
+        """The seccomp program bwrap loaded; fresh processes load the same."""
+        self.lower = lower
+        """The image's rootfs, the overlay's lower layer (what ``changed_files`` compares against)."""
         self.slirp: asyncio.subprocess.Process | None = None
         self.slirp_exit_fd: int | None = None  # closing it ends slirp4netns
         self._host_pids: dict[int, int] = {}
@@ -153,8 +198,9 @@ class BwrapSandbox(Sandbox):
             raise SandboxDied(f"sandbox {self.name} is gone") from e
 
     async def put_archive(self, archive: bytes) -> None:
-        import io
+        await asyncio.to_thread(self._put_archive, archive)
 
+    def _put_archive(self, archive: bytes) -> None:
         root = self._root_fd()
         try:
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -163,37 +209,65 @@ class BwrapSandbox(Sandbox):
                     if not member.isfile() or data is None:
                         continue
                     path = PurePosixPath("/" + member.name)
-                    parent = _walk(root, path.parent.parts[1:], create=True)
+                    parent = walk(root, path.parent.parts[1:], create=True)
                     try:
-                        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, dir_fd=parent)
-                        try:
-                            os.write(fd, data.read())
-                            os.fchmod(fd, member.mode & 0o7777)
-                        finally:
-                            os.close(fd)
+                        write_in(parent, path.name, data.read(), member.mode & 0o7777, str(path))
                     finally:
                         os.close(parent)
         finally:
             os.close(root)
 
-    async def get_file(self, path: str) -> bytes:
+    async def get_file(self, path: str, max_bytes: int) -> bytes:
+        # Off the event loop: a walk through the sandbox's tree is disk work.
+        return await asyncio.to_thread(self._get_file, path, max_bytes)
+
+    def _get_file(self, path: str, max_bytes: int) -> bytes:
         target = PurePosixPath(path)
         root = self._root_fd()
         try:
-            parent = _walk(root, target.parent.parts[1:], create=False)
+            parent = walk(root, target.parent.parts[1:], create=False)
             try:
-                fd = _open_in(root, parent, target.name)
+                handle = open_in(root, parent, target.name)  # O_PATH: opening it has no side effect
             finally:
                 os.close(parent)
             try:
-                if os.path.isdir(f"/proc/self/fd/{fd}"):
-                    raise IsADirectoryError(path)
-                with os.fdopen(fd, "rb", closefd=False) as f:
-                    return f.read()
+                return read_regular(handle, path, max_bytes)
             finally:
-                os.close(fd)
+                os.close(handle)
         finally:
             os.close(root)
+
+    async def exec_fresh(
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+    ) -> tuple[str, int | None, bool, bool]:
+        config = {
+            "target": self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
+            "cgroups": [str(c) for c in self.cgroups],
+            "seccomp": self.seccomp.hex(),
+            "machine": platform.machine(),
+            "env": fresh_env(self.env, env),
+            "argv": fresh_argv(command, workdir),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", ENTER_SCRIPT, json.dumps(config),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={}, start_new_session=True,
+        )  # fmt: skip
+        result = await collect(process, timeout, output_limit, lambda: procs.kill_tree(process.pid))
+        if result[1] in (125, 126) and not await self.alive():
+            raise SandboxDied(f"sandbox {self.name} is gone")
+        return result
+
+    async def changed_files(self) -> dict[str, str] | None:
+        if self.lower is None:
+            return None
+        return await asyncio.to_thread(overlay_changes, self.session_dir / "upper", self.lower)
+
+    async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
+        return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1))
+
+    async def resume_agent_processes(self, stopped: object) -> None:
+        await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
 
     async def alive(self) -> bool:
         return self.channel.process.returncode is None
@@ -253,59 +327,22 @@ def _read_fd(fd: int, until: bytes, timeout: float) -> bytes:
     return data
 
 
-def _walk(root: int, parts: tuple[str, ...], *, create: bool, hops: int = 0) -> int:
-    """An fd of the directory ``parts`` below ``root``, symlinks resolved inside ``root``."""
-    current = os.dup(root)
-    stack: list[str] = []
-    todo = list(parts)
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if stack:
-                stack.pop()
-            os.close(current)
-            current = _walk(root, tuple(stack), create=False, hops=hops)
-            continue
-        try:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=current)
-        except FileNotFoundError:
-            if not create:
-                os.close(current)
-                raise
-            os.mkdir(part, 0o755, dir_fd=current)
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=current)
-        except OSError as e:
-            if e.errno not in (errno.ELOOP, errno.ENOTDIR) or hops > 40:
-                os.close(current)
-                raise
-            link = os.readlink(part, dir_fd=current)
-            hops += 1
-            if link.startswith("/"):
-                stack = []
-                os.close(current)
-                current = os.dup(root)
-            todo = [p for p in link.split("/") if p] + todo
-            continue
-        os.close(current)
-        current = nxt
-        stack.append(part)
-    return current
-
-
-def _open_in(root: int, parent: int, name: str, hops: int = 0) -> int:
-    try:
-        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
-    except OSError as e:
-        if e.errno != errno.ELOOP or hops > 40:
-            raise
-    link = PurePosixPath(os.readlink(name, dir_fd=parent))
-    base = _walk(root, link.parent.parts[1:], create=False) if link.is_absolute() else _walk(parent, link.parent.parts, create=False)
-    try:
-        return _open_in(root, base, link.name, hops + 1)
-    finally:
-        os.close(base)
+def _docker_proc_defaults() -> list[str]:
+    """bwrap options masking and write-protecting /proc as Docker does (only what this kernel has;
+    the sandbox's /proc shows the same entries as the host's)."""
+    options: list[str] = []
+    for path in READ_ONLY:
+        if os.path.exists(path):
+            # The host's /proc/sys, read-only: namespaced settings (net.*, the hostname) still
+            # answer for the reading process's namespaces.
+            options += ["--ro-bind", path, path]
+    for path in MASKED_FILES:
+        if os.path.exists(path):
+            options += ["--ro-bind", "/dev/null", path]
+    for path in MASKED_DIRS:
+        if path.startswith("/proc/") and os.path.isdir(path):  # the sandbox has no /sys mounted
+            options += ["--tmpfs", path, "--remount-ro", path]
+    return options
 
 
 class BwrapBackend(Backend):
@@ -395,7 +432,7 @@ class BwrapBackend(Backend):
     ) -> list[str]:
         """The bwrap command line of one session (public for tests); ``extra`` follows the mounts."""
         argv = [
-            "bwrap", "--bind", str(merged), "/", "--proc", "/proc", "--dev", "/dev", *extra,
+            "bwrap", "--bind", str(merged), "/", "--proc", "/proc", "--dev", "/dev", *_docker_proc_defaults(), *extra,
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", *(a for cap in DOCKER_CAPS for a in ("--cap-add", cap)),
@@ -430,6 +467,12 @@ class BwrapBackend(Backend):
                 env = {**env, **hostca.CA_ENV}
                 setup = hostca.install_command()
             setup += f"rm -f /etc/resolv.conf; echo 'nameserver {SLIRP_DNS}' > /etc/resolv.conf; "
+        # The seccomp program travels to bwrap in a memfd; bwrap loads it right before the supervisor.
+        program = seccomp.program()
+        seccomp_fd = os.memfd_create("termrl-seccomp")
+        os.write(seccomp_fd, program)
+        os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        extra += ["--seccomp", str(seccomp_fd)]
         argv = self.bwrap_argv(spec, session_dir / "merged", lower, env, workdir, token, tuple(extra))
         try:
             process = await asyncio.create_subprocess_exec(
@@ -437,7 +480,7 @@ class BwrapBackend(Backend):
                 str(lower), str(session_dir / "upper"), str(session_dir / "work"), str(session_dir / "merged"), *argv,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
-                start_new_session=True, pass_fds=(info_w, block_r) if egress else (),
+                start_new_session=True, pass_fds=(seccomp_fd, info_w, block_r) if egress else (seccomp_fd,),
             )  # fmt: skip
         except OSError as e:
             _close(info_r, block_w)
@@ -446,9 +489,10 @@ class BwrapBackend(Backend):
             shutil.rmtree(session_dir, ignore_errors=True)
             raise SandboxUnavailable(f"cannot start the bwrap launcher: {e}") from e
         finally:
-            _close(info_w, block_r)  # bwrap holds its own copies now
+            _close(seccomp_fd, info_w, block_r)  # bwrap holds its own copies now
         channel = ProcessChannel(process)
-        sandbox = BwrapSandbox(name, channel, session_dir, cgroups)
+        sandbox = BwrapSandbox(name, channel, session_dir, cgroups, env={"HOME": "/root", **env, **spec.env},
+                               seccomp=program, lower=lower)  # fmt: skip
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         try:
             if egress:

@@ -12,6 +12,13 @@ is a label that ``network_policy_manifest`` turns into a deny-all policy;
 egress pods get a policy allowing only egress. A pod's pids limit is a
 kubelet setting (``podPidsLimit``), not a pod field.
 
+Scoring's fresh processes (``exec_fresh``) are new exec streams with the
+container's configured environment (plus the caller's variables) and the
+pod's security context. Stopping the agent's processes during scoring runs
+``STOP_HELPER`` in the pod (there is no host to act from), with the agent's
+own privileges: it uses bash builtins and ``ls``, which the agent could have
+replaced.
+
 Images are not built here: a cluster pulls task images from a registry, so
 ``registry`` maps a task environment to ``<registry>/termrl/env:<hash>``,
 pushed by whoever built it (``SandboxManager(backend="podman").build_image``).
@@ -36,15 +43,83 @@ from typing import Any
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.bwrap import DOCKER_CAPS
-from termrl.sandbox.session import Sandbox
-from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, Shell
+from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
+from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, OutputCap, Shell
 from termrl.sandbox.spec import SandboxSpec
 
-__all__ = ["ExecChannel", "KubernetesBackend", "KubernetesSandbox", "network_policy_manifest", "pod_manifest"]
+__all__ = [
+    "STOP_HELPER",
+    "ExecChannel",
+    "KubernetesBackend",
+    "KubernetesSandbox",
+    "network_policy_manifest",
+    "pod_manifest",
+]
 
 CONTAINER = "sandbox"
 # pid 1 reaps orphans and exits on SIGTERM.
 IDLE_COMMAND = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+
+# Runs inside the pod: stop-helper stop | stop-helper cont PID:START...
+# stop: SIGSTOP every process but pid 1, this helper (and what it starts) and the services
+# (holders of a listening socket, and their descendants: termrl.sandbox.procs's rule), in
+# rounds until a round finds nothing new; prints PID:START of each process it stopped.
+# cont: SIGCONT each PID whose start time (field 22 of its stat) is still START.
+STOP_HELPER = r"""
+me=$$
+start_of() { local line; read -r line 2>/dev/null < "/proc/$1/stat" || return 1; set -- ${line##*) }; REPLY=${20}; }
+if [ "$1" = cont ]; then
+  shift
+  for entry in "$@"; do
+    start_of "${entry%%:*}" && [ "$REPLY" = "${entry#*:}" ] && kill -CONT "${entry%%:*}" 2>/dev/null
+  done
+  exit 0
+fi
+declare -A listening stopped
+for table in tcp tcp6 udp udp6; do
+  want=0A; [ "${table#udp}" != "$table" ] && want=07
+  { read -r _; while read -r _ _ _ st _ _ _ _ _ inode _; do
+      [ "$st" = "$want" ] && listening[$inode]=1
+    done; } 2>/dev/null < "/proc/net/$table"
+done
+{ read -r _; while read -r _ _ _ flags _ _ inode _; do
+    (( 16#$flags & 0x10000 )) && listening[$inode]=1
+  done; } 2>/dev/null < /proc/net/unix
+holds_listener() {
+  local line ino
+  while read -r line; do
+    [[ $line == *"socket:["* ]] || continue
+    ino=${line##*socket:[}; ino=${ino%]}
+    [ -n "${listening[$ino]}" ] && return 0
+  done < <(ls -l "/proc/$1/fd" 2>/dev/null)
+  return 1
+}
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  declare -A ppid=() state=() start=() service=()
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    read -r line 2>/dev/null < "$d/stat" || continue
+    set -- ${line##*) }
+    state[$p]=$1 ppid[$p]=$2 start[$p]=${20}
+  done
+  for p in "${!state[@]}"; do holds_listener "$p" && service[$p]=1; done
+  fresh=0
+  for p in "${!state[@]}"; do
+    [ "$p" = 1 ] || [ -n "${stopped[$p]}" ] && continue
+    case ${state[$p]} in T|t|Z|X) continue ;; esac
+    q=$p skip=0
+    while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
+      if [ "$q" = "$me" ] || [ -n "${service[$q]}" ]; then skip=1; break; fi
+      q=${ppid[$q]}
+    done
+    ((skip)) && continue
+    kill -STOP "$p" 2>/dev/null && { stopped[$p]=1; echo "$p:${start[$p]}"; fresh=1; }
+  done
+  ((fresh)) || break
+done
+exit 0
+"""
 
 
 def _label_value(value: str) -> str:
@@ -160,15 +235,17 @@ class KubernetesSandbox(Sandbox):
         self.namespace = namespace
         self.name = name
 
-    def _exec(self, script: str, *args: str) -> tuple[int, str]:
-        """Run a short helper script in the pod (not the session shell); (status, stdout)."""
+    def _stream(self, command: list[str]) -> Any:
         from kubernetes.stream import stream
 
-        ws = stream(
+        return stream(
             self.api.connect_get_namespaced_pod_exec, self.name, self.namespace, container=CONTAINER,
-            command=["bash", "-c", script, "termrl", *args], stdin=False, stdout=True,
-            stderr=True, tty=False, _preload_content=False,
+            command=command, stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False,
         )  # fmt: skip
+
+    def _exec(self, script: str, *args: str) -> tuple[int, str]:
+        """Run a short helper script in the pod (not the session shell); (status, stdout)."""
+        ws = self._stream(["bash", "-c", script, "termrl", *args])
         out = []
         deadline = time.monotonic() + 120
         while ws.is_open() and time.monotonic() < deadline:
@@ -192,14 +269,65 @@ class KubernetesSandbox(Sandbox):
         if code != 0:
             raise OSError(f"upload into pod {self.name} failed: {out[-500:]}")
 
-    async def get_file(self, path: str) -> bytes:
-        script = 'test -d "$1" && exit 21; test -f "$1" || exit 44; base64 -w0 < "$1"'
-        code, out = await asyncio.to_thread(self._exec, script, path)
+    async def get_file(self, path: str, max_bytes: int) -> bytes:
+        # test -f follows a symlink and is false for a device or FIFO: those are never read.
+        script = ('test -d "$1" && exit 21; test -e "$1" || exit 44; test -f "$1" || exit 45; '
+                  'test "$(wc -c < "$1")" -le "$2" || exit 46; base64 -w0 < "$1"')  # fmt: skip
+        code, out = await asyncio.to_thread(self._exec, script, path, str(max_bytes))
         if code == 44:
             raise FileNotFoundError(path)
         if code == 21:
             raise IsADirectoryError(path)
+        if code == 45:
+            raise NotRegularFile(path, "special file")
+        if code == 46:
+            raise FileTooLarge(path, max_bytes + 1, max_bytes)
         return base64.b64decode(out)
+
+    async def exec_fresh(
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+    ) -> tuple[str, int | None, bool, bool]:
+        # The exec stream starts from the container's configured environment; `env` adds the caller's.
+        mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"
+        variables = [f"{k}={v}" for k, v in (env or {}).items()]
+        argv = pid_line_argv(mark, ["/usr/bin/env", *variables, *fresh_argv(command, workdir)])
+        ws = await asyncio.to_thread(self._stream, argv)
+        channel = ExecChannel(ws, asyncio.get_running_loop())
+        cap, pid = OutputCap(output_limit), None
+        pending: bytes | None = b""  # output until the pid line is complete; None after
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        try:
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(channel.read(), max(deadline - time.monotonic(), 0))
+                except TimeoutError:
+                    timed_out = True
+                    break
+                if not chunk:
+                    break
+                if pending is not None:
+                    pending += chunk
+                    if b"\n" not in pending and len(pending) < 256:
+                        continue
+                    pid, chunk = split_pid_line(mark, pending)
+                    pending = None
+                cap.add(chunk)
+        finally:
+            if timed_out and pid is not None:
+                await self.signal(pid, "KILL", "all")
+            await channel.close()
+        if pending:
+            cap.add(pending)
+        return cap.text(), None if timed_out else (ws.returncode or 0), timed_out, cap.truncated
+
+    async def stop_agent_processes(self) -> list[str]:
+        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop")
+        return out.split()
+
+    async def resume_agent_processes(self, stopped: object) -> None:
+        if stopped:
+            await asyncio.to_thread(self._exec, STOP_HELPER, "cont", *stopped)  # type: ignore[misc]
 
     async def alive(self) -> bool:
         try:

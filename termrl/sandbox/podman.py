@@ -5,6 +5,14 @@ One container per session. Its pid 1 is the shell supervisor, attached with
 pipes, so creating a session costs one ``podman run`` (no ``exec`` per
 command, no log file filling up with output) and removing it ends everything.
 
+Scoring's fresh processes (``exec_fresh``) are ``podman exec``: runc starts
+them with the container's capabilities, seccomp profile, no-new-privileges,
+user and cgroup, from the container's configured environment (read once from
+``podman inspect``, passed through ``env -i``). The container's processes are
+host processes, so stopping the agent's processes during scoring and killing a
+fresh process past its timeout happen from the host (``termrl.sandbox.procs``),
+never through a binary inside the container.
+
 Limits: ``--cpus``, ``--memory`` with equal ``--memory-swap`` (no swap),
 ``--pids-limit``, ``--timeout`` (the lifetime, enforced by conmon even if this
 process dies), ``--network=none`` unless egress, no-new-privileges, podman's
@@ -19,10 +27,12 @@ a Terminal-Bench stand-in) is built first when missing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import json
 import math
+import secrets
 import shutil
 import tarfile
 import tempfile
@@ -32,10 +42,11 @@ from pathlib import Path
 
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
-from termrl.sandbox import hostca, metrics
+from termrl.sandbox import hostca, metrics, procs
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
-from termrl.sandbox.session import Sandbox, unpack_file
+from termrl.sandbox.fresh import collect, fresh_argv, fresh_env, pid_line_argv, split_pid_line
+from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
 from termrl.tbcompat.dockerfile import base_refs, declare_build_args
@@ -91,6 +102,35 @@ async def _run(argv: list[str], stdin: bytes | None = None, timeout: float = 120
     return process.returncode or 0, out
 
 
+async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tuple[int, bytes, bool]:
+    """Run a CLI call reading at most ``limit`` bytes of its stdout; (status, stdout+stderr, over the limit)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    stdout = process.stdout
+    if stdout is None:
+        raise ValueError("no stdout pipe")
+    out = bytearray()
+
+    async def read() -> bool:
+        while chunk := await stdout.read(65536):
+            out.extend(chunk)
+            if len(out) > limit:
+                return True
+        return False
+
+    try:
+        over = await asyncio.wait_for(read(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return 124, bytes(out), False
+    if over:
+        process.kill()
+    await process.wait()
+    return process.returncode or 0, bytes(out), over
+
+
 class PodmanSandbox(Sandbox):
     """A running container whose pid 1 is the shell supervisor."""
 
@@ -99,6 +139,8 @@ class PodmanSandbox(Sandbox):
         self.name = name
         self.backend = Path(binary).name
         self.channel = channel
+        self._init_pid: int | None = None
+        self._config_env: dict[str, str] | None = None
 
     async def signal(self, pid: int, sig: str, mode: str) -> None:
         argv = [self.binary, "exec", self.name, "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode]
@@ -110,15 +152,84 @@ class PodmanSandbox(Sandbox):
             await self._raise_if_dead()
             raise OSError(f"upload into {self.name} failed: {out.decode(errors='replace').strip()}")
 
-    async def get_file(self, path: str) -> bytes:
-        code, out = await _run([self.binary, "cp", f"{self.name}:{path}", "-"])
+    async def get_file(self, path: str, max_bytes: int) -> bytes:
+        # podman cp follows symlinks inside the container, archives a FIFO as a FIFO entry
+        # (never reads it) and refuses devices ("no such file"). The tar adds headers and padding.
+        code, out, over = await _read_capped([self.binary, "cp", f"{self.name}:{path}", "-"], max_bytes + 65536)
+        if over:
+            raise FileTooLarge(path, len(out), max_bytes)
         if code != 0:
             await self._raise_if_dead()
             message = out.decode(errors="replace").strip()
             if "no such file or directory" in message.lower() or "could not be found" in message:
                 raise FileNotFoundError(path)
             raise OSError(f"download of {path} from {self.name} failed: {message}")
-        return unpack_file(out, path)
+        return unpack_file(out, path, max_bytes)
+
+    async def _inspect(self) -> tuple[int, dict[str, str]]:
+        """(host pid of the container's pid 1, its configured environment), asked once."""
+        if self._init_pid is None or self._config_env is None:
+            fmt = "{{.State.Pid}} {{json .Config.Env}}"
+            code, out = await _run([self.binary, "inspect", "--type", "container", "--format", fmt, self.name], timeout=60)
+            pid, _, env = out.decode(errors="replace").partition(" ")
+            if code != 0 or not pid.strip().isdigit() or int(pid) == 0:
+                await self._raise_if_dead()
+                raise SandboxDied(f"container {self.name} has no running process")
+            self._init_pid = int(pid)
+            self._config_env = dict(item.split("=", 1) for item in json.loads(env or "[]") if "=" in item)
+        return self._init_pid, self._config_env
+
+    async def exec_fresh(
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+    ) -> tuple[str, int | None, bool, bool]:
+        init, config_env = await self._inspect()
+        variables = [f"{k}={v}" for k, v in fresh_env(config_env, env).items()]
+        # The first line names the process's pid inside the container: how a timeout finds what to kill.
+        mark = f"__TERMRL_FRESH_{secrets.token_hex(8)}"
+        argv = [self.binary, "exec", self.name,
+                *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)])]  # fmt: skip
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        if process.stdout is None:
+            raise ValueError("no stdout pipe")
+        head = b""
+        with contextlib.suppress(TimeoutError, ValueError):  # ValueError: a first line past the stream's limit
+            head = await asyncio.wait_for(process.stdout.readline(), timeout)
+        inner, head = split_pid_line(mark, head)
+
+        def kill() -> None:
+            # Under load `podman exec` may not have printed the pid yet: then the process still
+            # carries the mark among its arguments.
+            if inner is not None:
+                targets = [pid] if (pid := procs.host_pid_of(init, inner)) is not None else []
+            else:
+                targets = procs.with_argument(init, mark)
+            for target in targets:
+                procs.kill_tree(target)
+            process.kill()
+
+        remaining = max(timeout - (time.monotonic() - started), 0.001)
+        output, code, timed_out, truncated = await collect(process, remaining, output_limit, kill, head=head)
+        if code in (125, 126, 127) and not await self.alive():
+            raise SandboxDied(f"container {self.name} is gone")
+        return output, code, timed_out, truncated
+
+    async def changed_files(self) -> dict[str, str] | None:
+        code, out = await _run([self.binary, "diff", "--format", "json", self.name], timeout=120)
+        if code != 0:
+            await self._raise_if_dead()
+            raise OSError(f"{self.binary} diff {self.name} failed: {out.decode(errors='replace').strip()[-500:]}")
+        diff = json.loads(out or b"{}")
+        return {**{p: "C" for p in diff.get("changed") or []}, **{p: "A" for p in diff.get("added") or []}}
+
+    async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
+        init, _ = await self._inspect()
+        return await asyncio.to_thread(procs.stop_agent_processes, init)
+
+    async def resume_agent_processes(self, stopped: object) -> None:
+        await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
 
     async def _raise_if_dead(self) -> None:
         if not await self.alive():

@@ -7,17 +7,30 @@ only move bytes and processes.
 
     create ─► STARTING ─► READY ─(exec/upload/download)─► CLOSED
                               └──── sandbox gone / lifetime over ─► DEAD ─► CLOSED
+
+Two channels reach a sandbox. ``exec`` is the agent's persistent shell.
+``exec_fresh`` starts a new process through the backend's own channel, with
+none of the shell's state (``termrl.sandbox.fresh``): scoring uses it, inside
+``agent_stopped()``, which stops every process the agent left running except
+its services (``termrl.sandbox.procs``) until the tests are done.
+
+``download`` returns regular files only: a symlink to a device, a FIFO or a
+socket raises ``NotRegularFile`` and a file over ``max_bytes`` raises
+``FileTooLarge`` (both ``OSError``s), so nothing the agent plants can block
+the host or fill its memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import errno
 import io
 import tarfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
@@ -27,7 +40,33 @@ from termrl.sandbox import metrics
 from termrl.sandbox.shell import Shell
 from termrl.sandbox.spec import ExecResult, SandboxSpec
 
-__all__ = ["Sandbox", "Session", "State", "pack_files", "unpack_file"]
+__all__ = [
+    "DOWNLOAD_MAX_BYTES",
+    "FileTooLarge",
+    "NotRegularFile",
+    "Sandbox",
+    "Session",
+    "State",
+    "pack_files",
+    "unpack_file",
+]
+
+DOWNLOAD_MAX_BYTES = 1 << 30
+"""The largest file ``download`` returns unless told otherwise (1 GiB)."""
+
+
+class NotRegularFile(OSError):
+    """A download found a device, FIFO, socket or (podman, Kubernetes) a symlink where a regular file was asked for."""
+
+    def __init__(self, path: str, kind: str):
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", path)
+
+
+class FileTooLarge(OSError):
+    """A download found a file larger than its ``max_bytes``."""
+
+    def __init__(self, path: str, size: int, limit: int):
+        super().__init__(errno.EFBIG, f"{size} bytes, more than the limit of {limit}", path)
 
 
 class State(enum.Enum):
@@ -52,8 +91,30 @@ class Sandbox(ABC):
         """Extract an uncompressed tar archive (``pack_files``) at the sandbox's ``/``."""
 
     @abstractmethod
-    async def get_file(self, path: str) -> bytes:
-        """The bytes of a regular file; ``FileNotFoundError`` if there is none."""
+    async def get_file(self, path: str, max_bytes: int) -> bytes:
+        """The bytes of a regular file; ``FileNotFoundError`` if there is none, ``IsADirectoryError``,
+        ``NotRegularFile`` for anything else, ``FileTooLarge`` past ``max_bytes``. Never blocks on
+        what it finds (a FIFO) and never reads more than ``max_bytes``."""
+
+    @abstractmethod
+    async def exec_fresh(
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+    ) -> tuple[str, int | None, bool, bool]:
+        """Run ``command`` in a new process outside the agent's shell (``termrl.sandbox.fresh``), with
+        the sandbox's own limits; (output, exit status or None, timed_out, truncated)."""
+
+    @abstractmethod
+    async def stop_agent_processes(self) -> object:
+        """SIGSTOP every process in the sandbox but its init and its services; what ``resume`` needs."""
+
+    @abstractmethod
+    async def resume_agent_processes(self, stopped: object) -> None:
+        """SIGCONT what ``stop_agent_processes`` stopped (those still alive)."""
+
+    async def changed_files(self) -> dict[str, str] | None:
+        """Paths added ("A") or changed ("C") in the sandbox's filesystem since it started, from
+        outside the sandbox (so no process inside can hide them); None where the backend cannot tell."""
+        return None
 
     @abstractmethod
     async def alive(self) -> bool: ...
@@ -85,16 +146,34 @@ def pack_files(files: list[tuple[str, bytes, int]], dest_dir: str) -> bytes:
     return buffer.getvalue()
 
 
-def unpack_file(archive: bytes, path: str) -> bytes:
-    """The single regular file in a tar written by ``podman cp CTR:path -``."""
+def _member_kind(member: tarfile.TarInfo) -> str:
+    if member.issym() or member.islnk():
+        return "symlink"
+    if member.ischr() or member.isblk():
+        return "device"
+    if member.isfifo():
+        return "FIFO"
+    return "special file"
+
+
+def unpack_file(archive: bytes, path: str, max_bytes: int = DOWNLOAD_MAX_BYTES) -> bytes:
+    """The single regular file in a tar written by ``podman cp CTR:path -``.
+
+    ``IsADirectoryError`` for a directory, ``NotRegularFile`` for a symlink,
+    device or FIFO (``podman cp`` archives those as such), ``FileTooLarge``
+    past ``max_bytes``, ``FileNotFoundError`` for an archive without entries.
+    """
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar:
-            if member.isfile():
-                extracted = tar.extractfile(member)
-                if extracted is not None:
-                    return extracted.read()
             if member.isdir():
                 raise IsADirectoryError(path)
+            if not member.isfile():
+                raise NotRegularFile(path, _member_kind(member))
+            if member.size > max_bytes:
+                raise FileTooLarge(path, member.size, max_bytes)
+            extracted = tar.extractfile(member)
+            if extracted is not None:
+                return extracted.read()
     raise FileNotFoundError(path)
 
 
@@ -190,13 +269,66 @@ class Session:
         except SandboxDied as e:
             raise await self._died(e) from e
 
-    async def download(self, path: str) -> bytes:
-        """The bytes of the file at ``path``; ``FileNotFoundError`` if it does not exist."""
+    async def download(self, path: str, *, max_bytes: int = DOWNLOAD_MAX_BYTES) -> bytes:
+        """The bytes of the regular file at ``path``; ``FileNotFoundError`` if it does not exist,
+        ``NotRegularFile``/``IsADirectoryError`` if it is something else, ``FileTooLarge`` past ``max_bytes``."""
         self._check()
         try:
-            return await self.sandbox.get_file(path)
+            return await self.sandbox.get_file(path, max_bytes)
         except SandboxDied as e:
             raise await self._died(e) from e
+
+    async def exec_fresh(
+        self, command: str, timeout: float = 60.0, *, env: dict[str, str] | None = None, workdir: str | None = None
+    ) -> ExecResult:
+        """Run ``command`` in a new process, not in the agent's shell (``termrl.sandbox.fresh``).
+
+        Its environment is the sandbox's configured one plus ``env``; it starts
+        in ``workdir`` (default: the session's ``workdir``, where the shell
+        started). Output is capped like ``exec``'s; past ``timeout`` the process
+        and everything it started are killed and ``timed_out`` is set.
+        """
+        self._check()
+        started = time.monotonic()
+        try:
+            output, code, timed_out, truncated = await self.sandbox.exec_fresh(
+                command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit
+            )
+        except SandboxDied as e:
+            raise await self._died(e) from e
+        duration = time.monotonic() - started
+        metrics.EXEC_SECONDS.labels(self.backend).observe(duration)
+        if timed_out:
+            metrics.EXEC_TIMEOUTS.labels(self.backend).inc()
+        return ExecResult(output, code, duration, timed_out, truncated)
+
+    async def changed_files(self) -> dict[str, str] | None:
+        """What changed in the filesystem since the sandbox started (``Sandbox.changed_files``)."""
+        self._check()
+        try:
+            return await self.sandbox.changed_files()
+        except SandboxDied as e:
+            raise await self._died(e) from e
+
+    @contextlib.asynccontextmanager
+    async def agent_stopped(self) -> AsyncIterator[None]:
+        """Keep the agent's processes stopped (SIGSTOP) inside the block; services keep running.
+
+        Everything in the sandbox except its init process and the services
+        (processes holding a listening socket, and their children) is stopped,
+        the agent's shell included: use ``exec_fresh`` inside. They are resumed
+        on the way out, so the session stays usable after scoring.
+        """
+        self._check()
+        try:
+            stopped = await self.sandbox.stop_agent_processes()
+        except SandboxDied as e:
+            raise await self._died(e) from e
+        try:
+            yield
+        finally:
+            if self.state is State.READY:
+                await self.sandbox.resume_agent_processes(stopped)
 
     async def close(self) -> None:
         """Destroy the sandbox. Idempotent; concurrent callers all wait for the one teardown."""

@@ -27,7 +27,7 @@ class _Result(Protocol):
 
 
 class _Session(Protocol):
-    async def exec(self, command: str, timeout: float = ...) -> _Result: ...
+    async def exec_fresh(self, command: str, timeout: float = ...) -> _Result: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
 
 
@@ -38,8 +38,9 @@ async def prepare_test_phase(session: _Session, task: Task) -> dict[str, str]:
         return {}
     spec = KitSpec.from_json(record)
     kit_dir = await asyncio.to_thread(ensure_kit, spec, log.info)
-    # uv goes where astral's installer would put it: the test user's home.
-    home = await session.exec('printf "%s" "$HOME"', timeout=30)
+    # uv goes where astral's installer would put it: the test user's home (as the tests see
+    # it: a fresh process, not the agent's shell, whose HOME the agent may have changed).
+    home = await session.exec_fresh('printf "%s" "$HOME"', timeout=30)
     home_dir = home.output.strip() if home.exit_code == 0 and home.output.strip().startswith("/") else "/root"
     files = await asyncio.to_thread(kit_files, spec, kit_dir, home_dir)
     await session.upload_files(files, "/")

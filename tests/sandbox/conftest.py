@@ -1,6 +1,8 @@
-"""Fixtures of the sandbox tests: a manager with a small output cap (base images: tests/conftest.py)."""
+"""Fixtures of the sandbox tests: managers with a small output cap (base images: tests/conftest.py)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -11,4 +13,13 @@ from termrl.sandbox import SandboxManager
 async def podman(base_images: str):
     """A podman-backed manager; closes whatever a test leaves open."""
     async with SandboxManager(backend="podman", output_limit=4096) as manager:
+        yield manager
+
+
+@pytest.fixture(params=["podman", "bwrap"])
+async def local(request, base_images: str):
+    """A manager of each local backend in turn (bwrap skipped where not root)."""
+    if request.param == "bwrap" and os.geteuid() != 0:
+        pytest.skip("the bwrap backend needs root")
+    async with SandboxManager(backend=request.param, output_limit=8192) as manager:
         yield manager

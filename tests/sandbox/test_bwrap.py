@@ -219,3 +219,41 @@ async def test_egress_network_failure_is_env_init_failed_and_leaves_nothing(bwra
         await bwrap.create(SandboxSpec(image=base_images, network="egress"))
     assert "cannot open /dev/net/tun" in failed.value.log_tail
     assert set(bwrap.backend.state_dir.iterdir()) == before and bwrap.sessions == []
+
+
+# --- Docker's defaults: /proc masked and read-only, a seccomp filter (issue 16) -------------------
+
+KEYCTL = "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.syscall({nr}, 0, -3, 0), ctypes.get_errno())'"
+"""KEYCTL_GET_KEYRING_ID of the session keyring: which, unfiltered, is the host's."""
+
+
+async def test_host_wide_kernel_settings_are_read_only(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images)) as session:
+        # kernel.core_pattern names a program the host's kernel runs as root on a crash: writing even
+        # its current value back must fail.
+        write = await session.exec("v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern")
+        assert write.exit_code != 0 and "Read-only file system" in write.output
+        for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
+            if Path(path).exists():
+                assert (await session.exec(f"[ -w {path} ] && echo writable || echo read-only")).output == "read-only\n", path
+        # The sandbox's own namespaced settings still answer for the sandbox.
+        assert (await session.exec("cat /proc/sys/kernel/hostname")).output == "sandbox\n"
+
+
+async def test_the_host_keyring_and_other_masked_proc_files_are_out_of_reach(bwrap, base_images):
+    import platform
+
+    keyctl = {"x86_64": 250, "amd64": 250, "aarch64": 219, "arm64": 219}.get(platform.machine())
+    async with await bwrap.create(SandboxSpec(image=base_images)) as session:
+        for path in ("/proc/keys", "/proc/timer_list", "/proc/kcore", "/proc/sched_debug"):
+            if Path(path).exists():
+                shown = await session.exec(f"head -c 200 {path} 2>/dev/null | wc -c")
+                assert shown.output == "0\n", path
+        if keyctl is not None:
+            assert (await session.exec(KEYCTL.format(nr=keyctl))).output == "-1 1\n"  # EPERM
+            assert (await session.exec_fresh(KEYCTL.format(nr=keyctl))).output == "-1 1\n"  # scoring's too
+        # No new user namespace, where a process would hold every capability.
+        assert (await session.exec("unshare --user --map-root-user true")).exit_code != 0
+        # Threads still start: clone3 answers ENOSYS and libc falls back to clone.
+        threads = "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread ran\",)); t.start(); t.join()'"
+        assert (await session.exec(threads)).output == "thread ran\n"

@@ -18,8 +18,10 @@ from kubernetes import client
 
 from termrl.errors import SandboxUnavailable
 from termrl.sandbox.kubernetes import (
+    STOP_HELPER,
     ExecChannel,
     KubernetesBackend,
+    KubernetesSandbox,
     network_policy_manifest,
     pod_manifest,
 )
@@ -112,6 +114,10 @@ class PipeWS:
         self.process.stdin.write(data.encode())
         self.process.stdin.flush()
 
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
     def close(self) -> None:
         import os
         import signal
@@ -139,3 +145,47 @@ async def test_exec_channel_carries_the_shell_protocol():
         assert (await shell.exec("echo back", 5))[:2] == ("back\n", 0)
     finally:
         await channel.close()
+
+
+def _local_pod() -> KubernetesSandbox:
+    """A KubernetesSandbox whose exec streams run here, through PipeWS, instead of in a pod."""
+    sandbox = KubernetesSandbox(api=None, namespace="unused", name="local")
+    sandbox._stream = lambda command: PipeWS(command)  # type: ignore[method-assign]
+    return sandbox
+
+
+async def test_exec_fresh_runs_a_new_process_reports_its_status_and_kills_it_past_its_timeout(tmp_path):
+    pod = _local_pod()
+    output, code, timed_out, _ = await pod.exec_fresh(
+        "pwd; echo $CALLER; exit 3", env={"CALLER": "caller"}, workdir=str(tmp_path), timeout=30, output_limit=4096
+    )
+    assert (output, code, timed_out) == (f"{tmp_path}\ncaller\n", 3, False)
+    marker = f"{tmp_path}/child-alive"
+    output, code, timed_out, _ = await pod.exec_fresh(
+        f"echo started; (sleep 98763; touch {marker}) & sleep 98762", env=None, workdir="/", timeout=1, output_limit=4096
+    )
+    assert output.startswith("started\n") and (code, timed_out) == (None, True)
+    left = subprocess.run(["pgrep", "-f", "sleep 9876[23]"], capture_output=True, text=True).stdout
+    assert left == ""  # the whole tree went (KILL_HELPER through a second exec)
+
+
+@pytest.mark.podman
+async def test_stop_helper_stops_leftovers_but_not_services_inside_a_real_sandbox(podman, base_images):
+    """STOP_HELPER is what a pod runs; run it in a podman container, where /proc is as real."""
+    helper = f"bash -c {_quote(STOP_HELPER)} stop-helper"
+    async with await podman.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("setsid nohup python3 -m http.server 8125 >/dev/null 2>&1 & echo $! > /tmp/service")
+        await session.exec("nohup bash -c 'while :; do sleep 0.01; done' >/dev/null 2>&1 & echo $! > /tmp/loop")
+        await session.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8125/ >/dev/null && break; sleep 0.1; done")
+        state = "for p in $(cat /tmp/service /tmp/loop); do grep State: /proc/$p/status | cut -f2 | cut -c1; done"
+        stopped = (await session.exec_fresh(f"{helper} stop", timeout=60)).output.split()
+        service, loop = (await session.exec_fresh(state)).output.split()
+        assert service != "T" and loop == "T"
+        loop_pid = (await session.exec_fresh("cat /tmp/loop")).output.strip()
+        assert loop_pid in [entry.split(":")[0] for entry in stopped] and "1" not in [e.split(":")[0] for e in stopped]
+        await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
+        assert "T" not in (await session.exec(state)).output.split()
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"

@@ -154,3 +154,10 @@ async def test_tests_and_solution_are_not_readable_before_upload(podman):
         assert search.output == ""
         await session.upload_files(task.test_files, "/tests")
         assert (await session.exec("cat /tests/test_outputs.py")).output == secret_test
+
+
+async def test_host_wide_kernel_settings_are_read_only(podman, base_images):
+    async with await podman.create(SandboxSpec(image=base_images)) as session:
+        write = await session.exec("v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern")
+        assert write.exit_code != 0
+        assert (await session.exec("cat /proc/keys 2>/dev/null | wc -c")).output == "0\n"

@@ -99,6 +99,20 @@ async def test_over_budget_oracle_is_flagged_in_a_real_sandbox(tmp_path: Path) -
 
 
 @pytest.mark.podman
+async def test_a_trial_whose_scoring_raises_is_a_failed_row_and_the_others_still_run() -> None:
+    # A test file that cannot be placed under /tests: scoring raises (ValueError, not a termrl error).
+    hello = fixture_task("hello-file")
+    bad = dataclasses.replace(hello, id="unscorable", test_files=[TaskFile("../escape.sh", b"exit 0\n", 0o755)])
+    rows = await run_trials(EvalConfig(agent="oracle", trials=2, progress=False), [bad, hello])
+    by_task = {(r["task_id"], r["trial"]): r for r in rows}
+    assert len(rows) == 4
+    for trial in (0, 1):
+        failed, passed = by_task[("unscorable", trial)], by_task[("hello-file", trial)]
+        assert failed["failure_type"] == "RewardFailed" and failed["passed"] is False and "escape" in failed["error"]
+        assert passed["passed"] is True, passed["test_output"]
+
+
+@pytest.mark.podman
 def test_an_image_that_does_not_build_gives_environment_error_rows(tmp_path: Path) -> None:
     broken = dataclasses.replace(
         fixture_task("hello-file"),

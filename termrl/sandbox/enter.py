@@ -1,0 +1,154 @@
+"""Start a new process inside a running bwrap sandbox, with the sandbox's own limits.
+
+Run by the host (root) as ``python -I -S enter.py CONFIG_JSON``; never
+imported. It is what ``podman exec`` is for a container: a process that is no
+child of anything in the sandbox, yet lives in the sandbox's namespaces and
+cgroups and has no more privilege than the sandbox's own processes, so a
+binary the agent replaced runs with what the agent had, no more.
+
+    join the session's cgroups (host paths)                   as the host root
+    open the target's namespaces and root, the host's /dev/null
+    setns: cgroup, ipc, uts, net, pid, mnt
+    fork ─► child (pid namespace joined only by children)
+            new session, chroot to the target's root, stdin /dev/null
+            uid/gid/groups of the target
+            bounding set: the target's, cut to what it holds; then the target's
+            inheritable, permitted, effective and ambient sets
+            no_new_privs, then the sandbox's seccomp filter
+            execve(argv, env)
+    parent: waits, exits with the child's status (128 + signal when killed)
+
+The target is a process the sandbox started (its shell supervisor): its
+``/proc/<pid>/status`` gives the credentials to copy. Everything the helper
+needs is imported before it enters the sandbox's mount namespace, and it
+executes no file from the sandbox before its privileges are cut: a module or
+binary planted there is never run with the host's privilege.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
+NAMESPACES = (("cgroup", CLONE_NEWCGROUP), ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS),
+              ("net", CLONE_NEWNET), ("pid", CLONE_NEWPID), ("mnt", CLONE_NEWNS))  # fmt: skip
+PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
+CAPABILITY_VERSION_3 = 0x20080522
+CAP_LAST = 63
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def credentials(pid):
+    """The target's ids and capability sets, from /proc/<pid>/status."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    return {
+        "uid": int(fields["Uid"][0]),
+        "gid": int(fields["Gid"][0]),
+        "groups": [int(g) for g in fields.get("Groups", [])],
+        **{key: int(fields[key][0], 16) for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
+    }
+
+
+def cut_privileges(creds, seccomp, machine):
+    """Become the target's user with the target's capability sets, then seccomp (irreversible)."""
+    check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps")
+    os.setgroups(creds["groups"])
+    os.setresgid(creds["gid"], creds["gid"], creds["gid"])
+    os.setresuid(creds["uid"], creds["uid"], creds["uid"])
+    # The bounding set limits what an exec can grant: no more than the target holds.
+    bounding = creds["CapBnd"] & (creds["CapPrm"] | creds["CapInh"])
+    for cap in range(CAP_LAST + 1):
+        dropped = bounding & (1 << cap) or libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0
+        if not dropped and ctypes.get_errno() != 22:  # EINVAL: past the kernel's last capability
+            check(-1, f"drop capability {cap} from the bounding set")
+    header = CapHeader(CAPABILITY_VERSION_3, 0)
+    data = (CapData * 2)()
+    for word in (0, 1):
+        shift = 32 * word
+        data[word].effective = (creds["CapEff"] >> shift) & 0xFFFFFFFF
+        data[word].permitted = (creds["CapPrm"] >> shift) & 0xFFFFFFFF
+        data[word].inheritable = (creds["CapInh"] >> shift) & 0xFFFFFFFF
+    check(libc.syscall(SYS_CAPSET[machine], ctypes.byref(header), data), "capset")
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    for cap in range(CAP_LAST + 1):
+        if creds["CapAmb"] & (1 << cap):
+            check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), f"raise ambient capability {cap}")
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if seccomp:
+        program = SockFprog(len(seccomp) // 8, seccomp)
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
+
+
+def child(config, creds, root, null, seccomp):
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    os.setsid()
+    os.fchdir(root)
+    os.chroot(".")
+    os.chdir("/")
+    os.dup2(null, 0)
+    cut_privileges(creds, seccomp, config["machine"])
+    argv = config["argv"]
+    os.execve(argv[0], argv, config["env"])
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    target = config["target"]
+    creds = credentials(target)
+    seccomp = bytes.fromhex(config["seccomp"])
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    for cgroup in config["cgroups"]:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    namespaces = [(os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES]
+    root = os.open(f"/proc/{target}/root", os.O_RDONLY | os.O_DIRECTORY)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd, flag in namespaces:
+        check(libc.setns(fd, flag), f"setns {flag:#x}")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child(config, creds, root, null, seccomp)
+        except BaseException as exc:  # noqa: BLE001 - report and leave: nothing may run after a failure
+            os.write(2, f"termrl-enter: {exc}\n".encode(errors="replace"))
+        os._exit(126)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException as exc:  # noqa: BLE001
+        os.write(2, f"termrl-enter: {exc}\n".encode(errors="replace"))
+        os._exit(125)

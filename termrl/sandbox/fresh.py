@@ -1,0 +1,113 @@
+"""A fresh process in a sandbox, outside the agent's shell: what scoring runs through.
+
+The persistent shell (``termrl.sandbox.shell``) is the agent's: its functions,
+aliases, exported variables (``BASH_ENV``, ``PATH``) and traps apply to every
+command in it, and its end-of-command marker is a string any process in the
+sandbox can read from ``/proc`` and print. A fresh process shares none of
+that. Each backend starts it through its own channel (``podman exec``, a new
+process entering a bwrap sandbox's namespaces, a new Kubernetes exec stream)
+with the sandbox's limits, and runs
+
+    env -i <the sandbox's configured environment> <caller's variables>
+        /bin/bash --noprofile --norc -c 'cd -- WORKDIR && exec /bin/bash --noprofile --norc -c COMMAND'
+
+so only the environment the sandbox was started with (image ENV, spec env)
+and what the caller passes reach the command; ``PATH`` is the image's, or
+``DEFAULT_PATH`` when the image sets none. Its exit status is the process's
+own, not a marker printed into the output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from termrl.sandbox.shell import OutputCap
+
+__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "collect", "fresh_argv", "fresh_env", "pid_line_argv", "split_pid_line"]
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Docker's default PATH, for images whose configuration sets none."""
+
+DRAIN_SEC = 2.0
+"""After the command exits, how long output still in flight is read (a background child may hold the pipe)."""
+
+# $1: the directory to run in; $2: the command. The second bash gets no positional parameters.
+RUN_IN = 'cd -- "$1" && exec /bin/bash --noprofile --norc -c "$2"'
+
+
+def fresh_env(base: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
+    """The fresh process's whole environment: ``base`` (the sandbox's configuration), then ``extra``."""
+    env = {"PATH": DEFAULT_PATH, **base, **(extra or {})}
+    for key in env:
+        if not key or "=" in key or "\0" in key + env[key]:
+            raise ValueError(f"not an environment variable: {key!r}")
+    return env
+
+
+def fresh_argv(command: str, workdir: str) -> list[str]:
+    """The bash that runs ``command`` in ``workdir``, reading no profile or rc file."""
+    return ["/bin/bash", "--noprofile", "--norc", "-c", RUN_IN, "termrl-fresh", workdir, command]
+
+
+def pid_line_argv(mark: str, argv: list[str]) -> list[str]:
+    """``argv`` behind a bash that first prints ``<mark> <its pid>`` on a line, then becomes ``argv``.
+
+    For backends that start the process through a CLI or API (podman exec,
+    Kubernetes exec) and learn its pid only from what it prints: how a
+    timeout finds what to kill. ``exec`` keeps the pid.
+    """
+    return ["/bin/bash", "--noprofile", "--norc", "-c", 'printf "%s %d\\n" "$1" "$$"; shift; exec "$@"',
+            "termrl-fresh", mark, *argv]  # fmt: skip
+
+
+def split_pid_line(mark: str, head: bytes) -> tuple[int | None, bytes]:
+    """(pid, the rest) when ``head`` starts with the pid line of ``pid_line_argv``; else (None, head)."""
+    prefix = f"{mark} ".encode()
+    line, newline, rest = head.partition(b"\n")
+    if newline and line.startswith(prefix) and line[len(prefix) :].isdigit():
+        return int(line[len(prefix) :]), rest
+    return None, head
+
+
+async def collect(
+    process: asyncio.subprocess.Process,
+    timeout: float,
+    output_limit: int,
+    kill: Callable[[], None],
+    *,
+    head: bytes = b"",
+) -> tuple[str, int | None, bool, bool]:
+    """Read ``process``'s stdout until it exits; at ``timeout`` call ``kill`` (which must end it).
+
+    ``head`` is output the caller read already. Returns (output, exit status
+    or None when timed out, timed_out, truncated).
+    """
+    if process.stdout is None:
+        raise ValueError("the process needs a piped stdout")
+    cap = OutputCap(output_limit)
+    cap.add(head)
+    stdout = process.stdout
+
+    async def pump() -> None:
+        while chunk := await stdout.read(65536):
+            cap.add(chunk)
+
+    reader = asyncio.ensure_future(pump())
+    timed_out = False
+    try:
+        await asyncio.wait_for(process.wait(), timeout)
+    except TimeoutError:
+        timed_out = True
+        kill()
+        await process.wait()
+    finally:
+        # What the command printed last may still be in the pipe; a background child that
+        # inherited the pipe must not hold the caller past DRAIN_SEC.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SEC)
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    return cap.text(), None if timed_out else process.returncode, timed_out, cap.truncated

@@ -1,0 +1,215 @@
+"""A sandbox's processes seen from the host: list them, stop the agent's during scoring, kill a tree.
+
+Local backends (podman, bwrap) run their sandboxes' processes as host
+processes, so the host can act on them without running anything inside the
+sandbox (where the agent may have replaced ``bash`` or ``kill``). A sandbox is
+its pid namespace: every host process whose ``/proc/<pid>/ns/pid`` is the
+sandbox init's.
+
+Scoring stops the agent's processes so that nothing the agent left running can
+write the reward, swap the test files or write into the tests' output while
+they run (``stop_agent_processes``), and resumes them after
+(``resume``). Services stay up, because Terminal-Bench's tests may talk to
+them: a *service* is a process holding a listening socket (TCP listen, bound
+UDP, listening unix socket) and everything below it (its workers). The init
+process (pid 1 inside) is left alone too: it only reaps.
+
+    stopped = stop_agent_processes(init_pid)    SIGSTOP all but init and services, repeated
+                                                until no new process appears (a loop that
+                                                forks is caught in the next round)
+    ... tests run ...
+    resume(stopped)                             SIGCONT the very same processes (pid and start time)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+__all__ = [
+    "StoppedProcess",
+    "descendants",
+    "host_pid_of",
+    "kill_tree",
+    "namespace_members",
+    "resume",
+    "service_pids",
+    "stop_agent_processes",
+    "with_argument",
+]
+
+STOP_ROUNDS = 50
+"""Enough for any chain of forks racing the stopper (each round stops every process it sees)."""
+
+
+@dataclass(frozen=True)
+class StoppedProcess:
+    pid: int
+    start_time: int
+    """Field 22 of /proc/<pid>/stat: tells a reused pid from the process that was stopped."""
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, start time) of a host process; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _all_pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def namespace_members(init: int) -> list[int]:
+    """Host pids of every process in the pid namespace of ``init`` (``init`` included)."""
+    namespace = _pid_namespace(init)
+    if namespace is None:
+        return []
+    return [pid for pid in _all_pids() if _pid_namespace(pid) == namespace]
+
+
+def host_pid_of(init: int, ns_pid: int) -> int | None:
+    """The host pid of the process that is ``ns_pid`` inside ``init``'s pid namespace."""
+    for pid in namespace_members(init):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if nspid and int(nspid[-1]) == ns_pid:
+            return pid
+    return None
+
+
+def with_argument(init: int, argument: str) -> list[int]:
+    """Host pids of ``init``'s namespace with ``argument`` among their command-line arguments."""
+    wanted = argument.encode()
+    found = []
+    for pid in namespace_members(init):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """Host pids below ``root`` (children, their children, ...), not ``root`` itself."""
+    kids: dict[int, list[int]] = {}
+    for pid in _all_pids():
+        stat = _stat(pid)
+        if stat is not None:
+            kids.setdefault(stat[1], []).append(pid)
+    found, todo = [], list(kids.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(kids.get(pid, []))
+    return found
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and everything below it: the root first, so no shell lives to report a child's death."""
+    for pid in [root, *descendants(root)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _listening_inodes(pid: int) -> set[str]:
+    """Socket inodes listening in ``pid``'s network namespace (TCP LISTEN, bound UDP, unix listeners)."""
+    inodes: set[str] = set()
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            # tcp: st 0A is LISTEN; udp: 07 is a bound, unconnected socket (a UDP server).
+            if len(cols) > 9 and cols[3] == ("0A" if table.startswith("tcp") else "07"):
+                inodes.add(cols[9])
+    try:
+        with open(f"/proc/{pid}/net/unix") as f:
+            rows = f.read().splitlines()[1:]
+    except OSError:
+        rows = []
+    for row in rows:
+        cols = row.split()
+        if len(cols) > 6 and int(cols[3], 16) & 0x10000:  # __SO_ACCEPTCON: a listening socket
+            inodes.add(cols[6])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    found = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                found.add(target[8:-1])
+    return found
+
+
+def service_pids(init: int, members: list[int] | None = None) -> set[int]:
+    """Members of ``init``'s namespace that hold a listening socket, and their descendants."""
+    members = namespace_members(init) if members is None else members
+    listening = _listening_inodes(init)
+    holders = {pid for pid in members if _socket_inodes(pid) & listening}
+    services = set(holders)
+    for pid in holders:
+        services.update(descendants(pid))
+    return services & set(members)
+
+
+def stop_agent_processes(init: int) -> list[StoppedProcess]:
+    """SIGSTOP every process of ``init``'s sandbox except init itself and the services.
+
+    Processes that are stopped already (state T) or zombies are left as they
+    are and not recorded, so ``resume`` never wakes what the agent had stopped.
+    """
+    stopped: dict[int, StoppedProcess] = {}
+    for _ in range(STOP_ROUNDS):
+        members = namespace_members(init)
+        services = service_pids(init, members)
+        fresh = 0
+        for pid in members:
+            if pid == init or pid in services or pid in stopped:
+                continue
+            stat = _stat(pid)
+            if stat is None or stat[0] in "TtZX":
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped[pid] = StoppedProcess(pid, stat[2])
+                fresh += 1
+        if fresh == 0:
+            break
+    return list(stopped.values())
+
+
+def resume(stopped: list[StoppedProcess]) -> None:
+    """SIGCONT each stopped process that still is the one that was stopped."""
+    for process in stopped:
+        stat = _stat(process.pid)
+        if stat is not None and stat[2] == process.start_time:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)

@@ -1,0 +1,86 @@
+"""Fresh processes and stopped agents, on podman and bwrap: the channel scoring runs through.
+
+``exec_fresh`` must start a process that shares nothing with the agent's
+shell (functions, exported variables, working directory) and has no more
+privilege than it (user, capability sets, no_new_privs, seccomp, cgroups);
+``agent_stopped`` must stop what the agent left running, except its services.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from termrl.sandbox import SandboxSpec
+
+pytestmark = pytest.mark.podman
+
+STATUS = "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status"
+CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def _fields(output: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in output.splitlines())
+
+
+async def test_a_fresh_process_has_no_more_privilege_than_the_agents_shell(local, base_images):
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        shell = _fields((await session.exec(STATUS)).output)
+        fresh = _fields((await session.exec_fresh(STATUS)).output)
+        for key in ("Uid", "Gid", "Groups"):
+            assert fresh[key].split() == shell[key].split(), key
+        for key in CAPABILITY_SETS:  # every capability of the fresh process, the shell has too
+            extra = int(fresh[key], 16) & ~int(shell[key], 16)
+            assert extra == 0, f"{key}: the fresh process holds {extra:#x} more"
+        assert int(fresh["CapEff"], 16) == int(shell["CapEff"], 16)  # and it is not crippled either
+        assert int(fresh["NoNewPrivs"]) >= int(shell["NoNewPrivs"]) == 1
+        assert fresh["Seccomp"].strip() == shell["Seccomp"].strip() == "2"  # filtered, like the agent
+        assert int(fresh["Seccomp_filters"]) >= int(shell["Seccomp_filters"]) >= 1
+        cgroups = "cat /proc/self/cgroup"
+        assert (await session.exec_fresh(cgroups)).output == (await session.exec(cgroups)).output
+        # Same pid namespace: the fresh process sees the agent's processes (and they it).
+        assert (await session.exec_fresh("cat /proc/1/cmdline")).output == (await session.exec("cat /proc/1/cmdline")).output
+
+
+async def test_a_fresh_process_shares_no_state_with_the_agents_shell(local, base_images):
+    spec = SandboxSpec(image=base_images, env={"FROM_SPEC": "spec"})
+    async with await local.create(spec) as session:
+        await session.exec(
+            "cd /tmp && export BASH_ENV=/tmp/rc AGENT_VAR=1 PATH=/tmp/bin:$PATH; echo 'echo from-bash-env' > /tmp/rc;"
+            " bash() { echo from-function; }; export -f bash; alias ls='echo from-alias'"
+        )
+        result = await session.exec_fresh(
+            "pwd; echo ${AGENT_VAR:-unset} $FROM_SPEC $PIP_BREAK_SYSTEM_PACKAGES $CALLER; echo $PATH; bash -c 'echo real'",
+            env={"CALLER": "caller"},
+        )
+        assert result.exit_code == 0
+        assert result.output.splitlines() == [
+            "/app", "unset spec 1 caller", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "real",
+        ]  # fmt: skip
+        assert (await session.exec_fresh("pwd", workdir="/tmp")).output == "/tmp\n"
+        assert (await session.exec_fresh("echo out; echo err >&2; exit 7")).exit_code == 7
+        # The agent's shell is untouched by all of this.
+        assert (await session.exec("pwd; echo $AGENT_VAR")).output == "/tmp\n1\n"
+
+
+async def test_a_fresh_process_past_its_timeout_is_killed_with_its_children(local, base_images):
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        result = await session.exec_fresh("echo started; sleep 98765 & sleep 98764", timeout=5)
+        assert result.timed_out and result.exit_code is None and result.output.startswith("started\n")
+        assert (await session.exec("pgrep -f 'sleep 9876[45]' || echo none")).output == "none\n"
+
+
+async def test_agent_stopped_freezes_leftovers_but_not_services(local, base_images):
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("setsid nohup python3 -m http.server 8124 >/dev/null 2>&1 & echo $! > /tmp/service")
+        await session.exec("nohup bash -c 'while :; do date +%s%N > /tmp/tick; sleep 0.01; done' >/dev/null 2>&1 &"
+                           " echo $! > /tmp/loop")  # fmt: skip
+        await session.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8124/ >/dev/null && break; sleep 0.1; done")
+        state = "for p in $(cat /tmp/service /tmp/loop); do grep State: /proc/$p/status | cut -f2 | cut -c1; done"
+        async with session.agent_stopped():
+            during = await session.exec_fresh(f"{state}; curl -fsS -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:8124/")
+            service, loop, answer = during.output.split()
+            assert (service != "T", loop, answer) == (True, "T", "200"), during.output
+            stopped_tick = (await session.exec_fresh("cat /tmp/tick")).output
+            assert (await session.exec_fresh("sleep 0.2; cat /tmp/tick")).output == stopped_tick  # frozen
+        after = await session.exec(state)
+        assert "T" not in after.output.split()
