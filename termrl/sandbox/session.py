@@ -30,7 +30,7 @@ import io
 import tarfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
@@ -234,10 +234,14 @@ class Session:
 
     async def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
         """Run ``command`` in the persistent shell (see ``termrl.sandbox.shell``)."""
+        return await self._timed(lambda: self.shell.exec(command, timeout))
+
+    async def _timed(self, run: Callable[[], Awaitable[tuple[str, int | None, bool, bool]]]) -> ExecResult:
+        """Run one command (output, exit code, timed out, truncated): metrics, a dead sandbox typed."""
         self._check()
         started = time.monotonic()
         try:
-            output, code, timed_out, truncated = await self.shell.exec(command, timeout)
+            output, code, timed_out, truncated = await run()
         except SandboxDied as e:
             raise await self._died(e) from e
         duration = time.monotonic() - started
@@ -288,19 +292,9 @@ class Session:
         started). Output is capped like ``exec``'s; past ``timeout`` the process
         and everything it started are killed and ``timed_out`` is set.
         """
-        self._check()
-        started = time.monotonic()
-        try:
-            output, code, timed_out, truncated = await self.sandbox.exec_fresh(
-                command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit
-            )
-        except SandboxDied as e:
-            raise await self._died(e) from e
-        duration = time.monotonic() - started
-        metrics.EXEC_SECONDS.labels(self.backend).observe(duration)
-        if timed_out:
-            metrics.EXEC_TIMEOUTS.labels(self.backend).inc()
-        return ExecResult(output, code, duration, timed_out, truncated)
+        return await self._timed(lambda: self.sandbox.exec_fresh(
+            command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit
+        ))  # fmt: skip
 
     async def changed_files(self) -> dict[str, str] | None:
         """What changed in the filesystem since the sandbox started (``Sandbox.changed_files``)."""
