@@ -153,8 +153,12 @@ class EnvManager:
                     if ids.episode_id not in done:
                         jobs[group.create_task(self._episode(plan, ids))] = (plan, ids)
             waiter = group.create_task(self._enough.wait())
-            while not waiter.done() and not all(j.done() for j in jobs):
-                await asyncio.wait([waiter, *jobs], return_when=asyncio.FIRST_COMPLETED)
+            # Wait on the pending jobs only: a finished job in the set would make every
+            # wait return at once, and the spinning loop starves generation of the GIL.
+            pending = set(jobs)
+            while pending and not waiter.done():
+                _, pending = await asyncio.wait({waiter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(waiter)
             cancelled = self._cancel_stragglers(jobs)
             waiter.cancel()
         return RolloutOutcome(

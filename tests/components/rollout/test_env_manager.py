@@ -95,3 +95,27 @@ def test_select_complete_groups_orders_by_completion():
 
     records = [rec(0, 0, 5), rec(0, 1, 9), rec(1, 0, 1), rec(1, 1, 2), rec(2, 0, 3)]
     assert [g[0].ids.group_index for g in select_complete_groups(records, 2, 5)] == [1, 0]
+
+
+async def test_waiting_for_episodes_does_not_spin(monkeypatch):
+    """One wake-up per finished episode: a loop that re-waits on finished jobs returns at
+    once forever and starves the generation thread of the GIL (a rollout ran 20x slower)."""
+    calls = 0
+    real_wait = asyncio.wait
+
+    async def counting_wait(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return await real_wait(*args, **kwargs)
+
+    async def episode(task: Task, ids: EpisodeIds) -> EpisodeRecord:
+        await asyncio.sleep(0.2 if ids.episode_id.endswith("e01") else 0)  # one fast, one slow
+        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+                             finished_at=asyncio.get_running_loop().time())
+
+    monkeypatch.setattr(asyncio, "wait", counting_wait)
+    plans = plan_groups(TASKS[:1], 1, seed=0, policy_version=0)
+    outcome = await EnvManager(plans, group_size=2, needed=1, concurrency=2, run_episode=episode,
+                               on_finished=lambda r: None).run()
+    assert len(outcome.kept) == 1
+    assert calls <= 3
