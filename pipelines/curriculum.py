@@ -33,7 +33,7 @@ Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
 cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M): easy procedural tasks, 4 groups of 4 episodes of 3 turns of at
+(SmolLM2-135M): easy procedural tasks, 8 groups of 4 episodes of 3 turns of at
 most 128 tokens, 28 held-out tasks. Raise them on a cluster.
 """
 
@@ -223,12 +223,12 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         rl_weight: float = 1.0,
         anchoring: str = "parallel",
         group_size: int = 4,
-        groups: int = 4,
+        groups: int = 8,
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
         finetune: str = "full",
-        learning_rate: float = 1e-5,
+        learning_rate: float = 5e-5,
         train_epochs: int = 1,
         train_max_steps: int = 0,
         eval_trials: int = 1,

@@ -7,14 +7,19 @@ policy never solves from scratch still yields successes from late anchors.
 Anchor 1 is an ordinary episode. Two ways to pick anchors (IPA, arXiv 2512.24873
 §3.2.4):
 
-    parallel   each group draws its anchor uniformly from 1 … K (seeded by the
-               rollout seed and the group index): one batch spreads over anchors
+    parallel   a task's groups spread over 1 … K: its v-th group starts at anchor
+               1 + (v + offset) mod K, the offset drawn per task from the rollout
+               seed, so one batch covers every anchor as evenly as its groups allow
     rollback   per task, one anchor for all its groups; it starts at K (only the
-               last expert chunk left to the policy) and moves one chunk earlier
+               last expert command left to the policy) and moves one chunk earlier
                once the success rate from it reaches ``threshold``. The state
                (task id → anchor) is a small JSON file carried between iterations.
 
-Tasks without a demonstration always start at anchor 1.
+K counts the demonstration's command turns: its closing ``done`` call is not an
+anchor, because after the full expert prefix the task is already solved and a
+group started there succeeds whatever the policy does (a group of equal rewards
+carries no signal). Tasks without a demonstration always start at anchor 1, and
+so does a one-command demonstration.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ ANCHORINGS = ("none", "parallel", "rollback")
 
 
 def load_demonstrations(path: str | Path) -> dict[str, list[str]]:
-    """Task id → the expert response texts of its demonstration, in chunk order."""
+    """Task id → the expert response texts of its demonstration's command turns, in order.
+
+    The closing ``done`` turn is dropped: no group starts after it (see above).
+    """
     table = read_trajectories(path)
     rows = [r for r in table.to_pylist() if r.get("source") == "expert" and r.get("response_text")]
     by_episode: dict[str, list[dict]] = {}
@@ -42,11 +50,23 @@ def load_demonstrations(path: str | Path) -> dict[str, list[str]]:
     demonstrations: dict[str, list[str]] = {}
     for episode in by_episode.values():
         episode.sort(key=lambda r: r["chunk_index"])
+        if len(episode) > 1 and _only_done(episode[-1].get("action")):
+            episode = episode[:-1]
         texts = [r["response_text"] for r in episode]
         task = episode[0]["task_id"]
         if task not in demonstrations or len(texts) < len(demonstrations[task]):  # the shortest one
             demonstrations[task] = texts
     return demonstrations
+
+
+def _only_done(action: str | None) -> bool:
+    """Whether a chunk's parsed action (JSON list of calls) is a lone ``done`` call."""
+    try:
+        calls = json.loads(action or "")
+    except ValueError:
+        return False
+    return isinstance(calls, list) and len(calls) == 1 and isinstance(calls[0], dict) \
+        and calls[0].get("name") == "done"
 
 
 def read_state(path: str | Path | None) -> dict[str, int]:
@@ -65,16 +85,18 @@ def write_state(path: str | Path, state: Mapping[str, int]) -> None:
 def anchor_picker(
     anchoring: str, demonstrations: Mapping[str, Sequence[str]], *, seed: int, state: Mapping[str, int]
 ) -> Callable[[int, Task], int]:
-    """``anchor_for(group index, task)`` for ``anchoring`` (one of ``ANCHORINGS``)."""
+    """``anchor_for(visit, task)`` for ``anchoring`` (one of ``ANCHORINGS``); ``visit`` counts the
+    task's earlier groups in this rollout (0 for its first)."""
     if anchoring not in ANCHORINGS:
         raise ValueError(f"anchoring must be one of {', '.join(ANCHORINGS)}, not {anchoring!r}")
 
-    def anchor_for(index: int, task: Task) -> int:
+    def anchor_for(visit: int, task: Task) -> int:
         chunks = len(demonstrations.get(task.id, ()))
         if anchoring == "none" or chunks == 0:
             return 1
         if anchoring == "parallel":
-            return random.Random(f"anchor:{seed}:{index}").randint(1, chunks)
+            offset = random.Random(f"anchor:{seed}:{task.id}").randrange(chunks)
+            return 1 + (visit + offset) % chunks
         return min(max(state.get(task.id, chunks), 1), chunks)
 
     return anchor_for

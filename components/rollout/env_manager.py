@@ -59,15 +59,16 @@ def plan_groups(
 ) -> list[GroupPlan]:
     """The groups of a rollout, deterministic so that a rerun finds the same episode ids.
 
-    ``anchor_for(group index, task)`` picks each group's anchor (``anchors.py``); the
-    anchor is part of the group id.
+    Groups cycle over the tasks. ``anchor_for(visit, task)`` picks each group's anchor
+    (``anchors.py``; ``visit`` counts the task's earlier groups); the anchor is part of
+    the group id.
     """
     if not tasks:
         raise ValueError("no tasks to roll out on")
     plans = []
     for i in range(count):
         task = tasks[(seed + i) % len(tasks)]
-        anchor = anchor_for(i, task) if anchor_for else 1
+        anchor = anchor_for(i // len(tasks), task) if anchor_for else 1
         suffix = f"-a{anchor}" if anchor > 1 else ""
         plans.append(GroupPlan(i, f"v{policy_version}-g{i:04d}{suffix}", task, anchor))
     return plans

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components.demonstrate.config import DemonstrateConfig
@@ -16,7 +18,7 @@ from components.rollout.config import RolloutConfig
 from components.rollout.stage import rollout
 from components.synthesize.generate import make_task, task_seed
 from termrl.artifacts.tasks import Task, save_tasks
-from termrl.artifacts.trajectories import read_trajectories
+from termrl.artifacts.trajectories import read_trajectories, write_trajectories
 from tests.agent.scripted import ScriptedEngine
 
 DONE = '<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>'
@@ -30,6 +32,22 @@ def test_parallel_anchors_spread_over_the_demonstration_and_skip_tasks_without_o
     assert {pick(i, Task(id="b", instruction="")) for i in range(50)} == {1}
     assert {pick(i, Task(id="nodemo", instruction="")) for i in range(50)} == {1}
     assert [pick(i, Task(id="a", instruction="")) for i in range(20)] == [pick(i, Task(id="a", instruction="")) for i in range(20)]
+    # A task's consecutive groups cover its anchors evenly; seeds shift where they start.
+    for seed in range(5):
+        pick = anchor_picker("parallel", DEMOS, seed=seed, state={})
+        assert sorted(pick(v, Task(id="a", instruction="")) for v in range(6)) == [1, 1, 2, 2, 3, 3]
+
+
+def test_a_demonstrations_closing_done_is_no_anchor(tmp_path):
+    calls = [("bash", {"command": "ls"}), ("bash", {"command": "touch x"}), ("done", {})]
+    rows = [{"episode_id": "e", "group_id": "expert:t", "task_id": "t", "policy_version": 0, "chunk_index": i,
+             "prompt_ids": [1], "response_ids": [2], "response_logprobs": [0.0], "reward": 1.0, "success": True,
+             "stop_reason": "done", "masked": False, "drop": False, "placeholder": False, "trainable": True,
+             "num_chunks": 3, "episode_tokens": 6, "source": "expert", "replayed": True,
+             "response_text": f"{name} {args}", "action": json.dumps([{"name": name, "arguments": args}])}
+            for i, (name, args) in enumerate(calls)]  # fmt: skip
+    write_trajectories(tmp_path / "demos.parquet", rows)
+    assert load_demonstrations(tmp_path / "demos.parquet") == {"t": [f"{n} {a}" for n, a in calls[:2]]}
 
 
 def test_rollback_starts_at_the_last_chunk_and_moves_earlier_once_learned():
@@ -46,18 +64,19 @@ def test_rollback_starts_at_the_last_chunk_and_moves_earlier_once_learned():
 
 @pytest.mark.podman
 async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(tmp_path, base_images, tiny_tokenizer):
-    task = make_task("files-permissions", "easy", task_seed(5, 0))
+    task = make_task("service", "medium", task_seed(5, 0))
     save_tasks(tmp_path / "tasks.parquet", [task])
     demos = tmp_path / "demos.parquet"
     await demonstrate(DemonstrateConfig(tasks=tmp_path / "tasks.parquet", out=demos, progress=False),
                       [task], tiny_tokenizer)
+    assert len({r["chunk_index"] for r in read_trajectories(demos).to_pylist()}) == 3  # 2 commands, done
     expert = load_demonstrations(demos)[task.id]
-    assert len(expert) == 2  # the solution's one command, then done
+    assert len(expert) == 2  # the closing done is no anchor
 
-    # A policy that only ever says done: it succeeds exactly when the expert prefix solved the task.
-    policy = ScriptedEngine(tiny_tokenizer, [DONE] * 64)
+    # Rollback starts at the last command: the first is replayed, the policy must give the second.
+    policy = ScriptedEngine(tiny_tokenizer, [expert[1], DONE] * 2)
     config = RolloutConfig(tasks=tmp_path / "tasks.parquet", out=tmp_path / "traj.parquet", group_size=2,
-                           groups=2, redundancy=0, concurrency=2, max_turns=2, demonstrations=demos,
+                           groups=1, redundancy=0, concurrency=1, max_turns=3, demonstrations=demos,
                            anchoring="rollback")  # fmt: skip
     summary = await rollout(config, [task], policy)
 
@@ -65,13 +84,13 @@ async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(tmp_path, ba
     assert {r["anchor"] for r in rows} == {2} and all(r["source"] == "policy" for r in rows)
     for episode in {r["episode_id"] for r in rows}:
         chunks = sorted((r for r in rows if r["episode_id"] == episode), key=lambda r: r["chunk_index"])
-        assert [c["replayed"] for c in chunks] == [True, False]
-        assert chunks[0]["response_text"] == expert[0] and chunks[1]["response_text"] == DONE
+        assert [c["replayed"] for c in chunks] == [True, False, False]
+        assert [c["response_text"] for c in chunks] == [expert[0], expert[1], DONE]
         assert chunks[0]["success"]
-    assert summary.episodes == 4
+    assert summary.episodes == 2
     assert read_state(config.anchor_state_path) == {task.id: 1}  # all succeeded: move earlier
 
-    # From anchor 1 the done-only policy fails: the rollback state stays.
+    # From anchor 1 a done-only policy fails: the rollback state stays.
     config.out, config.anchor_state = tmp_path / "traj2.parquet", config.anchor_state_path
     config.anchor_state_out = tmp_path / "anchors2.json"
     await rollout(config, [task], ScriptedEngine(tiny_tokenizer, [DONE] * 64))
