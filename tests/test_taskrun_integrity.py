@@ -10,6 +10,8 @@ nor break honest scoring. The sandboxes come straight from the base image
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 
 import pytest
@@ -190,6 +192,16 @@ async def test_services_keep_running_through_scoring_and_the_session_after_it(ma
         assert after.output.split("\n")[:2] == ["yes", "/tmp"] and "stopped" not in after.output, after.output
 
 
+SITE = "/usr/lib/python3/dist-packages"
+HOOK = "import os\n"
+
+
+def _record_hash(text: str) -> str:
+    """A RECORD line's hash field, as pip writes it."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
 async def test_commands_the_agent_replaced_or_shadowed_and_startup_hooks_are_flagged(manager, base_images):
     """What stopping processes cannot stop: files that run during the tests. Flagged, from outside the sandbox."""
     async with await manager.create(SandboxSpec(image=base_images)) as session:
@@ -200,11 +212,19 @@ async def test_commands_the_agent_replaced_or_shadowed_and_startup_hooks_are_fla
             "echo >> /usr/bin/tac",  # a command changed in place
             _plant("/usr/lib/python3/dist-packages/sitecustomize.py", "pass\n"),  # runs in every python3
             _plant("/usr/local/bin/newtool", "#!/bin/sh\n", "755"),  # a new command: installing is no tampering
+            # A hook a package installed (its RECORD lists it, hash and all) is the package's; a planted one,
+            # or one listed but edited after the install, is the agent's.
+            _plant(f"{SITE}/pkg.pth", HOOK), _plant(f"{SITE}/pkg-1.0.dist-info/RECORD", f"pkg.pth,{_record_hash(HOOK)},13\n"),
+            _plant(f"{SITE}/evil.pth", HOOK),
+            _plant(f"{SITE}/edited.pth", HOOK + "x"),
+            _plant(f"{SITE}/edited-1.0.dist-info/RECORD", f"edited.pth,{_record_hash(HOOK)},13\n"),
         ):
             await session.exec(command, timeout=30)
         outcome = await run_tests(session, REWARD_TASK)
         assert sorted(outcome.tampering) == [
             "/usr/bin/tac: a command, replaced",
-            "/usr/lib/python3/dist-packages/sitecustomize.py: a startup hook",
+            f"{SITE}/edited.pth: a startup hook",
+            f"{SITE}/evil.pth: a startup hook",
+            f"{SITE}/sitecustomize.py: a startup hook",
             "/usr/local/bin/bash: shadows /usr/bin/bash",
         ]

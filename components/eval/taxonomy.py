@@ -9,19 +9,23 @@ model:
    not build, no sandbox could be had, the sandbox died, the reward could
    not be read, or the engine failed (any ``UnrecoverableError``,
    ``SandboxDied``, ``NetworkError`` or ``ModelError``, see termrl.errors).
-2. ``timeout``            the agent phase ran past the task's agent timeout
+2. ``verifier-tampering`` the agent changed what the tests run: a command
+   replaced or shadowed on the PATH, a Python startup hook it planted
+   (``termrl.taskrun.find_tampering``). Such a trial never counts as passed,
+   whatever the tests said: its result may be forged.
+3. ``timeout``            the agent phase ran past the task's agent timeout
    (``over_budget``; the episode's own ``lifetime`` stop is the same thing
    seen from inside), or the tests ran past the verifier timeout.
-3. ``context-overflow``   the episode stopped because no room was left in
+4. ``context-overflow``   the episode stopped because no room was left in
    the context window for another response.
-4. ``invalid-loop``       after a clear failure (a command that exited
+5. ``invalid-loop``       after a clear failure (a command that exited
    non-zero or timed out) the agent issued the very same command again,
    turn after turn: at least ``LOOP_REPEATS`` identical turns in a row after
    the failing one. Re-running a command that just failed without changing
    anything is the repeated-command loop the seed warns about.
-5. ``malformed-tool-calls`` at least half of the agent's turns carried no
+6. ``malformed-tool-calls`` at least half of the agent's turns carried no
    usable tool call (an unparseable or invalid call, or none at all).
-6. ``wrong-result``       none of the above: the agent stopped (``done``,
+7. ``wrong-result``       none of the above: the agent stopped (``done``,
    ``max-turns``) and the tests failed.
 
 Tool-call statistics (``call_stats``) describe how the agent acts, failed or
@@ -54,6 +58,7 @@ __all__ = [
 
 FailureMode = Literal[
     "environment-error",
+    "verifier-tampering",
     "timeout",
     "context-overflow",
     "invalid-loop",
@@ -62,6 +67,7 @@ FailureMode = Literal[
 ]
 FAILURE_MODES: tuple[str, ...] = (
     "environment-error",
+    "verifier-tampering",
     "timeout",
     "context-overflow",
     "invalid-loop",
@@ -113,6 +119,8 @@ class TrialFacts:
     over_budget: bool = False
     """The agent phase took longer than the task's agent timeout."""
     tests_timed_out: bool = False
+    tampered: bool = False
+    """Scoring found the agent had changed what the tests run."""
 
 
 def _turn_calls(chunk: ChunkLike) -> list[dict[str, Any]]:
@@ -160,6 +168,8 @@ def classify(facts: TrialFacts) -> FailureMode | None:
         return None
     if facts.failure_type in ENVIRONMENT_ERRORS:
         return "environment-error"
+    if facts.tampered:
+        return "verifier-tampering"
     if facts.over_budget or facts.stop_reason == "lifetime" or facts.tests_timed_out:
         return "timeout"
     if facts.stop_reason == "context-overflow":

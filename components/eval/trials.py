@@ -96,7 +96,7 @@ def trial_row(
     tampering: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The eval-results row of one trial (schema columns, then eval's extra columns)."""
-    passed = bool(tests_passed) and not over_budget
+    passed = bool(tests_passed) and not over_budget and not tampering  # a tampered pass may be forged
     facts = TrialFacts(
         passed=passed,
         stop_reason=run.stop_reason,
@@ -104,6 +104,7 @@ def trial_row(
         failure_type=run.failure_type,
         over_budget=over_budget,
         tests_timed_out=tests_timed_out,
+        tampered=bool(tampering),
     )
     stats = call_stats(run.chunks)
     return {
@@ -115,7 +116,7 @@ def trial_row(
         "family": task.family,
         "difficulty": task.difficulty,
         "passed": passed,
-        "reward": reward if not over_budget else 0.0,
+        "reward": reward if not (over_budget or tampering) else 0.0,
         "failure_mode": classify(facts),
         "stop_reason": run.stop_reason,
         "turns": run.turns,

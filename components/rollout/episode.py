@@ -93,6 +93,9 @@ class EpisodeRecord:
     error: str | None = None
     trainable: bool = False
     episode_tokens: int = 0
+    tampering: tuple[str, ...] = ()
+    """What the agent changed that scoring ran (``termrl.taskrun.find_tampering``); the
+    episode is masked as unrecoverable (``verifier_tampering``) when there is any."""
     execs: list[ExecRecord] = field(default_factory=list)
     wall_s: float = 0.0
     finished_at: float = 0.0
@@ -225,3 +228,4 @@ class SandboxEpisodeRunner:
             except (TermrlError, OSError, ValueError) as exc:
                 raise RewardFailed(f"task {task.id}: scoring failed: {exc}") from exc
             record.reward, record.success, record.rewarded = outcome.reward, outcome.passed, True
+            record.tampering = outcome.tampering

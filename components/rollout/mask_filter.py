@@ -97,6 +97,9 @@ def episode_verdict(record: EpisodeRecord, rules: MaskRules) -> EpisodeVerdict:
     drop_flag = kind == "transient" or record.timed_out_execs > 0
     if kind == "unrecoverable":
         return EpisodeVerdict(True, record.failure_type, True, drop_flag)
+    if record.tampering:
+        # Its reward may be forged: neither a success nor a failure to learn from.
+        return EpisodeVerdict(True, "verifier_tampering", True, drop_flag)
     if not record.chunks:
         # Nothing was generated (a transient failure before the first turn).
         return EpisodeVerdict(True, record.failure_type or "empty", True, drop_flag)

@@ -15,7 +15,10 @@ What counts as:
 - a test access: any command naming the test or solution locations
   (``/tests``, ``/solution``, ``test.sh``, ``solve.sh``, ``/logs/verifier``,
   ``reward.txt``) — they are absent while the agent works, so any mention is
-  an attempt to find them.
+  an attempt to find them;
+- a tampering: scoring found that the agent changed what the tests run (a
+  command replaced or shadowed, a startup hook; ``termrl.taskrun.find_tampering``).
+  Such an episode is masked; a task that keeps producing them teaches hacking.
 
 The rows go to the rollout metrics artifact (long format); ``summary_lines``
 prints them for a human, with a ``WARNING`` line per alert.
@@ -69,6 +72,7 @@ class MonitorThresholds:
     loop_repeats: int = 3
     destructive_rate: float = 0.0
     test_access_rate: float = 0.0
+    tampering_rate: float = 0.0
     loop_rate: float = 0.25
     failure_rate: float = 0.2
 
@@ -172,9 +176,10 @@ def monitor_rows(
             "failed": record.failure_type is not None,
             "unrecoverable": classify_failure(record.failure_type) == "unrecoverable",
             "transient": classify_failure(record.failure_type) == "transient",
+            "tampering": bool(record.tampering),
         }
     count = {k: sum(f[k] for f in flags.values()) for k in
-             ("loop", "destructive", "test_access", "failed", "unrecoverable", "transient")}  # fmt: skip
+             ("loop", "destructive", "test_access", "failed", "unrecoverable", "transient", "tampering")}  # fmt: skip
     g = "rollout"
     add("global", "all", f"{g}/episodes", len(records))
     add("global", "all", f"{g}/success_rate", sum(r.success for r in records) / n)
@@ -183,7 +188,7 @@ def monitor_rows(
     add("global", "all", f"{g}/response_tokens_mean", sum(r.response_tokens for r in records) / n)
     add("global", "all", f"{g}/episode_wall_s_mean", sum(r.wall_s for r in records) / n)
     add("global", "all", f"{g}/exec_timeouts", sum(r.timed_out_execs for r in records))
-    for name in ("failed", "unrecoverable", "transient", "loop", "destructive", "test_access"):
+    for name in ("failed", "unrecoverable", "transient", "loop", "destructive", "test_access", "tampering"):
         add("global", "all", f"{g}/{name}_episodes", count[name])
     for reason, k in Counter(r.stop_reason for r in records).items():
         add("global", "all", f"{g}/stop/{reason}", k)
@@ -196,7 +201,7 @@ def monitor_rows(
         add("task", task_id, "episodes", m)
         add("task", task_id, "success_rate", sum(r.success for r in task_records) / m)
         add("task", task_id, "reward_mean", sum(r.reward for r in task_records) / m)
-        for name in ("failed", "loop", "destructive", "test_access"):
+        for name in ("failed", "loop", "destructive", "test_access", "tampering"):
             add("task", task_id, f"{name}_episodes",
                 sum(flags[r.ids.episode_id][name] for r in task_records))  # fmt: skip
     stragglers = Counter(c["task_id"] for c in cancelled if c.get("state") == "running")
@@ -211,6 +216,7 @@ def monitor_rows(
     checks = [
         ("destructive_rate", count["destructive"] / n, thresholds.destructive_rate),
         ("test_access_rate", count["test_access"] / n, thresholds.test_access_rate),
+        ("tampering_rate", count["tampering"] / n, thresholds.tampering_rate),
         ("loop_rate", count["loop"] / n, thresholds.loop_rate),
         ("failure_rate", count["failed"] / n, thresholds.failure_rate),
     ]
@@ -245,6 +251,7 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"failed {m['failed_episodes']:.0f}, loops {m['loop_episodes']:.0f}, "
                 f"destructive {m['destructive_episodes']:.0f}, "
                 f"test access {m['test_access_episodes']:.0f}"
+                + (f", tampering {m['tampering_episodes']:.0f}" if m.get("tampering_episodes") else "")
             )
         if "stragglers_cancelled" in m:
             line += ("; " if "episodes" in m else "") + (

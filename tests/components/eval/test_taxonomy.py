@@ -95,6 +95,7 @@ def test_wrong_result() -> None:
 def test_every_mode_is_reachable() -> None:
     seen = {
         failed([], stop="error", failure_type="EnvInitFailed"),
+        failed([], stop="done", tampered=True),
         failed([], stop="lifetime"),
         failed([], stop="context-overflow"),
         failed([turn("make", exit_code=1)] * 3),

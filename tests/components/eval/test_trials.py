@@ -48,6 +48,16 @@ def test_a_solve_past_its_budget_fails_whatever_the_tests_say() -> None:
     assert (row["passed"], row["failure_mode"]) == (True, None)
 
 
+def test_a_pass_scored_after_tampering_is_no_pass() -> None:
+    task = fixture_task("hello-file")
+    run = AgentRun(stop_reason="done")
+    row = trial_row(EvalConfig(agent="oracle"), task, 0, run, over_budget=False, tests_passed=True, reward=1.0,
+                    tampering=("/usr/local/bin/bash: shadows /usr/bin/bash",))  # fmt: skip
+    assert (row["passed"], row["reward"], row["tests_passed"]) == (False, 0.0, True)
+    assert row["failure_mode"] == "verifier-tampering"
+    assert row["tampering"] == "/usr/local/bin/bash: shadows /usr/bin/bash"
+
+
 def _oracle_and_nop(tmp_path: Path, tasks: list[str]) -> tuple[list[dict], list[dict]]:
     picks = [a for t in tasks for a in ("--task", t)]
     oracle = run_cli("--tasks", str(FIXTURES), "--agent", "oracle", "--out", str(tmp_path / "oracle.parquet"),

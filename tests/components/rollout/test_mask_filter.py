@@ -43,6 +43,16 @@ def test_an_unrecoverable_failure_becomes_one_zero_mask_placeholder_row():
     assert len(rows) == 1 and rows[0]["placeholder"] and rows[0]["failure_type"] == "RewardFailed"
 
 
+def test_an_episode_that_tampered_with_scoring_is_masked_as_unrecoverable():
+    """A pass scored after the agent replaced what the tests run may be forged: never a training signal."""
+    forged = record(commands=("cp /bin/true /usr/local/bin/pytest",))
+    forged.tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
+    verdict = episode_verdict(forged, RULES)
+    assert (verdict.masked, verdict.placeholder, verdict.mask_reason) == (True, True, "verifier_tampering")
+    [row] = episode_rows(forged, verdict, dropped=False)
+    assert not row["trainable"] and row["mask_reason"] == "verifier_tampering"
+
+
 def test_transient_failures_and_tool_timeouts_raise_the_drop_flag():
     died = record(commands=("sleep 9",), stop="error", failure="SandboxDied", success=False)
     verdict = episode_verdict(died, RULES)

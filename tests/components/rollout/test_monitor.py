@@ -63,6 +63,7 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
                 stop="max-turns", success=False),
          record(1, 1, task="b", commands=("rm -rf /",), timed_out=(True,), success=False)],
     ]
+    groups[0][0].tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
     rows = monitor_rows(groups, MonitorThresholds(loop_repeats=3, loop_rate=0.2),
                         extra_global={"rollout/groups_dropped": 1.0},
                         cancelled=[{"task_id": "b", "state": "running"}, {"task_id": "b", "state": "queued"},
@@ -74,6 +75,8 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
     assert value[("task", "a", "test_access_episodes")] == 1
     assert value[("task", "b", "loop_episodes")] == 1
     assert value[("task", "b", "destructive_episodes")] == 1
+    assert value[("task", "a", "tampering_episodes")] == 1 and value[("task", "b", "tampering_episodes")] == 0
+    assert value[("global", "all", "rollout/tampering_episodes")] == 1
     assert value[("task", "b", "stragglers_cancelled")] == 1  # the queued one never ran
     # bash calls: ls, cat, ls, make×3, rm = 7; failures: cat (1), make×3 (2), rm (timed out) = 5.
     assert value[("tool", "bash", "calls")] == 7 and value[("tool", "bash", "failure")] == 5
@@ -81,12 +84,13 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
     assert value[("tool", "done", "calls")] == 3  # all but the max-turns episode called done
     assert value[("command", "make", "count")] == 3
     alerts = {r["key"] for r in rows if r["scope"] == "alert"}
-    assert alerts == {"destructive_rate", "test_access_rate", "loop_rate"}
+    assert alerts == {"destructive_rate", "test_access_rate", "tampering_rate", "loop_rate"}
     write_rollout_metrics(tmp_path / "m.parquet", rows)
     assert read_rollout_metrics(tmp_path / "m.parquet").num_rows == len(rows)
     lines = summary_lines(rows)
     assert lines[0].startswith("rollout: 4 episodes, success 25.0%")
-    assert sum(line.startswith("WARNING rollout: ") for line in lines) == 3
+    assert sum(line.startswith("WARNING rollout: ") for line in lines) == 4
+    assert any(line.startswith("  task a: ") and line.endswith(", tampering 1") for line in lines)
     assert "groups dropped 1" in lines[0]
     assert "  task b: success 0% of 2, failed 0, loops 1, destructive 1, test access 0; " \
            "1 straggler(s) cancelled" in lines
