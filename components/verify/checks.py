@@ -75,6 +75,9 @@ async def _guarded(run: Callable[[], Awaitable[TestOutcome]]) -> _Run:
         outcome = await run()
     except (TermrlError, OSError) as exc:
         return _Run(None, f"{type(exc).__name__}: {_tail(str(exc))}")
+    if outcome.tampering:
+        # Rollout masks such episodes and eval fails them: the task could never be passed cleanly.
+        return _Run(False, f"the run changed what scoring runs: {'; '.join(outcome.tampering)}")
     timed = " (tests timed out)" if outcome.timed_out else ""
     return _Run(outcome.passed, f"reward {outcome.reward:g}{timed}: {_tail(outcome.output, 300)}")
 

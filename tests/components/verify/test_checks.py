@@ -13,6 +13,7 @@ import yaml
 from components.verify.checks import (
     ablation_plan,
     check_flakiness,
+    check_ground_truth,
     check_state_replay,
     process_match,
 )
@@ -173,3 +174,24 @@ async def test_state_replay_carries_old_mtimes_deletions_and_modes(base_images):
     assert plain.detail["deleted_paths"] == 1
     assert {"/app/extracted/old.txt", "/etc/myapp/conf"} <= set(plain.detail["changed_paths"])
     assert asked.outcome == "fail" and "service" in asked.reason
+
+
+@pytest.mark.podman
+async def test_a_reference_solution_that_changes_what_scoring_runs_fails_ground_truth(base_images):
+    """Rollout masks an episode that shadowed a command the tests run, and eval fails it: a task whose
+    own solution does so could never be passed cleanly, so verify rejects it."""
+    solve = b"#!/bin/bash\nprintf '#!/bin/sh\\nexec /usr/bin/grep \"$@\"\\n' > /usr/local/bin/grep\n" \
+            b"chmod 755 /usr/local/bin/grep\necho done > /app/out.txt\n"
+    tests = b"#!/bin/bash\ngrep -qx done /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    task = Task(id="shadows-grep", instruction="Write done to /app/out.txt.",
+                environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nWORKDIR /app\n")],
+                solution_files=[TaskFile("solve.sh", solve, 0o755)], test_files=[TaskFile("test.sh", tests, 0o755)])
+    clean = Task(id="clean", instruction=task.instruction, environment_files=task.environment_files,
+                 solution_files=[TaskFile("solve.sh", b"#!/bin/bash\necho done > /app/out.txt\n", 0o755)],
+                 test_files=task.test_files)  # fmt: skip
+    async with SandboxManager(backend="podman", max_sessions=2) as manager:
+        sandboxes = TaskSandboxes(manager)
+        shadowed = await check_ground_truth(sandboxes, task, repeats=1)
+        passed = await check_ground_truth(sandboxes, clean, repeats=1)
+    assert shadowed.outcome == "fail" and "/usr/local/bin/grep: shadows /usr/bin/grep" in shadowed.reason
+    assert passed.outcome == "pass", passed
