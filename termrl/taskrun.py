@@ -36,7 +36,13 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    environment only, its exit status from the process itself, with the
    sandbox's own capabilities, seccomp filter, user and cgroups.
 3. removes /tests and /logs/verifier and recreates them (a conftest.py or
-   reward file planted there is gone), then uploads the tests.
+   reward file planted there is gone). Where the backend can
+   (``Session.private_binds``: bwrap, rootful podman) the tests then run with
+   host directories mounted over those two paths for their process alone
+   (/tests read-only), in a user namespace of their own, so nothing in the
+   sandbox, a service included, can see or write them, or reach the tests'
+   files and output through ``/proc/<pid>``; the reward is read from the
+   host's copy. Elsewhere (Kubernetes) the tests are uploaded into the sandbox.
 4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
    and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
    conftest.py or configuration file from / or the working directory).
@@ -50,12 +56,12 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    - ``pytest-report`` (Terminal-Bench 1.0): passed when pytest's report lists
      at least one PASSED test and no FAILED or ERROR one.
 
-Two holes stay open, both needing more than a background loop: a process
-that holds a listening socket counts as a service and keeps running, so it
-could still write the reward file or into the tests' output; and binaries
-the agent replaced in system paths (a ``/usr/local/bin/bash``, a pytest
-plugin installed into site-packages) run during the tests, with no more
-privilege than the agent had. The second is flagged: ``find_tampering``
+What stays open: on Kubernetes, a process that holds a listening socket
+counts as a service and keeps running, so it could still write the reward
+file or into the tests' output; everywhere, binaries the agent replaced in
+system paths (a ``/usr/local/bin/bash``, a pytest plugin installed into
+site-packages) run during the tests, with no more privilege than the agent
+had. The second is flagged: ``find_tampering``
 lists, from outside the sandbox, commands the agent replaced or shadowed on
 the PATH and Python startup hooks it planted (a .pth a package installed, as
 its RECORD lists it, is no tampering; ``TestOutcome.tampering``,
@@ -76,11 +82,14 @@ import asyncio
 import base64
 import logging
 import math
+import os
 import posixpath
 import re
 import shlex
+import stat
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -183,10 +192,12 @@ class _Session(Protocol):
     """The part of ``termrl.sandbox.Session`` used here."""
 
     workdir: str
+    private_binds: bool
 
     async def exec(self, command: str, timeout: float = ...) -> _Result: ...
     async def exec_fresh(
-        self, command: str, timeout: float = ..., *, env: dict[str, str] | None = ..., workdir: str | None = ...
+        self, command: str, timeout: float = ..., *, env: dict[str, str] | None = ..., workdir: str | None = ...,
+        binds: dict[str, tuple[str, bool]] | None = ...,
     ) -> _Result: ...
     def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
@@ -385,25 +396,82 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
         prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
         if prepare.exit_code != 0:
             raise RewardFailed(f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
-        await session.upload_files(task.test_files, TESTS_DIR)
-        env = {"TEST_DIR": TESTS_DIR, "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}
-        result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir)
-        duration = time.monotonic() - started
-        warn_if_tight(task.id, "the tests", duration, timeout)
-        if result.timed_out:
-            return TestOutcome(False, 0.0, result.output, duration, True, tampering=tampering)
-        if task.scoring == "pytest-report":
-            passed = parse_pytest_report(result.output)
-            return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code, tampering)
-        if task.scoring != "reward-file":
+        if task.scoring not in ("reward-file", "pytest-report"):
             raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
-        try:
-            reward = await _read_reward(session, task, result.exit_code)
-        except RewardFailed as exc:
-            if exc.log_tail:
-                raise
-            raise RewardFailed(str(exc), log_tail=result.output[-2000:]) from exc  # with what the tests printed
+        env = {"TEST_DIR": TESTS_DIR, "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}
+        if session.private_binds:
+            with tempfile.TemporaryDirectory(prefix="termrl-scoring-") as host:
+                tests, verifier = _write_host_dirs(host, task.test_files)
+                result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir,
+                                                  binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)})  # fmt: skip
+                read_reward = lambda code: asyncio.to_thread(_read_host_reward, task, verifier, code)  # noqa: E731
+                return await _outcome(task, result, started, timeout, tampering, read_reward)
+        await session.upload_files(task.test_files, TESTS_DIR)
+        result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir)
+        return await _outcome(task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code))
+
+
+async def _outcome(
+    task: Task, result: _Result, started: float, timeout: float, tampering: tuple[str, ...],
+    read_reward: Callable[[int | None], Awaitable[float]],
+) -> TestOutcome:
+    """The tests' outcome from their run, following the task's ``scoring``."""
+    duration = time.monotonic() - started
+    warn_if_tight(task.id, "the tests", duration, timeout)
+    if result.timed_out:
+        return TestOutcome(False, 0.0, result.output, duration, True, tampering=tampering)
+    if task.scoring == "pytest-report":
+        passed = parse_pytest_report(result.output)
+        return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code, tampering)
+    try:
+        reward = await read_reward(result.exit_code)
+    except RewardFailed as exc:
+        if exc.log_tail:
+            raise
+        raise RewardFailed(str(exc), log_tail=result.output[-2000:]) from exc  # with what the tests printed
     return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering)
+
+
+def _write_host_dirs(host: str, files: list[TaskFile]) -> tuple[str, str]:
+    """The tests and an empty verifier directory under ``host``, for the scoring process alone."""
+    tests, verifier = os.path.join(host, "tests"), os.path.join(host, "verifier")
+    os.mkdir(tests, 0o755)
+    os.mkdir(verifier, 0o777)
+    os.chmod(verifier, 0o777)  # whatever user the tests run as writes the reward (mkdir's mode is masked)
+    os.chmod(host, 0o755)
+    for file in files:
+        relative = posixpath.normpath(file.path)
+        if relative.startswith(("/", "..")) or relative == ".":
+            raise RewardFailed(f"test file path outside {TESTS_DIR}: {file.path!r}")
+        target = os.path.join(tests, relative)
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(file.data)
+        os.chmod(target, file.mode)
+    return tests, verifier
+
+
+def _read_host_reward(task: Task, verifier: str, test_exit_code: int | None) -> float:
+    """The reward file the tests wrote into the host's verifier directory (``_read_reward``'s rules)."""
+    path = os.path.join(verifier, posixpath.basename(REWARD_FILE))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        if os.path.lexists(path):  # a dangling symlink
+            raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a symlink, not a regular file") from None
+        return 1.0 if test_exit_code == 0 else 0.0
+    except OSError as exc:  # ELOOP: a symlink
+        kind = "symlink" if os.path.islink(path) else "special file"
+        raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "directory" if stat.S_ISDIR(mode) else "special file"
+            raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file")
+        text = os.read(fd, 256).decode(errors="replace")
+    finally:
+        os.close(fd)
+    return parse_reward(task.id, text)
 
 
 async def remove_leftovers(session: _Session) -> None:

@@ -52,11 +52,9 @@ import contextlib
 import io
 import json
 import os
-import platform
 import select
 import shutil
 import signal
-import sys
 import tarfile
 import time
 import uuid
@@ -66,7 +64,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
-from termrl.sandbox.fresh import collect, fresh_argv, fresh_env
+from termrl.sandbox.fresh import enter, fresh_argv, fresh_env
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
@@ -83,8 +81,6 @@ DOCKER_CAPS = (
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
-ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
-"""Run by the host's Python to start a fresh process inside a sandbox (``exec_fresh``)."""
 
 # What Docker's defaults hide (moby's oci/defaults.go masked and read-only paths), for paths this
 # kernel has. Masked files are covered by /dev/null, masked directories by an empty read-only tmpfs.
@@ -141,6 +137,8 @@ def _status_field(pid: int, key: str) -> str | None:
 
 class BwrapSandbox(Sandbox):
     """One bwrap sandbox: its launcher process, session directory and cgroups."""
+
+    private_binds = True
 
     backend = "bwrap"
 
@@ -238,22 +236,14 @@ class BwrapSandbox(Sandbox):
             os.close(root)
 
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
     ) -> tuple[str, int | None, bool, bool]:
-        config = {
-            "target": self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
-            "cgroups": [str(c) for c in self.cgroups],
-            "seccomp": self.seccomp.hex(),
-            "machine": platform.machine(),
-            "env": fresh_env(self.env, env),
-            "argv": fresh_argv(command, workdir),
-        }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", ENTER_SCRIPT, json.dumps(config),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env={}, start_new_session=True,
+        result = await enter(
+            self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
+            cgroups=[str(c) for c in self.cgroups], seccomp=self.seccomp, env=fresh_env(self.env, env),
+            argv=fresh_argv(command, workdir), binds=binds, timeout=timeout, output_limit=output_limit,
         )  # fmt: skip
-        result = await collect(process, timeout, output_limit, lambda: procs.kill_tree(process.pid))
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"sandbox {self.name} is gone")
         return result

@@ -8,9 +8,14 @@ binary the agent replaced runs with what the agent had, no more.
 
     join the session's cgroups (host paths)                   as the host root
     open the target's namespaces and root, the host's /dev/null
+    clone each private bind's host directory (open_tree)
     setns: cgroup, ipc, uts, net, pid, mnt
     fork ─► child (pid namespace joined only by children)
-            new session, chroot to the target's root, stdin /dev/null
+            new session
+            with private binds: a mount namespace of its own (a private copy of the
+              sandbox's), each cloned host directory moved onto its sandbox path, then a
+              user namespace of its own (ids mapped one to one by the parent)
+            chroot to the target's root, stdin /dev/null
             uid/gid/groups of the target
             bounding set: the target's, cut to what it holds; then the target's
             inheritable, permitted, effective and ambient sets
@@ -23,6 +28,19 @@ The target is a process the sandbox started (its shell supervisor): its
 needs is imported before it enters the sandbox's mount namespace, and it
 executes no file from the sandbox before its privileges are cut: a module or
 binary planted there is never run with the host's privilege.
+
+Private binds are how scoring keeps the tests' directories out of the agent's
+reach: the process sees host directories at ``/tests`` (read-only) and
+``/logs/verifier`` that no process of the sandbox can see or write, since the
+mounts exist only in its own mount namespace (and its children's). It also gets
+a user namespace of its own, created by the host's root under a user no process
+runs as, mapping every id to itself: a sandbox process would need CAP_SYS_PTRACE
+over it (no sandbox has it)
+to reach its files through ``/proc/<pid>/root`` or its output through
+``/proc/<pid>/fd``. Its capabilities are the target's, held in that namespace,
+so they act on nothing the sandbox's own do not, with one loss: ports below
+``ip_unprivileged_port_start`` and raw sockets belong to the network namespace's
+owner, so the tests cannot bind those themselves (a service the agent started can).
 """
 
 import ctypes
@@ -38,6 +56,12 @@ NAMESPACES = (("cgroup", CLONE_NEWCGROUP), ("ipc", CLONE_NEWIPC), ("uts", CLONE_
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
+CLONE_NEWUSER = 0x10000000
+NAMESPACE_OWNER = 4294967293  # a uid no process runs as ((uid_t) -1 and -2 are reserved)
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = 1, os.O_CLOEXEC, 0x8000, 0x4
+AT_FDCWD = -100
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every architecture (added in Linux 5.2)
 CAPABILITY_VERSION_3 = 0x20080522
 CAP_LAST = 63
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
@@ -108,10 +132,55 @@ def cut_privileges(creds, seccomp, machine):
         check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
 
 
-def child(config, creds, root, null, seccomp):
+def clone_tree(path):
+    """A detached copy of the mount tree at host ``path`` (open_tree), to move into the sandbox later."""
+    fd = libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
+    if fd < 0:
+        check(-1, f"open_tree {path}")
+    return fd
+
+
+def isolate(binds, to_parent, from_parent):
+    """Private mounts, then a user namespace of our own (see the module docstring).
+
+    Called with the working directory at the sandbox's root: unshare moves it to its
+    copy in the new mount namespace, where the cloned trees can be attached. The user
+    namespace comes last (a chrooted process may not create one); the parent maps its
+    ids one to one, so files keep their owners.
+    """
+    check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    for tree, target, readonly in binds:
+        path = target.strip("/").encode()  # from the sandbox's root; no final symlink followed
+        check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH), f"mount {target}")
+        if readonly:
+            check(libc.mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), f"make {target} read-only")
+    # The namespace's owner has every capability in it: not root, whom the sandbox's processes may
+    # share, but a user nothing runs as. The new namespace grants its creator every capability in it.
+    os.seteuid(NAMESPACE_OWNER)
+    check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
+    os.write(to_parent, b"u")
+    if os.read(from_parent, 1) != b"m":
+        raise OSError("the parent did not map the user namespace")
+
+
+def map_ids(host_proc, pid):
+    """The child's user namespace maps every id to itself (written by the host's root through the
+    host's /proc: the sandbox's numbers its processes in its own pid namespace)."""
+    for name in ("uid_map", "gid_map"):
+        fd = os.open(f"{pid}/{name}", os.O_WRONLY, dir_fd=host_proc)
+        try:
+            os.write(fd, b"0 0 4294967295\n")
+        finally:
+            os.close(fd)
+
+
+def child(config, creds, root, null, seccomp, binds, sync):
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     os.setsid()
     os.fchdir(root)
+    if binds:
+        isolate(binds, *sync)
     os.chroot(".")
     os.chdir("/")
     os.dup2(null, 0)
@@ -132,15 +201,21 @@ def main():
     namespaces = [(os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES]
     root = os.open(f"/proc/{target}/root", os.O_RDONLY | os.O_DIRECTORY)
     null = os.open("/dev/null", os.O_RDWR)
+    binds = [(clone_tree(host), target, readonly) for host, target, readonly in config.get("binds", [])]
+    host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     for fd, flag in namespaces:
         check(libc.setns(fd, flag), f"setns {flag:#x}")
+    (from_child, to_parent), (from_parent, to_child) = os.pipe(), os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            child(config, creds, root, null, seccomp)
+            child(config, creds, root, null, seccomp, binds, (to_parent, from_parent))
         except BaseException as exc:  # noqa: BLE001 - report and leave: nothing may run after a failure
             os.write(2, f"termrl-enter: {exc}\n".encode(errors="replace"))
         os._exit(126)
+    if binds and os.read(from_child, 1) == b"u":
+        map_ids(host_proc, pid)
+        os.write(to_child, b"m")
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)

@@ -21,11 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import platform
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from termrl.sandbox import procs
 from termrl.sandbox.shell import OutputCap
 
-__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "collect", "fresh_argv", "fresh_env", "pid_line_argv", "split_pid_line"]
+__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "ENTER_SCRIPT", "collect", "enter", "fresh_argv", "fresh_env",
+           "pid_line_argv", "split_pid_line"]  # fmt: skip
+
+ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
+"""Run by the host's Python to start a fresh process inside a sandbox it enters (bwrap, rootful podman)."""
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Docker's default PATH, for images whose configuration sets none."""
@@ -111,3 +120,29 @@ async def collect(
         with contextlib.suppress(asyncio.CancelledError):
             await reader
     return cap.text(), None if timed_out else process.returncode, timed_out, cap.truncated
+
+
+async def enter(
+    target: int,
+    *,
+    cgroups: list[str],
+    seccomp: bytes,
+    env: dict[str, str],
+    argv: list[str],
+    binds: dict[str, tuple[str, bool]] | None,
+    timeout: float,
+    output_limit: int,
+) -> tuple[str, int | None, bool, bool]:
+    """Run ``argv`` in the sandbox of host process ``target`` through ``enter.py`` (its namespaces,
+    root, credentials, these cgroups and seccomp filter; ``binds``: sandbox path → (host directory,
+    read-only), mounted for this process alone, in a user namespace of its own). Exit status 125/126: the helper failed before the command ran."""
+    config = {
+        "target": target, "cgroups": cgroups, "seccomp": seccomp.hex(), "machine": platform.machine(),
+        "env": env, "argv": argv, "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()],
+    }  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", ENTER_SCRIPT, json.dumps(config),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={}, start_new_session=True,
+    )  # fmt: skip
+    return await collect(process, timeout, output_limit, lambda: procs.kill_tree(process.pid))

@@ -285,7 +285,8 @@ class KubernetesSandbox(Sandbox):
         return base64.b64decode(out)
 
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,  # never given: private_binds is False (no host access to a pod)
     ) -> tuple[str, int | None, bool, bool]:
         # The exec stream starts from the container's configured environment; `env` adds the caller's.
         mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"

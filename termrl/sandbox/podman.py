@@ -32,6 +32,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import secrets
 import shutil
 import tarfile
@@ -42,10 +43,17 @@ from pathlib import Path
 
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
-from termrl.sandbox import hostca, metrics, procs
+from termrl.sandbox import hostca, metrics, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
-from termrl.sandbox.fresh import collect, fresh_argv, fresh_env, pid_line_argv, split_pid_line
+from termrl.sandbox.fresh import (
+    collect,
+    enter,
+    fresh_argv,
+    fresh_env,
+    pid_line_argv,
+    split_pid_line,
+)
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
@@ -179,9 +187,18 @@ class PodmanSandbox(Sandbox):
             self._config_env = dict(item.split("=", 1) for item in json.loads(env or "[]") if "=" in item)
         return self._init_pid, self._config_env
 
+    @property
+    def private_binds(self) -> bool:  # type: ignore[override]
+        # Entering a container's namespaces from the host takes the host's root (rootful podman).
+        return os.geteuid() == 0
+
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
     ) -> tuple[str, int | None, bool, bool]:
+        if binds:
+            return await self._exec_entered(command, env=env, workdir=workdir, timeout=timeout,
+                                            output_limit=output_limit, binds=binds)  # fmt: skip
         init, config_env = await self._inspect()
         variables = [f"{k}={v}" for k, v in fresh_env(config_env, env).items()]
         # The first line names the process's pid inside the container: how a timeout finds what to kill.
@@ -215,6 +232,27 @@ class PodmanSandbox(Sandbox):
         if code in (125, 126, 127) and not await self.alive():
             raise SandboxDied(f"container {self.name} is gone")
         return output, code, timed_out, truncated
+
+    async def _exec_entered(
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
+        binds: dict[str, tuple[str, bool]],
+    ) -> tuple[str, int | None, bool, bool]:
+        """``exec_fresh`` with private binds: the host enters the container as ``enter.py`` enters a bwrap
+        sandbox (``podman exec`` cannot give one process a mount namespace of its own). The process gets
+        the container init's namespaces, root, user and capabilities, its cgroups, and the seccomp
+        filter of ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
+        init, config_env = await self._inspect()
+        try:
+            cgroups = procs.cgroup_dirs(init)
+        except OSError as exc:
+            await self._raise_if_dead()
+            raise SandboxDied(f"container {self.name} has no running process: {exc}") from exc
+        result = await enter(init, cgroups=cgroups, seccomp=seccomp.program(), env=fresh_env(config_env, env),
+                             argv=fresh_argv(command, workdir), binds=binds, timeout=timeout,
+                             output_limit=output_limit)  # fmt: skip
+        if result[1] in (125, 126) and not await self.alive():
+            raise SandboxDied(f"container {self.name} is gone")
+        return result
 
     async def changed_files(self) -> dict[str, str] | None:
         code, out = await _run([self.binary, "diff", "--format", "json", self.name], timeout=120)

@@ -213,3 +213,30 @@ def resume(stopped: list[StoppedProcess]) -> None:
         if stat is not None and stat[2] == process.start_time:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGCONT)
+
+
+def cgroup_dirs(pid: int) -> list[str]:
+    """The host cgroup directories ``pid`` is in, one per mounted hierarchy (v1 and v2).
+
+    ``/proc/<pid>/cgroup`` names each hierarchy by its controllers (``memory``,
+    ``cpu,cpuacct``, ``name=systemd``; empty for v2) and the path inside it; the host's
+    mount table says where that hierarchy is mounted.
+    """
+    mounts: dict[frozenset[str], str] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, (fstype, _, options) = left.split(), (right.split() + ["", "", ""])[:3]
+            if fstype == "cgroup2":
+                mounts.setdefault(frozenset(), fields[4])
+            elif fstype == "cgroup":
+                names = {o for o in options.split(",") if o not in ("rw", "ro") and "=" not in o or o.startswith("name=")}
+                mounts.setdefault(frozenset(names), fields[4])
+    dirs = []
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            mount = mounts.get(frozenset(c for c in controllers.split(",") if c))
+            if mount is not None and path != "/" and os.path.isdir(mount + path):
+                dirs.append(mount + path)
+    return dirs

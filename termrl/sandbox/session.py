@@ -96,12 +96,19 @@ class Sandbox(ABC):
         ``NotRegularFile`` for anything else, ``FileTooLarge`` past ``max_bytes``. Never blocks on
         what it finds (a FIFO) and never reads more than ``max_bytes``."""
 
+    private_binds: bool = False
+    """Whether ``exec_fresh`` can show its process host directories that no other process of the
+    sandbox sees (``binds``): a mount namespace of its own, entered by the host."""
+
     @abstractmethod
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int
+        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         """Run ``command`` in a new process outside the agent's shell (``termrl.sandbox.fresh``), with
-        the sandbox's own limits; (output, exit status or None, timed_out, truncated)."""
+        the sandbox's own limits; (output, exit status or None, timed_out, truncated). ``binds``
+        (sandbox path → (host directory, read-only); only where ``private_binds``): directories
+        mounted for this process alone, over existing directories of the sandbox."""
 
     @abstractmethod
     async def stop_agent_processes(self) -> object:
@@ -282,8 +289,14 @@ class Session:
         except SandboxDied as e:
             raise await self._died(e) from e
 
+    @property
+    def private_binds(self) -> bool:
+        """Whether ``exec_fresh`` takes ``binds`` on this backend (``Sandbox.private_binds``)."""
+        return self.sandbox.private_binds
+
     async def exec_fresh(
-        self, command: str, timeout: float = 60.0, *, env: dict[str, str] | None = None, workdir: str | None = None
+        self, command: str, timeout: float = 60.0, *, env: dict[str, str] | None = None, workdir: str | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None,
     ) -> ExecResult:
         """Run ``command`` in a new process, not in the agent's shell (``termrl.sandbox.fresh``).
 
@@ -291,9 +304,18 @@ class Session:
         in ``workdir`` (default: the session's ``workdir``, where the shell
         started). Output is capped like ``exec``'s; past ``timeout`` the process
         and everything it started are killed and ``timed_out`` is set.
+
+        ``binds`` (sandbox path → (host directory, read-only), where
+        ``private_binds``): host directories the process, and only it and its
+        children, sees at those paths (which must exist); what it writes there is
+        read from the host. The process runs in a user namespace of its own, out
+        of reach of the sandbox's other processes (``termrl/sandbox/enter.py``).
         """
+        if binds and not self.sandbox.private_binds:
+            raise ValueError(f"the {self.backend} backend cannot give a process private directories")
         return await self._timed(lambda: self.sandbox.exec_fresh(
-            command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit
+            command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit,
+            binds=binds,
         ))  # fmt: skip
 
     async def changed_files(self) -> dict[str, str] | None:

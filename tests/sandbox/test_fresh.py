@@ -24,21 +24,47 @@ def _fields(output: str) -> dict[str, str]:
 
 async def test_a_fresh_process_has_no_more_privilege_than_the_agents_shell(local, base_images):
     async with await local.create(SandboxSpec(image=base_images)) as session:
-        shell = _fields((await session.exec(STATUS)).output)
-        fresh = _fields((await session.exec_fresh(STATUS)).output)
-        for key in ("Uid", "Gid", "Groups"):
-            assert fresh[key].split() == shell[key].split(), key
-        for key in CAPABILITY_SETS:  # every capability of the fresh process, the shell has too
-            extra = int(fresh[key], 16) & ~int(shell[key], 16)
-            assert extra == 0, f"{key}: the fresh process holds {extra:#x} more"
-        assert int(fresh["CapEff"], 16) == int(shell["CapEff"], 16)  # and it is not crippled either
-        assert int(fresh["NoNewPrivs"]) >= int(shell["NoNewPrivs"]) == 1
-        assert fresh["Seccomp"].strip() == shell["Seccomp"].strip() == "2"  # filtered, like the agent
-        assert int(fresh["Seccomp_filters"]) >= int(shell["Seccomp_filters"]) >= 1
-        cgroups = "cat /proc/self/cgroup"
-        assert (await session.exec_fresh(cgroups)).output == (await session.exec(cgroups)).output
-        # Same pid namespace: the fresh process sees the agent's processes (and they it).
-        assert (await session.exec_fresh("cat /proc/1/cmdline")).output == (await session.exec("cat /proc/1/cmdline")).output
+        await _no_more_privilege(session)
+
+
+async def test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view(local, base_images, tmp_path):
+    """What scoring runs: host directories at /tests (read-only) and /logs/verifier for it alone, entered
+    by the host's root, in a user namespace of its own. Still no more than the agent has."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("echo from-host\n")
+    (tmp_path / "verifier").mkdir()
+    binds = {"/tests": (str(tmp_path / "tests"), True), "/logs/verifier": (str(tmp_path / "verifier"), False)}
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        assert session.private_binds
+        await session.exec("mkdir -p /tests /logs/verifier && echo agent > /tests/mine")
+        await _no_more_privilege(session, binds=binds)
+        seen = await session.exec_fresh("ls /tests; bash /tests/test.sh; touch /tests/x 2>/dev/null || echo read-only;"
+                                        " echo 1 > /logs/verifier/reward.txt; mount -t tmpfs t /mnt 2>/dev/null"
+                                        " || echo no-mount", binds=binds)  # fmt: skip
+        assert seen.output.split() == ["test.sh", "from-host", "read-only", "no-mount"], seen.output
+        assert (tmp_path / "verifier" / "reward.txt").read_text() == "1\n"
+        # The sandbox's own view is untouched.
+        assert (await session.exec("ls /tests /logs/verifier")).output.split() == ["/logs/verifier:", "/tests:", "mine"]
+
+
+async def _no_more_privilege(session, **fresh_args) -> None:
+    """The fresh process's user, capabilities, no_new_privs, seccomp and cgroups are the agent's shell's."""
+    shell = _fields((await session.exec(STATUS)).output)
+    fresh = _fields((await session.exec_fresh(STATUS, **fresh_args)).output)
+    for key in ("Uid", "Gid", "Groups"):
+        assert fresh[key].split() == shell[key].split(), key
+    for key in CAPABILITY_SETS:  # every capability of the fresh process, the shell has too
+        extra = int(fresh[key], 16) & ~int(shell[key], 16)
+        assert extra == 0, f"{key}: the fresh process holds {extra:#x} more"
+    assert int(fresh["CapEff"], 16) == int(shell["CapEff"], 16)  # and it is not crippled either
+    assert int(fresh["NoNewPrivs"]) >= int(shell["NoNewPrivs"]) == 1
+    assert fresh["Seccomp"].strip() == shell["Seccomp"].strip() == "2"  # filtered, like the agent
+    assert int(fresh["Seccomp_filters"]) >= int(shell["Seccomp_filters"]) >= 1
+    cgroups = "cat /proc/self/cgroup"
+    assert (await session.exec_fresh(cgroups, **fresh_args)).output == (await session.exec(cgroups)).output
+    # Same pid namespace: the fresh process sees the agent's processes (and they it).
+    init = "cat /proc/1/cmdline"
+    assert (await session.exec_fresh(init, **fresh_args)).output == (await session.exec(init)).output
 
 
 async def test_a_fresh_process_shares_no_state_with_the_agents_shell(local, base_images):

@@ -38,6 +38,7 @@ class Session:
     commands: list[str] = field(default_factory=list)
     closed: bool = False
     workdir: str = "/app"
+    private_binds: bool = False  # the scoring path that uploads into the sandbox
 
     async def exec(self, command: str, timeout: float = 60.0) -> Result:
         self.commands.append(command)
