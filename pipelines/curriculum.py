@@ -227,6 +227,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
+        rollout_temperature: float = 1.0,
         finetune: str = "full",
         learning_rate: float = 5e-5,
         train_epochs: int = 1,
@@ -253,6 +254,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             il_weight: λ_IL of phase-1 round 0; λ_IL = il_weight · il_decay ** round.
             rl_weight: Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation).
             anchoring: Phase-1 resampling: none, parallel or rollback.
+            rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
             learning_rate: Learning rate of the RL train steps.
         """
         accel = (accelerator_type, accelerator_count)
@@ -317,14 +319,14 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 code_version=code_version, tasks=pools.outputs[pool], policy=policy,
                 policy_version=version, seed=version, group_size=group_size, groups=groups,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                backend=sandbox_backend, prompt_style=prompt_style, **anchored,
+                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
             imitating = {"demonstrations": demos} if phase == 1 else {}
             trained = place(ops.train(
                 code_version=code_version, trajectories=rolled.outputs["trajectories"], policy=policy,
                 mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
                 max_steps=train_max_steps, seed=version, rl_weight=rl_weight, il_weight=il_weight,
-                il_decay=il_decay, iteration=version, **imitating,
+                il_decay=il_decay, iteration=version, temperature=rollout_temperature, **imitating,
             ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
             policy = trained.outputs["checkpoint"]
             if phase == 1 and i == n1 and n2 > 0:  # with no phase 2, "final" is this policy

@@ -38,6 +38,7 @@ def rollout(
     concurrency: int = 8,
     max_turns: int = 4,
     max_new_tokens: int = 192,
+    temperature: float = 1.0,
     backend: str = "podman",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
@@ -54,6 +55,7 @@ def rollout(
         group_size: Episodes per group (the advantage baseline).
         groups: Groups kept in the batch.
         max_turns: Assistant turns per episode (replayed expert turns not counted).
+        temperature: Sampling temperature (train must take log πθ at the same one).
     """
     import json
     import os
@@ -67,7 +69,8 @@ def rollout(
         tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
         groups=groups, redundancy=redundancy, concurrency=concurrency, max_turns=max_turns,
-        max_new_tokens=max_new_tokens, backend=backend, anchoring=anchoring, prompt_style=prompt_style,
+        max_new_tokens=max_new_tokens, temperature=temperature, backend=backend, anchoring=anchoring,
+        prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
         anchor_state_out=pathlib.Path(anchors.path), **(options or {}),

@@ -35,6 +35,7 @@ def train(
     il_weight: float = 1.0,
     il_decay: float = 0.5,
     iteration: int = 0,
+    temperature: float = 1.0,
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
     """One IPA update of ``policy`` on ``trajectories`` -> the next policy checkpoint.
@@ -42,6 +43,7 @@ def train(
     The objective is ``rl_weight`` · IPA on the policy's sampled chunks + λ_IL · imitation
     of the demonstrations (``source: expert`` episodes of ``trajectories`` and of the
     optional ``demonstrations``), with λ_IL = ``il_weight`` · ``il_decay`` ** ``iteration``.
+    ``temperature``: the one the rollout sampled at (log πθ is taken at it).
     """
     import json
     import pathlib
@@ -55,7 +57,7 @@ def train(
         finetune=finetune, learning_rate=learning_rate or None, epochs=epochs,
         max_steps=max_steps or None, grad_accum_steps=grad_accum_steps, seed=seed,
         rl_weight=rl_weight, il_weight=il_weight, il_decay=il_decay, iteration=iteration,
-        keep_checkpoints=1, progress=False, **(options or {}),
+        temperature=temperature, keep_checkpoints=1, progress=False, **(options or {}),
     ))  # fmt: skip
     last = result["last"] or {}
     values = {f"train/{k}": float(v) for k, v in last.items() if isinstance(v, int | float) and v is not None}

@@ -114,6 +114,11 @@ class TrainConfig:
     """The curriculum iteration this stage trains in (0-based; the pipeline passes it). Only
     λ_IL's schedule reads it."""
 
+    temperature: float = 1.0
+    """The temperature the rollout sampled at: log πθ is taken at it (softmax of logits / T),
+    as μ was. Below 1 a small policy's samples succeed more often, so more groups carry signal;
+    the imitation term is the expert tokens' log-likelihood at the same temperature."""
+
     # --- model and optimisation ----------------------------------------------------------
     finetune: str = "lora"
     """``lora`` (peft adapters; less memory, not faster on CPU) or ``full``."""
@@ -224,6 +229,8 @@ class TrainConfig:
             problems.append(f"il_decay={self.il_decay} must be in (0, 1]")
         if self.iteration < 0:
             problems.append(f"iteration={self.iteration} must be >= 0")
+        if self.temperature <= 0:
+            problems.append(f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)")
         if self.mismatch_threshold <= 0:
             problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
         positive_ints = ["max_failed_response_tokens", "lora_rank", "lora_alpha",

@@ -206,9 +206,13 @@ def collate(
 
 
 def token_logprobs(
-    model: nn.Module, batch: MicroBatch, device: torch.device, *, bf16: bool, prefix: SharedPrefix | None = None
+    model: nn.Module, batch: MicroBatch, device: torch.device, *, bf16: bool, prefix: SharedPrefix | None = None,
+    temperature: float = 1.0,
 ) -> Tensor:
     """log πθ of every trained token -> [N] (fp32), computing logits only where needed.
+
+    πθ is taken at ``temperature`` (softmax of logits / T), the distribution the rollout
+    sampled from, so that the ratio πθ/μ compares like with like.
 
     The logit at position p predicts token p + 1, so the head runs only on the
     positions just before trained tokens (``logits_to_keep`` as an index tensor):
@@ -241,6 +245,8 @@ def token_logprobs(
     flat = (batch.rows * needed.numel() + column).to(device)  # [N] into [B·P]
     # index_select on flattened views: x[rows, cols] advanced indexing is far slower on CPU
     selected = logits.reshape(-1, logits.shape[-1]).index_select(0, flat).float()  # [N, V]
+    if temperature != 1.0:
+        selected = selected / temperature
     targets = batch.input_ids.reshape(-1).index_select(0, batch.rows * batch.input_ids.shape[1] + batch.cols)
     targets = targets.to(device)  # [N]
     picked = selected.gather(1, targets.unsqueeze(1)).squeeze(1)  # [N]

@@ -194,7 +194,8 @@ class StepRunner:
         as in a step of demonstrations only, and L still has a graph to backward through.
         """
         config = self.config
-        logp = token_logprobs(self.model, batch, self.env.device, bf16=self.bf16, prefix=prefix)
+        logp = token_logprobs(self.model, batch, self.env.device, bf16=self.bf16, prefix=prefix,
+                              temperature=config.temperature)
         device = logp.device
         token_chunk = batch.token_chunk.to(device)
         rl_loss, stats = self.loss_fn(

@@ -124,7 +124,7 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
 @torch.no_grad()
 def compute_old_logprobs(
     model: torch.nn.Module, episodes: list[Episode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int,
-    share_prefix: bool,
+    share_prefix: bool, temperature: float = 1.0,
 ) -> None:
     """π_old of every trained token, from the policy before any update of this stage.
 
@@ -140,7 +140,7 @@ def compute_old_logprobs(
             for e in chunk:
                 e.old_logprobs = torch.zeros(e.response_tokens)
             batch = collate(chunk, weights, pad_id)
-            logp = token_logprobs(model, batch, env.device, bf16=bf16, prefix=prefix).cpu()
+            logp = token_logprobs(model, batch, env.device, bf16=bf16, prefix=prefix, temperature=temperature).cpu()
             offsets = [0]
             for e in chunk:
                 offsets.append(offsets[-1] + e.response_tokens)
@@ -238,7 +238,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     if resume_from is None:
         # every rank computes all of them, so FSDP2's collectives line up
         compute_old_logprobs(model, candidates, env, micro_batch_size=config.micro_batch_size, bf16=bf16,
-                             pad_id=pad_id, share_prefix=config.share_prompt_prefix)
+                             pad_id=pad_id, share_prefix=config.share_prompt_prefix, temperature=config.temperature)
     else:
         saved = load_old_logprobs(resume_from)
         missing = [e.episode_id for e in candidates if e.episode_id not in saved]
