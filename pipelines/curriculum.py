@@ -33,7 +33,9 @@ Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
 cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M): easy procedural tasks, 8 groups of 4 episodes of 3 turns of at
+(SmolLM2-135M): easy procedural tasks, 8 groups of 4 episodes sampled at
+temperature 0.7 (at 1.0 the imitated policy solved 6 % of unseen training tasks, at
+0.7 16 %: more groups with a success to learn from), of 3 turns of at
 most 128 tokens, 28 held-out tasks. Raise them on a cluster.
 """
 
@@ -227,7 +229,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
-        rollout_temperature: float = 1.0,
+        rollout_temperature: float = 0.7,
         finetune: str = "full",
         learning_rate: float = 5e-5,
         train_epochs: int = 1,
@@ -251,7 +253,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             imitation_fraction: Share of each family's admitted tasks whose demonstrations the
                 imitation step trains on; phase 1 learns on the other tasks.
             imitation_epochs: Epochs of the imitation step over the demonstrations.
-            il_weight: λ_IL of phase-1 round 0; λ_IL = il_weight · il_decay ** round.
+            il_weight: λ_IL of the RL rounds: λ_IL = il_weight · il_decay ** round (round 1, 2, ...);
+                0 drops the imitation term there (the imitation step itself always imitates).
             rl_weight: Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation).
             anchoring: Phase-1 resampling: none, parallel or rollback.
             rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
@@ -304,7 +307,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         imitation = place(ops.train(
             code_version=code_version, trajectories=demos, policy=base.outputs["model"], mode="positive-only",
             finetune=finetune, learning_rate=imitation_learning_rate, epochs=imitation_epochs,
-            max_steps=train_max_steps, seed=0, il_weight=il_weight, il_decay=il_decay, iteration=0,
+            max_steps=train_max_steps, seed=0, il_weight=1.0, iteration=0,  # imitation alone, whatever the RL rounds mix
         ), "train", "imitation · train on demonstrations")  # fmt: skip
         policy = imitation.outputs["checkpoint"]
         evals["imitation"] = evaluate(policy, "imitation", EVAL_IMITATION)
