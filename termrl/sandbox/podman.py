@@ -8,7 +8,10 @@ command, no log file filling up with output) and removing it ends everything.
 Scoring's fresh processes (``exec_fresh``) are ``podman exec``: runc starts
 them with the container's capabilities, seccomp profile, no-new-privileges,
 user and cgroup, from the container's configured environment (read once from
-``podman inspect``, passed through ``env -i``). The container's processes are
+``podman inspect``, passed through ``env -i``). The tests themselves, which
+need directories of their own (``binds``), are started by the host entering the
+container as it enters a bwrap sandbox (``termrl/sandbox/enter.py``; rootful
+podman only). The container's processes are
 host processes, so stopping the agent's processes during scoring and killing a
 fresh process past its timeout happen from the host (``termrl.sandbox.procs``),
 never through a binary inside the container.
@@ -16,8 +19,11 @@ never through a binary inside the container.
 Limits: ``--cpus``, ``--memory`` with equal ``--memory-swap`` (no swap),
 ``--pids-limit``, ``--timeout`` (the lifetime, enforced by conmon even if this
 process dies), ``--network=none`` unless egress, no-new-privileges, podman's
-default capability set (smaller than Docker's). Images of task environments
-are built with ``--network=host`` and cached under ``termrl/env:<hash>``;
+default capability set (smaller than Docker's). An egress session gets a
+network stack of its own (slirp4netns, host loopback refused): no session
+reaches another or a service on the host's 127.0.0.1. Images of task
+environments are built on podman's private (bridge) network, which reaches the
+package registries but not the host's loopback, and cached under ``termrl/env:<hash>``;
 a build gets the host's CA bundle mounted and ``UV_NATIVE_TLS=1`` as a
 stage ARG (uv otherwise ignores the system CA store), neither stored in the
 image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
@@ -59,7 +65,13 @@ from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
 from termrl.tbcompat.dockerfile import base_refs, declare_build_args
 
-__all__ = ["PodmanBackend", "PodmanSandbox"]
+__all__ = ["BUILD_NETWORK", "EGRESS_NETWORK", "PodmanBackend", "PodmanSandbox"]
+
+BUILD_NETWORK = {"podman": "private", "docker": "default"}
+"""Builds run on the engine's bridge: out to the registries, never the host's 127.0.0.1 (``host`` would)."""
+EGRESS_NETWORK = {"podman": "slirp4netns:allow_host_loopback=false"}
+"""One user-mode network stack per egress session: no traffic between sessions, none to host loopback.
+Docker has no such driver: its egress sessions share its default bridge."""
 
 LABEL = "termrl.sandbox"
 BUILD_ARGS = {"UV_NATIVE_TLS": "1"}
@@ -379,7 +391,7 @@ class PodmanBackend(Backend):
                 target.write_bytes(f.data)
                 target.chmod(f.mode & 0o7777)
             argv = [
-                self.binary, "build", "--network=host", "--pull=missing",
+                self.binary, "build", f"--network={BUILD_NETWORK.get(self.name, 'default')}", "--pull=missing",
                 "--label", f"termrl.environment={environment_hash(spec.environment_files)}",
                 "--tag", tag,
             ]  # fmt: skip
@@ -406,6 +418,8 @@ class PodmanBackend(Backend):
         if spec.network == "none":
             argv.append("--network=none")
         else:
+            if self.name in EGRESS_NETWORK:
+                argv.append(f"--network={EGRESS_NETWORK[self.name]}")
             bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SANDBOX_PATH}:ro"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import uuid
@@ -15,6 +14,7 @@ from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import SandboxManager, SandboxSpec, hostca
 from termrl.sandbox.base_images import cache_root
+from tests.sandbox.servers import host_address, serving
 
 pytestmark = pytest.mark.podman  # the base images (and task images) come from podman
 
@@ -131,35 +131,12 @@ async def test_task_environment_image_runs_under_bwrap(bwrap):
         assert (await session.exec("pwd; cat built")).output == "/work\nbuilt\n"
 
 
-def _host_address() -> str | None:
-    """A global IPv4 address of this host (what a sandbox with egress reaches as a peer)."""
-    shown = subprocess.run(["ip", "-j", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
-    for link in json.loads(shown.stdout or "[]"):
-        for addr in link.get("addr_info", []):
-            return addr["local"]
-    return None
-
-
 async def test_egress_reaches_out_but_not_host_loopback(bwrap, base_images):
-    host = _host_address()
+    host = host_address()
     if host is None:
         pytest.skip("this host has no global IPv4 address to serve on")
     hits: list[str] = []
-
-    def serve(tag: str):
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            hits.append(tag)
-            await reader.readuntil(b"\r\n\r\n")  # closing with the request unread would reset the connection
-            writer.write(b"HTTP/1.0 200 OK\r\n\r\nreached-" + tag.encode())
-            await writer.drain()
-            writer.close()
-
-        return handle
-
-    outside = await asyncio.start_server(serve("outside"), host, 0)
-    loopback = await asyncio.start_server(serve("loopback"), "127.0.0.1", 0)
-    out_port, lo_port = outside.sockets[0].getsockname()[1], loopback.sockets[0].getsockname()[1]
-    try:
+    async with serving(host, "outside", hits) as out_port, serving("127.0.0.1", "loopback", hits) as lo_port:
         async with await bwrap.create(SandboxSpec(image=base_images, network="egress")) as online:
             result = await online.exec(f"curl -sS --max-time 5 http://{host}:{out_port}/", timeout=20)
             assert result.output == "reached-outside"
@@ -177,9 +154,6 @@ async def test_egress_reaches_out_but_not_host_loopback(bwrap, base_images):
         async with await bwrap.create(SandboxSpec(image=base_images)) as offline:
             result = await offline.exec(f"curl -sS --max-time 3 http://{host}:{out_port}/", timeout=20)
             assert result.exit_code != 0 and "reached" not in result.output
-    finally:
-        outside.close()
-        loopback.close()
     assert hits == ["outside"]
 
 

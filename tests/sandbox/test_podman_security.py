@@ -18,6 +18,7 @@ import pytest
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import SandboxDied
 from termrl.sandbox import SandboxSpec
+from tests.sandbox.servers import host_address, serving
 
 pytestmark = pytest.mark.podman
 
@@ -39,24 +40,51 @@ async def test_cannot_read_a_file_planted_on_the_host(podman, base_images, tmp_p
 
 
 async def test_cannot_reach_a_server_on_host_loopback(podman, base_images):
-    hits = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hits.append(1)
-        writer.write(b"HTTP/1.0 200 OK\r\n\r\nreached")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    hits: list[str] = []
+    async with serving("127.0.0.1", "loopback", hits) as port:
         for network in ("none", "egress"):
             async with await podman.create(SandboxSpec(image=base_images, network=network)) as session:
-                result = await session.exec(f"curl -sS --max-time 3 http://127.0.0.1:{port}/", timeout=20)
-                assert result.exit_code != 0 and "reached" not in result.output
-    finally:
-        server.close()
+                for address in ("127.0.0.1", "10.0.2.2"):  # 10.0.2.2: slirp4netns's way to the host
+                    result = await session.exec(f"curl -sS --max-time 3 http://{address}:{port}/", timeout=20)
+                    assert result.exit_code != 0 and "reached" not in result.output
     assert hits == []
+
+
+async def test_egress_sessions_reach_out_but_not_each_other(podman, base_images):
+    host = host_address()
+    if host is None:
+        pytest.skip("this host has no global IPv4 address to serve on")
+    hits: list[str] = []
+    async with serving(host, "outside", hits) as port:
+        spec = SandboxSpec(image=base_images, network="egress")
+        async with await podman.create(spec) as first, await podman.create(spec) as second:
+            await first.exec("echo first-session > /tmp/whoami && cd /tmp && nohup python3 -m http.server 8123 "
+                             ">/dev/null 2>&1 &")  # fmt: skip
+            await first.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8123/ >/dev/null && break; sleep 0.1; done")
+            addresses = (await first.exec("hostname -I")).output.split()
+            assert addresses
+            for address in addresses:  # on a shared bridge the second session would reach the first's server
+                result = await second.exec(f"curl -sS --max-time 3 http://{address}:8123/whoami", timeout=20)
+                assert "first-session" not in result.output
+            for session in (first, second):
+                assert (await session.exec(f"curl -sS --max-time 5 http://{host}:{port}/", timeout=20)).output == "reached-outside"
+    assert hits == ["outside", "outside"]
+
+
+async def test_an_image_build_reaches_out_but_not_host_loopback(podman, base_images):
+    host = host_address()
+    if host is None:
+        pytest.skip("this host has no global IPv4 address to serve on")
+    hits: list[str] = []
+    async with serving(host, "outside", hits) as out_port, serving("127.0.0.1", "loopback", hits) as lo_port:
+        dockerfile = (f"FROM {base_images}\n"
+                      f"RUN curl -sS --max-time 5 http://{host}:{out_port}/ > /outside\n"
+                      f"RUN (curl -sS --max-time 3 http://127.0.0.1:{lo_port}/ || echo blocked) > /loopback 2>/dev/null\n")
+        task = Task(id="sandbox-test-build-network", instruction="unused",
+                    environment_files=[TaskFile("Dockerfile", dockerfile.encode())])  # fmt: skip
+        async with await podman.create(SandboxSpec.from_task(task)) as session:
+            assert (await session.exec("cat /outside /loopback")).output == "reached-outsideblocked\n"
+    assert hits == ["outside"]
 
 
 async def test_no_network_at_all_by_default(podman, base_images):
