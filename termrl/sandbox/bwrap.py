@@ -5,7 +5,8 @@ launcher (root on the host):
 
     unshare --mount --propagation private sh
         joins the session's cgroups (memory+swap, pids, cpu quota: v1 where writable),
-        mounts the overlay (lower = image rootfs, upper/work = session dir), then
+        loop-mounts a sparse ext4 image of ``storage_mb`` as the layer (upper/work dirs),
+        mounts the overlay (lower = image rootfs), then
         exec bwrap --bind <merged> / --proc --dev, new pid/net/ipc/uts/cgroup namespaces,
                    capabilities cut to Docker's default set, --die-with-parent, --new-session,
                    /proc masked and read-only where Docker's defaults have it (/proc/sys,
@@ -14,7 +15,9 @@ launcher (root on the host):
 
 The overlay exists only in the launcher's mount namespace, so it vanishes with
 the sandbox's last process; the upper layer is on disk (a tmpfs upper layer
-would count against the memory limit) and removed on close, as are the cgroups.
+would count against the memory limit), in an image of the spec's ``storage_mb``
+(sparse: it takes what is written), so a sandbox that fills it gets ENOSPC and
+nothing else does; it is removed on close, as are the cgroups.
 
 The lower layer is the base rootfs tarball extracted once (for base image
 names) or, for any other image, ``podman image mount`` of it: task
@@ -93,11 +96,17 @@ READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-tri
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder inside the default 10.0.2.0/24
 NETWORK_SETUP_TIMEOUT_SEC = 10.0
 
-# argv: unshare --mount --propagation private sh -c LAUNCHER launcher LOWER UPPER WORK MERGED BWRAP...
+# argv: unshare --mount --propagation private sh -c LAUNCHER launcher LOWER LAYER DISK STORAGE_MB MERGED BWRAP...
+# With a storage limit the layer (upper and work dirs) is a sparse ext4 image of that size, loop-mounted
+# in this private mount namespace only: it is gone, loop device and all, with the sandbox's last process.
 LAUNCHER = r"""
 for cg in $TERMRL_CGROUPS; do echo $$ > "$cg/cgroup.procs" || exit 90; done
-mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" || exit 91
-shift 4; exec "$@"
+if [ "$4" != 0 ]; then
+  truncate -s "$4M" "$3" && mkfs.ext4 -q -F -m 0 -O ^has_journal -E nodiscard "$3" >/dev/null \
+    && mount -o loop "$3" "$2" || exit 92
+fi
+mkdir -p "$2/upper" "$2/work" && mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$5" || exit 91
+shift 5; exec "$@"
 """
 
 
@@ -251,7 +260,9 @@ class BwrapSandbox(Sandbox):
     async def changed_files(self) -> dict[str, str] | None:
         if self.lower is None:
             return None
-        return await asyncio.to_thread(overlay_changes, self.session_dir / "upper", self.lower)
+        # The layer may be mounted in the launcher's mount namespace only: read it through its root.
+        upper = Path(f"/proc/{self.channel.process.pid}/root") / self.session_dir.relative_to("/") / "layer" / "upper"
+        return await asyncio.to_thread(overlay_changes, upper, self.lower)
 
     async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
         return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1))
@@ -440,7 +451,7 @@ class BwrapBackend(Backend):
         lower, env, workdir = await self._lower(image)
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         session_dir = self.state_dir / name
-        for sub in ("upper", "work", "merged"):
+        for sub in ("layer", "merged"):
             (session_dir / sub).mkdir(parents=True)
         cgroups = self._cgroups(name, spec)
         token = Shell.new_token()
@@ -467,7 +478,8 @@ class BwrapBackend(Backend):
         try:
             process = await asyncio.create_subprocess_exec(
                 "unshare", "--mount", "--propagation", "private", "sh", "-c", LAUNCHER, "launcher",
-                str(lower), str(session_dir / "upper"), str(session_dir / "work"), str(session_dir / "merged"), *argv,
+                str(lower), str(session_dir / "layer"), str(session_dir / "disk.img"), str(spec.storage_mb),
+                str(session_dir / "merged"), *argv,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
                 start_new_session=True, pass_fds=(seccomp_fd, info_w, block_r) if egress else (seccomp_fd,),

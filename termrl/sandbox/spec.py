@@ -79,6 +79,9 @@ class SandboxSpec:
     memory_mb: int = 2048
     pids: int = 512
     """Most processes and threads alive at once; a fork bomb stops here."""
+    storage_mb: int = 10240
+    """Most the sandbox may write to its filesystem (bwrap: a sized upper layer; writes past it fail
+    with ENOSPC in that sandbox alone). 0: no limit."""
     lifetime_sec: float = 3600.0
     """The sandbox is destroyed this long after it started, whatever it is doing."""
     build_timeout_sec: float = 600.0
@@ -98,6 +101,8 @@ class SandboxSpec:
                             ("lifetime_sec", self.lifetime_sec), ("build_timeout_sec", self.build_timeout_sec)):  # fmt: skip
             if value <= 0:
                 problems.append(f"{name} must be positive, not {value}")
+        if self.storage_mb < 0:
+            problems.append(f"storage_mb must be >= 0 (0: no limit), not {self.storage_mb}")
         if problems:
             raise ConfigError(problems)
 
@@ -131,7 +136,7 @@ class SandboxSpec:
             "labels": {"termrl.task": task.id},
             "base_image_rewrites": {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()},
         }
-        for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb),
+        for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb), ("storage_mb", task.storage_mb),
                             ("build_timeout_sec", task.build_timeout_sec)):  # fmt: skip
             if value is not None:
                 values[name] = value

@@ -99,6 +99,24 @@ async def test_limits_memory_pids_lifetime(bwrap, base_images):
     await short.close()
 
 
+async def test_filling_the_disk_fails_in_that_sandbox_alone(bwrap, base_images):
+    def loop_devices() -> int:
+        return len(subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines())
+
+    before = loop_devices()
+    spec = SandboxSpec(image=base_images, storage_mb=64)
+    async with await bwrap.create(spec) as full, await bwrap.create(spec) as other:
+        fill = await full.exec("dd if=/dev/zero of=/root/big bs=1M count=200 2>&1; du -m /root/big", timeout=60)
+        assert "No space left on device" in fill.output, fill.output
+        assert int(fill.output.split()[-2]) < 64
+        assert (await full.exec("echo still-usable")).output == "still-usable\n"
+        assert (await other.exec("head -c 10M /dev/zero > /root/ten && echo written")).output == "written\n"
+        assert "/root/big" in (await full.changed_files() or {})  # the layer read from outside, as scoring does
+        image = full.sandbox.session_dir / "disk.img"
+        assert image.stat().st_blocks * 512 < 80 * 2**20  # sparse: it holds what was written, no more
+    assert loop_devices() == before  # the loop device went with the sandbox
+
+
 async def test_rm_rf_and_isolation_between_sessions(bwrap, base_images):
     async with await bwrap.create(SandboxSpec(image=base_images)) as first:
         await first.exec("echo one > /app/leak; rm -rf --no-preserve-root / 2>/dev/null", timeout=120)
