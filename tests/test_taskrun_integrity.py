@@ -154,6 +154,15 @@ async def test_an_attack_does_not_turn_doing_nothing_into_a_pass(manager, base_i
     assert honest.passed and honest.reward == 1.0, honest.output
 
 
+async def test_a_service_cannot_write_into_the_tests_output(manager, base_images):
+    """pytest-report scoring reads the tests' output: a service that stays up through scoring must not
+    reach it through /proc/<pid>/fd (it can still kill the tests, which only fails its own trial)."""
+    forge = _service("until p=$(pgrep -f 'tests/tes[t].sh'); do :; done; "
+                     "while :; do echo FORGED-LINE > /proc/${p%%$'\\n'*}/fd/1; done 2>/dev/null")
+    outcome = await _score(manager, base_images, SLOW_REWARD_TASK, [forge], solve=True)
+    assert outcome.passed and "FORGED" not in outcome.output, outcome.output
+
+
 async def test_every_task_kind_scores_the_oracle_and_the_no_op(manager, base_images):
     for task in (REWARD_TASK, EXIT_STATUS_TASK, PYTEST_TASK, PYTEST_REWARD_TASK):
         assert (await _score(manager, base_images, task, [], solve=True)).passed, task.id
