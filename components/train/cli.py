@@ -21,8 +21,8 @@ __all__ = ["train"]
               help="Trajectories artifact (Parquet) to train on.")
 @click.option("--demonstrations", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Trajectories artifact of demonstrations (source: expert) to imitate alongside.")
-@click.option("--model", type=click.Path(exists=True, file_okay=False), required=True,
-              help="Starting policy: a Hugging Face folder.")
+@click.option("--model", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Starting policy: a Hugging Face folder (default: SmolLM2, as rollout and eval).")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Checkpoint folder to write (the final model lands at its root).")
 @click.option("--mode", type=click.Choice(MODES), default=None,

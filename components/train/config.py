@@ -53,7 +53,8 @@ class TrainConfig:
     as the demonstrate stage writes them), trained with the imitation term alongside
     ``trajectories``. Episode ids must not repeat across the two."""
     model: str = ""
-    """The starting policy: a Hugging Face folder. π_old is this model's log-probabilities."""
+    """The starting policy: a Hugging Face folder; '' is the embedded default policy (SmolLM2-135M,
+    prepared on first use, as rollout and eval default to). π_old is its log-probabilities."""
     out: str = ""
     """Output checkpoint folder: the final HF model at its root, step checkpoints under
     ``checkpoints/``, per-step metrics in ``train_metrics.parquet``."""
@@ -203,7 +204,7 @@ class TrainConfig:
             ("distributed", DISTRIBUTED),
         ]:
             choice(name, options)
-        for name in ("trajectories", "model", "out"):
+        for name in ("trajectories", "out"):
             if not getattr(self, name):
                 problems.append(f"{name} is required")
         if self.trajectories and not Path(self.trajectories).is_file():

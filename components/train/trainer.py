@@ -18,6 +18,7 @@ Data flow of one stage:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -48,6 +49,7 @@ from components.train.modeling import (
 from components.train.prefix import attending, encode_shared_prefix
 from components.train.steps import StepRunner, plan_steps
 from termrl.errors import ArtifactError, ConfigError
+from termrl.llm.models import resolve_model_path
 
 __all__ = ["TrainResult", "compute_old_logprobs", "prepare_episodes", "train"]
 
@@ -59,6 +61,8 @@ TrainResult = dict[str, Any]
 def train(config: TrainConfig) -> TrainResult:
     """Run the stage; returns the output folder, steps run and the final metrics row."""
     config.validate()
+    if not config.model:
+        config = dataclasses.replace(config, model=str(resolve_model_path(None)))
     derived = config.resolved()
     env = init_distributed(derived["distributed"])
     runner = set_up(config, derived, env)
