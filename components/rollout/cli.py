@@ -72,7 +72,7 @@ def rollout(settings: tuple[str, ...], **options: typing.Any) -> None:
             if not sep:
                 raise ConfigError(f"--set {item!r} is not KEY=VALUE")
             extra[key.strip()] = _coerce(key.strip(), value)
-        config = dataclasses.replace(RolloutConfig(), **options, **extra)
+        config = dataclasses.replace(RolloutConfig(), **{**options, **extra})  # --set wins over an option
         from components.rollout.stage import main  # heavy: torch, sandboxes
 
         summary = main(config)

@@ -32,6 +32,12 @@ def test_bad_options_are_reported_together(tmp_path):
         "--tasks", "x", "--group-size", "1", "--groups", "1", "--max-turns", "1", "--out", "t.parquet",
         "--set", "no_such_field=1"])
     assert "has no field 'no_such_field'" in result.output
+    # --set may name a field an option also sets: it wins, and its value is checked like any other.
+    result = CliRunner().invoke(rollout, [
+        "--tasks", str(tmp_path / "none.parquet"), "--group-size", "1", "--groups", "1", "--max-turns", "1",
+        "--out", str(tmp_path / "t.parquet"), "--redundancy", "1", "--set", "redundancy=-1"])
+    assert result.exit_code == 1 and "redundancy" in result.output and result.exception is not None
+    assert isinstance(result.exception, SystemExit), result.exception
 
 
 def _parts(folder: Path) -> dict[str, int]:
