@@ -98,6 +98,7 @@ import yaml
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, TermrlError, TransientError
+from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import SandboxSpec
 from termrl.tbcompat.testphase import prepare_test_phase
 from termrl.tbcompat.timing import warn_if_tight
@@ -440,10 +441,10 @@ def _write_host_dirs(host: str, files: list[TaskFile]) -> tuple[str, str]:
     os.chmod(verifier, 0o777)  # whatever user the tests run as writes the reward (mkdir's mode is masked)
     os.chmod(host, 0o755)
     for file in files:
-        relative = posixpath.normpath(file.path)
-        if relative.startswith(("/", "..")) or relative == ".":
-            raise RewardFailed(f"test file path outside {TESTS_DIR}: {file.path!r}")
-        target = os.path.join(tests, relative)
+        try:
+            target = os.path.join(tests, relative_inside(file.path))  # the rule uploads follow
+        except ValueError as exc:
+            raise RewardFailed(f"test file path outside {TESTS_DIR}: {file.path!r}") from exc
         os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
         with open(target, "wb") as f:
             f.write(file.data)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from termrl.artifacts import Task, TaskFile
-from termrl.errors import EnvInitFailed, ResetFailed, SandboxDied, SandboxUnavailable
+from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.spec import SandboxSpec
 from termrl.taskfolders import read_task_folder
-from termrl.taskrun import parse_pytest_report, solution_steps
+from termrl.taskrun import _write_host_dirs, parse_pytest_report, solution_steps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 
@@ -195,3 +195,16 @@ async def test_open_hands_out_a_sandbox_without_the_images_set_up_leftovers(podm
     async with TaskSandboxes(podman).open(task) as session:
         assert (await session.exec(FIND_LEFTOVERS, timeout=30)).output.strip() == ""
     assert podman.sessions == []
+
+
+def test_scorings_host_directories_take_the_uploads_path_rule(tmp_path):
+    """The tests written on the host for a private scoring follow the same rule as an upload into the
+    sandbox: nested paths keep their mode, a path leaving /tests is refused."""
+    tests, verifier = _write_host_dirs(str(tmp_path), [TaskFile("sub/test.sh", b"echo\n", 0o755)])
+    assert (Path(tests) / "sub" / "test.sh").read_bytes() == b"echo\n"
+    assert (Path(tests) / "sub" / "test.sh").stat().st_mode & 0o777 == 0o755
+    assert Path(verifier).stat().st_mode & 0o777 == 0o777 and not any(Path(verifier).iterdir())
+    for i, bad in enumerate(("../escape", "/etc/x", "a/../../b")):
+        (tmp_path / str(i)).mkdir()
+        with pytest.raises(RewardFailed, match="outside /tests"):
+            _write_host_dirs(str(tmp_path / str(i)), [TaskFile(bad, b"")])

@@ -219,24 +219,26 @@ def cgroup_dirs(pid: int) -> list[str]:
     """The host cgroup directories ``pid`` is in, one per mounted hierarchy (v1 and v2).
 
     ``/proc/<pid>/cgroup`` names each hierarchy by its controllers (``memory``,
-    ``cpu,cpuacct``, ``name=systemd``; empty for v2) and the path inside it; the host's
-    mount table says where that hierarchy is mounted.
+    ``cpu,cpuacct``, ``name=systemd``; none for v2) and the path inside it; the host's
+    mount table says where that hierarchy is mounted: the cgroup mount whose options
+    name those controllers (the v2 mount for none).
     """
-    mounts: dict[frozenset[str], str] = {}
+    v1: list[tuple[set[str], str]] = []  # (mount options, mount point)
+    v2 = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
-            fields, (fstype, _, options) = left.split(), (right.split() + ["", "", ""])[:3]
-            if fstype == "cgroup2":
-                mounts.setdefault(frozenset(), fields[4])
-            elif fstype == "cgroup":
-                names = {o for o in options.split(",") if o not in ("rw", "ro") and "=" not in o or o.startswith("name=")}
-                mounts.setdefault(frozenset(names), fields[4])
+            mount_point, (fstype, _, options) = left.split()[4], (right.split() + ["", "", ""])[:3]
+            if fstype == "cgroup":
+                v1.append((set(options.split(",")), mount_point))
+            elif fstype == "cgroup2" and v2 is None:
+                v2 = mount_point
     dirs = []
     with open(f"/proc/{pid}/cgroup") as f:
         for line in f:
             _, controllers, path = line.rstrip("\n").split(":", 2)
-            mount = mounts.get(frozenset(c for c in controllers.split(",") if c))
+            names = {c for c in controllers.split(",") if c}
+            mount = next((m for options, m in v1 if names <= options), None) if names else v2
             if mount is not None and path != "/" and os.path.isdir(mount + path):
                 dirs.append(mount + path)
     return dirs

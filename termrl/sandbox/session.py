@@ -48,6 +48,7 @@ __all__ = [
     "Session",
     "State",
     "pack_files",
+    "relative_inside",
     "unpack_file",
 ]
 
@@ -131,6 +132,14 @@ class Sandbox(ABC):
         """Stop and remove the sandbox and everything it started. Idempotent."""
 
 
+def relative_inside(path: str) -> PurePosixPath:
+    """``path`` as a relative path that stays inside the directory it is joined to (ValueError if not)."""
+    rel = PurePosixPath(path)
+    if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+        raise ValueError(f"not a relative path inside the destination: {path!r}")
+    return rel
+
+
 def pack_files(files: list[tuple[str, bytes, int]], dest_dir: str) -> bytes:
     """A tar of (path relative to ``dest_dir``, bytes, mode) entries, rooted at ``/``.
 
@@ -144,10 +153,7 @@ def pack_files(files: list[tuple[str, bytes, int]], dest_dir: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path, data, mode in files:
-            rel = PurePosixPath(path)
-            if not rel.parts or rel.is_absolute() or ".." in rel.parts:
-                raise ValueError(f"not a relative path inside the destination: {path!r}")
-            info = tarfile.TarInfo(str(base.relative_to("/") / rel))
+            info = tarfile.TarInfo(str(base.relative_to("/") / relative_inside(path)))
             info.size, info.mode, info.mtime = len(data), mode & 0o7777, int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

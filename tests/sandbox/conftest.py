@@ -7,6 +7,7 @@ import os
 import pytest
 
 from termrl.sandbox import SandboxManager
+from tests.sandbox.servers import host_address
 
 
 @pytest.fixture
@@ -23,3 +24,12 @@ async def local(request, base_images: str):
         pytest.skip("the bwrap backend needs root")
     async with SandboxManager(backend=request.param, output_limit=8192) as manager:
         yield manager
+
+
+@pytest.fixture
+def host() -> str:
+    """A global IPv4 address of this host: where a server stands in for the outside world."""
+    address = host_address()
+    if address is None:
+        pytest.skip("this host has no global IPv4 address to serve on")
+    return address

@@ -18,7 +18,7 @@ import pytest
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import SandboxDied
 from termrl.sandbox import SandboxSpec
-from tests.sandbox.servers import host_address, serving
+from tests.sandbox.servers import serving
 
 pytestmark = pytest.mark.podman
 
@@ -50,10 +50,7 @@ async def test_cannot_reach_a_server_on_host_loopback(podman, base_images):
     assert hits == []
 
 
-async def test_egress_sessions_reach_out_but_not_each_other(podman, base_images):
-    host = host_address()
-    if host is None:
-        pytest.skip("this host has no global IPv4 address to serve on")
+async def test_egress_sessions_reach_out_but_not_each_other(podman, base_images, host):
     hits: list[str] = []
     async with serving(host, "outside", hits) as port:
         spec = SandboxSpec(image=base_images, network="egress")
@@ -71,10 +68,7 @@ async def test_egress_sessions_reach_out_but_not_each_other(podman, base_images)
     assert hits == ["outside", "outside"]
 
 
-async def test_an_image_build_reaches_out_but_not_host_loopback(podman, base_images):
-    host = host_address()
-    if host is None:
-        pytest.skip("this host has no global IPv4 address to serve on")
+async def test_an_image_build_reaches_out_but_not_host_loopback(podman, base_images, host):
     hits: list[str] = []
     async with serving(host, "outside", hits) as out_port, serving("127.0.0.1", "loopback", hits) as lo_port:
         dockerfile = (f"FROM {base_images}\n"
