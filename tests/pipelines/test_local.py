@@ -9,6 +9,7 @@ first run and execute only that stage.
 import io
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,8 @@ def test_run_shows_progress_report_and_table(first_run):
     runs, _, output = first_run
     record = RunRecord.load(runs / "first")
     assert record.ok and len(record.executed()) == STAGES
-    assert f"[ 1/{STAGES}] prepare base policy: executed" in output
+    # kfp orders independent root stages as it likes: prepare-model is one of them, at any position
+    assert re.search(rf"^\[ ?\d+/{STAGES}\] prepare base policy: executed in ", output, re.MULTILINE), output
     assert "phase 2 · train 1/1 (full): executed" in output
     report = Path(output.split("report: ", 1)[1].split()[0])
     assert report == runs / "first" / "report.html"
