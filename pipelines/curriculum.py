@@ -226,6 +226,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         anchoring: str = "parallel",
         group_size: int = 4,
         groups: int = 8,
+        dynamic_sampling: int = 0,
         rollout_concurrency: int = 8,
         max_turns: int = 3,
         max_new_tokens: int = 128,
@@ -257,6 +258,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 0 drops the imitation term there (the imitation step itself always imitates).
             rl_weight: Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation).
             anchoring: Phase-1 resampling: none, parallel or rollback.
+            dynamic_sampling: Extra groups each RL rollout may start to replace groups whose
+                episodes all earned the same reward (no signal); 0 keeps the first complete groups.
             rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
             learning_rate: Learning rate of the RL train steps.
         """
@@ -321,6 +324,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             rolled = place(ops.rollout(
                 code_version=code_version, tasks=pools.outputs[pool], policy=policy,
                 policy_version=version, seed=version, group_size=group_size, groups=groups,
+                dynamic_sampling=dynamic_sampling,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
                 temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip

@@ -48,6 +48,8 @@ def _coerce(name: str, text: str) -> object:
 @click.option("--groups", type=int, required=True, help="Groups kept in the batch (N).")
 @click.option("--redundancy", type=int, default=1, show_default=True,
               help="Extra groups started (R); the first N to complete are kept.")
+@click.option("--dynamic-sampling", type=int, default=0, show_default=True,
+              help="Extra groups that may replace groups whose rewards are all equal (no signal).")
 @click.option("--max-turns", type=int, required=True, help="Assistant turns per episode (T).")
 @click.option("--mode", type=click.Choice(MODES), default="roll-managed", show_default=True)
 @click.option("--policy-version", type=int, default=0, show_default=True)

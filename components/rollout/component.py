@@ -35,6 +35,7 @@ def rollout(
     group_size: int = 4,
     groups: int = 2,
     redundancy: int = 0,
+    dynamic_sampling: int = 0,
     concurrency: int = 8,
     max_turns: int = 4,
     max_new_tokens: int = 192,
@@ -54,6 +55,8 @@ def rollout(
         policy_version: Stored on every row.
         group_size: Episodes per group (the advantage baseline).
         groups: Groups kept in the batch.
+        dynamic_sampling: Extra groups that may replace groups whose rewards are all equal
+            (no signal); 0 keeps the first complete groups whatever their rewards.
         max_turns: Assistant turns per episode (replayed expert turns not counted).
         temperature: Sampling temperature (train must take log πθ at the same one).
     """
@@ -68,9 +71,9 @@ def rollout(
     summary = main(RolloutConfig(
         tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
-        groups=groups, redundancy=redundancy, concurrency=concurrency, max_turns=max_turns,
-        max_new_tokens=max_new_tokens, temperature=temperature, backend=backend, anchoring=anchoring,
-        prompt_style=prompt_style,
+        groups=groups, redundancy=redundancy, dynamic_sampling=dynamic_sampling, concurrency=concurrency,
+        max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, backend=backend,
+        anchoring=anchoring, prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
         anchor_state_out=pathlib.Path(anchors.path), **(options or {}),

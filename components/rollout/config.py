@@ -7,7 +7,8 @@ the agent's config) are computed in one place each, as properties.
 
 The batch a rollout produces is ``groups × group_size`` episodes: one group
 per task draw (GRPO-style, every episode of a group works on the same task),
-``groups + redundancy`` groups started, the first ``groups`` complete kept.
+``groups + redundancy`` groups started, the first ``groups`` complete kept
+(with ``dynamic_sampling``, up to that many more, and groups with signal first).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class RolloutConfig:
     redundancy: int = 1
     """Extra groups started (R): the first N groups to complete are kept, so a few slow or
     stuck environments never hold the batch up (the seed's redundant parallel environments)."""
+    dynamic_sampling: int = 0
+    """Extra groups (beyond N + R) that may be started to replace groups whose episodes all
+    earned the same reward (zero advantage: no signal). With it on, only groups whose rewards
+    differ count towards the N kept, and a task that gave a uniform group is not started again
+    (``env_manager.py``). 0: off, the first N complete groups are kept whatever their rewards."""
     seed: int = 0
     """Which tasks the groups draw: group i takes task (seed + i) mod #tasks."""
     concurrency: int = 8
@@ -128,7 +134,7 @@ class RolloutConfig:
 
     @property
     def groups_started(self) -> int:
-        return self.groups + self.redundancy
+        return self.groups + self.redundancy + self.dynamic_sampling
 
     @property
     def agent(self) -> AgentConfig:
@@ -157,7 +163,7 @@ class RolloutConfig:
                      "loop_repeats"):  # fmt: skip
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("redundancy", "policy_version", "max_failed_response_tokens"):
+        for name in ("redundancy", "dynamic_sampling", "policy_version", "max_failed_response_tokens"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, not {getattr(self, name)}")
         for name in ("exec_timeout_s", "max_exec_timeout_s", "episode_lifetime_s"):

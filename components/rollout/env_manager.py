@@ -15,6 +15,15 @@ A slow environment, a hung command or a long generation delays only its own
 episode; the redundant R groups mean the batch never waits for the slowest
 group (the long-tail problem the seed describes). Episodes already finished
 (a resumed run) count as they are; only the missing ones are started.
+
+Dynamic sampling (DAPO's answer to groups without signal): a group whose
+episodes all earned the same reward has zero advantage everywhere and teaches
+nothing. With ``informative=True`` only groups whose rewards differ count
+towards the batch, extra planned groups replace the uniform ones, and a group
+not yet started on a task that already gave a uniform group is skipped: a
+small policy's success on a task is close to all or nothing, so a second
+group there would most likely be uniform again. When the plan runs out, the
+batch is topped up with uniform groups so its shape holds.
 """
 
 from __future__ import annotations
@@ -28,7 +37,15 @@ from typing import Any
 from components.rollout.episode import EpisodeIds, EpisodeRecord
 from termrl.artifacts.tasks import Task
 
-__all__ = ["EnvManager", "GroupPlan", "RolloutOutcome", "plan_groups", "select_complete_groups"]
+__all__ = [
+    "EnvManager",
+    "GroupPlan",
+    "RolloutOutcome",
+    "complete_groups",
+    "informative",
+    "plan_groups",
+    "select_complete_groups",
+]
 
 EpisodeFn = Callable[[Task, EpisodeIds], Awaitable[EpisodeRecord]]
 
@@ -74,16 +91,30 @@ def plan_groups(
     return plans
 
 
-def select_complete_groups(
-    records: Sequence[EpisodeRecord], group_size: int, needed: int
-) -> list[list[EpisodeRecord]]:
-    """The first ``needed`` groups with all ``group_size`` episodes, in completion order."""
+def informative(group: Sequence[EpisodeRecord]) -> bool:
+    """The group's rewards differ, so its advantages are not all zero."""
+    return len({r.reward for r in group}) > 1
+
+
+def complete_groups(records: Sequence[EpisodeRecord], group_size: int) -> list[list[EpisodeRecord]]:
+    """Every group with all ``group_size`` episodes, in completion order."""
     by_group: dict[int, list[EpisodeRecord]] = {}
     for record in records:
         by_group.setdefault(record.ids.group_index, []).append(record)
     complete = [sorted(g, key=lambda r: r.ids.episode_index) for g in by_group.values()
                 if len({r.ids.episode_index for r in g}) >= group_size]  # fmt: skip
     complete.sort(key=lambda g: (max(r.finished_at for r in g), g[0].ids.group_index))
+    return complete
+
+
+def select_complete_groups(
+    records: Sequence[EpisodeRecord], group_size: int, needed: int, *, informative_first: bool = False
+) -> list[list[EpisodeRecord]]:
+    """The batch: the first ``needed`` complete groups in completion order; with
+    ``informative_first`` the groups whose rewards differ come before the uniform ones."""
+    complete = complete_groups(records, group_size)
+    if informative_first:
+        complete = [g for g in complete if informative(g)] + [g for g in complete if not informative(g)]
     return complete[:needed]
 
 
@@ -111,6 +142,7 @@ class EnvManager:
         run_episode: EpisodeFn,
         on_finished: Callable[[EpisodeRecord], None],
         finished: Sequence[EpisodeRecord] = (),
+        informative: bool = False,
     ) -> None:
         if needed > len(plans):
             raise ValueError(f"{needed} groups needed but only {len(plans)} planned")
@@ -121,16 +153,32 @@ class EnvManager:
         self.on_finished = on_finished
         self._slots = asyncio.Semaphore(concurrency)
         self._records: list[EpisodeRecord] = list(finished)
+        self.informative = informative
         self._running: dict[str, float] = {}  # episode id -> start (monotonic)
+        self._started_groups = {r.ids.group_index for r in finished}
+        self._skipped: set[str] = set()
         self._enough = asyncio.Event()
 
     def _complete(self) -> list[list[EpisodeRecord]]:
-        return select_complete_groups(self._records, self.group_size, self.needed)
+        return select_complete_groups(self._records, self.group_size, self.needed,
+                                      informative_first=self.informative)  # fmt: skip
+
+    def _has_enough(self) -> bool:
+        groups = self._complete()
+        return len(groups) >= self.needed and (not self.informative or informative(groups[-1]))
+
+    def _uniform_tasks(self) -> set[str]:
+        return {g[0].task_id for g in complete_groups(self._records, self.group_size) if not informative(g)}
 
     async def _episode(self, plan: GroupPlan, ids: EpisodeIds) -> None:
         async with self._slots:
             if self._enough.is_set():
                 return
+            if (self.informative and plan.index not in self._started_groups
+                    and plan.task.id in self._uniform_tasks()):
+                self._skipped.add(ids.episode_id)
+                return
+            self._started_groups.add(plan.index)
             self._running[ids.episode_id] = time.monotonic()
             try:
                 record = await self.run_episode(plan.task, ids)
@@ -138,14 +186,14 @@ class EnvManager:
                 self._running.pop(ids.episode_id, None)
         self.on_finished(record)
         self._records.append(record)
-        if len(self._complete()) >= self.needed:
+        if self._has_enough():
             self._enough.set()
 
     async def run(self) -> RolloutOutcome:
         started = time.monotonic()
         before = len(self._records)
         done = {r.ids.episode_id for r in self._records}
-        if len(self._complete()) >= self.needed:
+        if self._has_enough():
             return RolloutOutcome(self._complete(), wall_s=0.0)
         jobs: dict[asyncio.Task[None], tuple[GroupPlan, EpisodeIds]] = {}
         async with asyncio.TaskGroup() as group:
@@ -179,11 +227,12 @@ class EnvManager:
             if ids.episode_id in finished:
                 continue
             began = self._running.get(ids.episode_id)
+            state = "running" if began is not None else "skipped" if ids.episode_id in self._skipped else "queued"
             cancelled.append({
                 "episode_id": ids.episode_id,
                 "group_id": ids.group_id,
                 "task_id": plan.task.id,
-                "state": "running" if began is not None else "queued",
+                "state": state,
                 "elapsed_s": round(now - began, 3) if began is not None else 0.0,
             })  # fmt: skip
             job.cancel()

@@ -31,7 +31,13 @@ from components.rollout.anchors import (
 )
 from components.rollout.cli_native import cli_native_step
 from components.rollout.config import RolloutConfig
-from components.rollout.env_manager import EnvManager, plan_groups, select_complete_groups
+from components.rollout.env_manager import (
+    EnvManager,
+    complete_groups,
+    informative,
+    plan_groups,
+    select_complete_groups,
+)
 from components.rollout.episode import AgentStep, SandboxEpisodeRunner, roll_managed_step
 from components.rollout.mask_filter import MaskRules, apply_mask_filter
 from components.rollout.monitor import MonitorThresholds, monitor_rows, summary_lines
@@ -81,7 +87,8 @@ def make_engine(config: RolloutConfig) -> Engine:
 def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
     """What must match for a rerun to resume the same rollout."""
     digest = hashlib.sha256("\0".join(t.id for t in tasks).encode()).hexdigest()[:16]
-    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "seed", "max_turns", "anchoring")
+    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "dynamic_sampling", "seed",
+            "max_turns", "anchoring")
     return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
 
 
@@ -128,7 +135,7 @@ async def rollout(
         outcome = await EnvManager(
             plans, group_size=config.group_size, needed=config.groups,
             concurrency=config.concurrency, run_episode=runner, on_finished=writer.write,
-            finished=finished,
+            finished=finished, informative=config.dynamic_sampling > 0,
         ).run()  # fmt: skip
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
@@ -143,7 +150,9 @@ async def rollout(
 
 def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int) -> RolloutSummary:
     """Mask & filter the batch on disk, write both artifacts, summarise."""
-    kept = select_complete_groups(writer.load(), config.group_size, config.groups)
+    finished = writer.load()
+    kept = select_complete_groups(finished, config.group_size, config.groups,
+                                  informative_first=config.dynamic_sampling > 0)  # fmt: skip
     rules = MaskRules(config.drop_ratio_limit, config.max_failed_response_tokens,
                       config.mask_max_turns)  # fmt: skip
     result = apply_mask_filter(kept, rules)
@@ -152,6 +161,9 @@ def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_n
     extra = {f"rollout/{k}": v for k, v in result.stats.items()}
     extra["rollout/stragglers_cancelled"] = float(sum(c["state"] == "running" for c in cancelled))
     extra["rollout/queued_cancelled"] = float(sum(c["state"] == "queued" for c in cancelled))
+    extra["rollout/skipped_uniform_task"] = float(sum(c["state"] == "skipped" for c in cancelled))
+    extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
+    extra["rollout/groups_informative"] = float(sum(informative(g) for g in kept))
     extra["rollout/wall_s"] = wall_s
     extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
     thresholds = MonitorThresholds(config.loop_repeats, config.warn_destructive_rate,

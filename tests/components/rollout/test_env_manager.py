@@ -119,3 +119,50 @@ async def test_waiting_for_episodes_does_not_spin(monkeypatch):
                                on_finished=lambda r: None).run()
     assert len(outcome.kept) == 1
     assert calls <= 3
+
+
+class Rewarded:
+    """Episodes that succeed per a task's table: {task id: [reward of episode 0, 1, ...]}."""
+
+    def __init__(self, rewards: dict[str, list[float]]) -> None:
+        self.rewards = rewards
+        self.started: list[str] = []
+
+    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
+        self.started.append(ids.episode_id)
+        await asyncio.sleep(0)
+        reward = self.rewards[task.id][ids.episode_index]
+        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+                             reward=reward, success=reward > 0,
+                             finished_at=asyncio.get_running_loop().time())
+
+
+async def test_dynamic_sampling_keeps_groups_with_signal_and_skips_uniform_tasks():
+    tasks = [Task(id=t, instruction=t) for t in ("solved", "mixed", "unsolved", "mixed-too")]
+    episodes = Rewarded({"solved": [1.0, 1.0], "unsolved": [0.0, 0.0], "mixed": [1.0, 0.0],
+                         "mixed-too": [0.0, 1.0]})
+    plans = plan_groups(tasks, 8, seed=0, policy_version=0)  # every task twice
+    outcome = await EnvManager(plans, group_size=2, needed=3, concurrency=2, run_episode=episodes,
+                               on_finished=lambda r: None, informative=True).run()
+    kept_tasks = sorted(g[0].task_id for g in outcome.kept)
+    assert kept_tasks == ["mixed", "mixed", "mixed-too"]
+    # "solved" ran once; its second visit was skipped, not rolled out; the batch was complete
+    # before "unsolved" came round again.
+    started_groups = {e.rsplit("-e", 1)[0] for e in episodes.started}
+    assert started_groups == {"v0-g0000", "v0-g0001", "v0-g0002", "v0-g0003", "v0-g0005"}
+    states = {c["group_id"]: c["state"] for c in outcome.cancelled}
+    assert states == {"v0-g0004": "skipped", "v0-g0006": "queued", "v0-g0007": "queued"}
+
+
+async def test_dynamic_sampling_tops_up_with_uniform_groups_when_the_plan_runs_out():
+    tasks = [Task(id=t, instruction=t) for t in ("solved", "mixed", "unsolved")]
+    episodes = Rewarded({"solved": [1.0, 1.0], "unsolved": [0.0, 0.0], "mixed": [1.0, 0.0]})
+    plans = plan_groups(tasks, 3, seed=0, policy_version=0)
+    outcome = await EnvManager(plans, group_size=2, needed=2, concurrency=2, run_episode=episodes,
+                               on_finished=lambda r: None, informative=True).run()
+    assert outcome.kept[0][0].task_id == "mixed" and len(outcome.kept) == 2
+    assert outcome.kept[1][0].task_id in ("solved", "unsolved")
+    # Without dynamic sampling the first two complete groups are kept, signal or not.
+    plain = await EnvManager(plans, group_size=2, needed=2, concurrency=2,
+                             run_episode=Rewarded(episodes.rewards), on_finished=lambda r: None).run()
+    assert [g[0].task_id for g in plain.kept] == ["solved", "mixed"]
