@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from components.images import CPU_IMAGE, GPU_IMAGE
+from pipelines.options import pipeline_arguments
 from pipelines.versioning import source_version
 from termrl.errors import TermrlError
 
@@ -21,51 +22,7 @@ if TYPE_CHECKING:
 
 # kfp (and what it pulls in) is imported inside the commands: `termrl --help` stays quick.
 
-__all__ = ["coerce_settings", "compile_command", "rerun", "run", "schedule"]
-
-
-def coerce_settings(defaults: dict[str, Any], settings: tuple[str, ...], *, strict: bool = True) -> dict[str, Any]:
-    """``KEY=VALUE`` strings -> typed values, judged by each key's default.
-
-    With ``strict``, an unknown key is an error (all reported at once); without,
-    unknown keys are parsed as YAML scalars and returned too.
-    """
-    import yaml
-
-    from termrl.errors import ConfigError
-
-    values: dict[str, Any] = {}
-    problems: list[str] = []
-    for item in settings:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep:
-            problems.append(f"{item!r} is not KEY=VALUE")
-            continue
-        if key not in defaults:
-            if strict:
-                problems.append(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
-            else:
-                values[key] = yaml.safe_load(text)
-            continue
-        default = defaults[key]
-        try:
-            if isinstance(default, bool):
-                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError("not a boolean")
-                values[key] = text.lower() in ("true", "1", "yes")
-            elif isinstance(default, int | float) and not isinstance(default, bool):
-                number = float(text)
-                values[key] = int(number) if isinstance(default, int) and number.is_integer() else number
-            elif isinstance(default, dict | list) or default is None:
-                values[key] = yaml.safe_load(text)
-            else:
-                values[key] = text
-        except ValueError as exc:
-            problems.append(f"{key}={text!r}: {exc}")
-    if problems:
-        raise ConfigError(problems)
-    return values
+__all__ = ["compile_command", "rerun", "run", "schedule"]
 
 
 def _summary_lines(record: RunRecord) -> list[str]:
@@ -87,7 +44,8 @@ def _summary_lines(record: RunRecord) -> list[str]:
 @click.option("--phase2-iterations", type=int, default=1, show_default=True,
               help="M: full-signal rollout -> train rounds.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Set a pipeline parameter (repeatable), e.g. --set synth_count=24.")
+              help="Set a pipeline parameter, or any stage config field as STAGE.FIELD "
+                   "(repeatable), e.g. --set synth_count=24 --set train.negative_weight=0.5.")
 @click.option("--verbose", is_flag=True, help="Stream every stage's own output.")
 def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iterations: int,
         phase2_iterations: int, settings: tuple[str, ...], verbose: bool) -> None:  # fmt: skip
@@ -98,7 +56,7 @@ def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iteration
     try:
         shape = CurriculumShape(phase1_iterations, phase2_iterations, code_version=source_version())
         pipeline = build_curriculum(shape)
-        arguments = coerce_settings(pipeline_defaults(pipeline), settings)
+        arguments = pipeline_arguments(pipeline_defaults(pipeline), settings)
         run_dir = Path(runs_dir) / (name or time.strftime("%Y%m%d-%H%M%S"))
         click.echo(f"run folder: {run_dir.resolve()}  (log: run.log)")
         record = run_pipeline_locally(
@@ -168,14 +126,8 @@ def rerun(stage: str, run_dir: str, settings: tuple[str, ...], no_cache: bool, v
     """Rerun STAGE (e.g. train-2, evaluate) on an earlier run's upstream artifacts."""
     from pipelines.rerun import rerun_stage
 
-    pairs = {}
-    for item in settings:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
-        pairs[key.strip()] = value
     try:
-        plan, record = rerun_stage(run_dir, stage, pairs, cache=not no_cache, verbose=verbose)
+        plan, record = rerun_stage(run_dir, stage, settings, cache=not no_cache, verbose=verbose)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"upstream stages not executed; inputs imported from {run_dir}:")
@@ -216,7 +168,7 @@ def schedule_nightly(cron: str, host: str | None, argo_out: str | None, settings
         raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
     try:
         defaults = pipeline_defaults(build_nightly_eval())
-        params = coerce_settings(defaults, settings)
+        params = pipeline_arguments(defaults, settings)
         if host is not None:
             job = schedule_kfp(host, cron, params=params, experiment=experiment, namespace=namespace)
             click.echo(f"recurring run {job} created on {host} (cron {cron})")

@@ -241,6 +241,11 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         sandbox_backend: str = "podman",
         accelerator_type: str = "nvidia.com/gpu",
         accelerator_count: int = 1,
+        synthesize_options: dict = {},  # noqa: B006 - kfp reads the default; never mutated
+        verify_options: dict = {},  # noqa: B006
+        rollout_options: dict = {},  # noqa: B006
+        train_options: dict = {},  # noqa: B006
+        eval_options: dict = {},  # noqa: B006
     ) -> None:
         """The curriculum.
 
@@ -262,6 +267,13 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 episodes all earned the same reward (no signal); 0 keeps the first complete groups.
             rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
             learning_rate: Learning rate of the RL train steps.
+            synthesize_options: Any SynthesizeConfig field, for both synthesize stages
+                (``termrl run --set synthesize.FIELD=VALUE``).
+            verify_options: Any VerifyConfig field, for both verify stages.
+            rollout_options: Any RolloutConfig field, for every RL rollout.
+            train_options: Any TrainConfig field, for every train stage (the imitation step too),
+                e.g. negative_weight or eps_high; a field set here wins over the parameters above.
+            eval_options: Any EvalConfig field, for every eval.
         """
         accel = (accelerator_type, accelerator_count)
 
@@ -272,11 +284,13 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                      "prepare base policy")  # fmt: skip
         tasks = place(ops.synthesize(code_version=code_version, count=synth_count, seed=synth_seed,
                                      families=synth_families, exclude_families=heldout_families,
-                                     difficulties=synth_difficulties, llm_model=synth_llm_model),
+                                     difficulties=synth_difficulties, llm_model=synth_llm_model,
+                                     options=synthesize_options),
                       "synthesize", "synthesize training tasks")  # fmt: skip
         verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
                                     judge_model=base.outputs["model"], repeats=verify_repeats,
-                                    judges=verify_judges, sandbox_backend=sandbox_backend),
+                                    judges=verify_judges, sandbox_backend=sandbox_backend,
+                                    options=verify_options),
                          "verify", "verify training tasks")  # fmt: skip
         pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
                                  verdicts=verified.outputs["verdicts"], imitation_fraction=imitation_fraction,
@@ -284,11 +298,12 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                       "curate", "curate pools")  # fmt: skip
         heldout_tasks = place(ops.synthesize(code_version=code_version, count=heldout_count, seed=heldout_seed,
                                              families=synth_families, difficulties=synth_difficulties,
-                                             llm_model=synth_llm_model),
+                                             llm_model=synth_llm_model, options=synthesize_options),
                               "synthesize", "synthesize held-out tasks")  # fmt: skip
         heldout = place(ops.verify(code_version=code_version, tasks=heldout_tasks.outputs["tasks"],
                                    judge_model=base.outputs["model"], repeats=verify_repeats,
-                                   judges=verify_judges, sandbox_backend=sandbox_backend),
+                                   judges=verify_judges, sandbox_backend=sandbox_backend,
+                                   options=verify_options),
                         "verify", "verify held-out tasks").outputs["admitted"]  # fmt: skip
 
         def demonstrate(pool: str, name: str) -> object:
@@ -303,7 +318,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             return place(ops.evaluate(
                 code_version=code_version, tasks=heldout, policy=policy, run_id=label, trials=eval_trials,
                 max_turns=eval_max_turns, max_new_tokens=max_new_tokens, concurrency=eval_concurrency,
-                backend=sandbox_backend, prompt_style=prompt_style,
+                backend=sandbox_backend, prompt_style=prompt_style, options=eval_options,
             ), "evaluate", name)  # fmt: skip
 
         evals = {"base": evaluate(base.outputs["model"], "base", EVAL_BASE)}
@@ -311,6 +326,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             code_version=code_version, trajectories=demos, policy=base.outputs["model"], mode="positive-only",
             finetune=finetune, learning_rate=imitation_learning_rate, epochs=imitation_epochs,
             max_steps=train_max_steps, seed=0, il_weight=1.0, iteration=0,  # imitation alone, whatever the RL rounds mix
+            options=train_options,
         ), "train", "imitation · train on demonstrations")  # fmt: skip
         policy = imitation.outputs["checkpoint"]
         evals["imitation"] = evaluate(policy, "imitation", EVAL_IMITATION)
@@ -326,14 +342,16 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 policy_version=version, seed=version, group_size=group_size, groups=groups,
                 dynamic_sampling=dynamic_sampling,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style, **anchored,
+                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style,
+                options=rollout_options, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
             imitating = {"demonstrations": demos} if phase == 1 else {}
             trained = place(ops.train(
                 code_version=code_version, trajectories=rolled.outputs["trajectories"], policy=policy,
                 mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
                 max_steps=train_max_steps, seed=version, rl_weight=rl_weight, il_weight=il_weight,
-                il_decay=il_decay, iteration=version, temperature=rollout_temperature, **imitating,
+                il_decay=il_decay, iteration=version, temperature=rollout_temperature,
+                options=train_options, **imitating,
             ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
             policy = trained.outputs["checkpoint"]
             if phase == 1 and i == n1 and n2 > 0:  # with no phase 2, "final" is this policy

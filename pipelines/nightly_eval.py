@@ -42,6 +42,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
         sandbox_backend: str = "podman",
         accelerator_type: str = "nvidia.com/gpu",
         accelerator_count: int = 1,
+        eval_options: dict = {},  # noqa: B006 - kfp reads the default; never mutated
     ) -> None:
         accel = (accelerator_type, accelerator_count)
         policy = apply_platform(ops.prepare_model(code_version=code_version, source=model),
@@ -55,7 +56,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
         apply_platform(ops.evaluate(
             code_version=code_version, tasks=verified.outputs["admitted"], policy=policy.outputs["model"],
             run_id="nightly", trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-            backend=sandbox_backend,
+            backend=sandbox_backend, options=eval_options,
         ), "evaluate", NIGHTLY_EVAL, shape, accel, caching=False)  # fmt: skip
 
     return nightly_eval

@@ -12,7 +12,7 @@ own record under ``RUN_DIR/reruns/``.
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,9 @@ from kfp.local import executor_output_utils
 
 from pipelines.curriculum import CurriculumShape, build_curriculum, make_ops
 from pipelines.local import RunRecord, run_pipeline_locally
+from pipelines.options import stage_options
 from termrl.errors import ConfigError
+from termrl.settings import parse_typed
 
 __all__ = ["RerunPlan", "plan_rerun", "rerun_stage"]
 
@@ -48,22 +50,7 @@ def _pipeline_for(record: RunRecord) -> Any:
     raise ConfigError(f"cannot rerun stages of pipeline {record.pipeline!r}")
 
 
-def _coerce(name: str, text: str, kind: type | None) -> Any:
-    import yaml
-
-    if kind is None or kind is str:
-        return text if kind is str else yaml.safe_load(text)
-    if kind is bool:
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"{name}={text!r} is not a boolean")
-        return text.lower() in ("true", "1", "yes")
-    try:
-        return kind(float(text)) if kind is int else float(text)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={text!r}: {exc}") from exc
-
-
-def plan_rerun(record: RunRecord, task: str, settings: dict[str, str]) -> RerunPlan:
+def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPlan:
     """Resolve ``task`` of ``record`` into a rerun plan (every problem reported at once)."""
     pipeline = _pipeline_for(record)
     spec = pipeline.pipeline_spec
@@ -84,11 +71,16 @@ def plan_rerun(record: RunRecord, task: str, settings: dict[str, str]) -> RerunP
         elif value.HasField("runtime_value"):
             parameters[name] = executor_output_utils.pb2_value_to_python(value.runtime_value.constant)
     declared = component_spec.input_definitions.parameters
-    for name, text in settings.items():
-        if name in declared:
-            parameters[name] = _coerce(name, text, _PARAMETER_TYPES.get(declared[name].parameter_type))
-        else:
-            parameters["options"] = {**(parameters.get("options") or {}), name: _coerce(name, text, None)}
+    types = {name: _PARAMETER_TYPES.get(p.parameter_type, Any) for name, p in declared.items() if name != "options"}
+    items = list(settings)
+    own = [item for item in items if _key(item) in types]
+    try:
+        parameters.update(parse_typed(types, own))
+        if len(own) < len(items):
+            others = [item for item in items if _key(item) not in types]
+            parameters["options"] = {**(parameters.get("options") or {}), **stage_options(kind, others)}
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     for name in list(parameters):
         if name not in declared:
             parameters.pop(name)  # resource placeholders (accelerator): no meaning for the local runner
@@ -111,6 +103,10 @@ def plan_rerun(record: RunRecord, task: str, settings: dict[str, str]) -> RerunP
     return RerunPlan(task, kind, ops[kind], parameters, artifacts)
 
 
+def _key(item: str) -> str:
+    return item.partition("=")[0].strip()
+
+
 def _one_stage_pipeline(plan: RerunPlan, *, cache: bool) -> Callable[..., Any]:
     @dsl.pipeline(name=f"termrl-rerun-{plan.task}")
     def rerun() -> None:
@@ -125,7 +121,7 @@ def _one_stage_pipeline(plan: RerunPlan, *, cache: bool) -> Callable[..., Any]:
 def rerun_stage(
     run_dir: str | Path,
     task: str,
-    settings: dict[str, str],
+    settings: Iterable[str],
     *,
     cache_dir: str | Path | None = None,
     cache: bool = True,

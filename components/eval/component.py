@@ -37,12 +37,13 @@ def evaluate(
     from components.eval.config import EvalConfig
     from components.eval.stage import main
     from components.eval.summary import flat_metrics
+    from termrl.settings import build_config
 
-    summary = main(EvalConfig(
+    summary = main(build_config(EvalConfig, dict(
         tasks=tasks.path, out=results.path, report=report.path, model=policy.path, run_id=run_id,
         trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-        concurrency=concurrency, backend=backend, prompt_style=prompt_style, progress=False, **(options or {}),
-    ))  # fmt: skip
+        concurrency=concurrency, backend=backend, prompt_style=prompt_style, progress=False,
+    ), options))  # fmt: skip
     values = flat_metrics(summary)
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

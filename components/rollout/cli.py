@@ -7,37 +7,16 @@ reaches any other field (e.g. ``--set drop_ratio_limit=0.3``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing
 from pathlib import Path
 
 import click
 
 from components.rollout.config import MODES, RolloutConfig
-from termrl.errors import ConfigError, TermrlError
+from termrl.errors import TermrlError
+from termrl.settings import parse_settings
 
 __all__ = ["rollout"]
-
-
-def _coerce(name: str, text: str) -> object:
-    """A ``--set`` value as the field's type (JSON for tuples, lists and None)."""
-    hints = typing.get_type_hints(RolloutConfig)
-    if name not in hints:
-        raise ConfigError(f"--set {name}: RolloutConfig has no field {name!r}")
-    hint = hints[name]
-    args = set(typing.get_args(hint)) or {hint}
-    if text.lower() in ("none", "null") and type(None) in args:
-        return None
-    if Path in args:
-        return Path(text)
-    if bool in args:
-        return text.lower() in ("1", "true", "yes", "on")
-    for kind in (int, float):
-        if kind in args:
-            return kind(text)
-    if str in args:
-        return text
-    return tuple(json.loads(text))
 
 
 @click.command("rollout")
@@ -68,12 +47,7 @@ def _coerce(name: str, text: str) -> object:
 def rollout(settings: tuple[str, ...], **options: typing.Any) -> None:
     """Roll the policy out on the tasks in real sandboxes; write trajectories and metrics."""
     try:
-        extra = {}
-        for item in settings:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--set {item!r} is not KEY=VALUE")
-            extra[key.strip()] = _coerce(key.strip(), value)
+        extra = parse_settings(RolloutConfig, settings)
         config = dataclasses.replace(RolloutConfig(), **{**options, **extra})  # --set wins over an option
         from components.rollout.stage import main  # heavy: torch, sandboxes
 

@@ -66,9 +66,10 @@ def rollout(
 
     from components.rollout.config import RolloutConfig
     from components.rollout.stage import main
+    from termrl.settings import build_config
 
     out = pathlib.Path(trajectories.path + ".parquet")
-    summary = main(RolloutConfig(
+    summary = main(build_config(RolloutConfig, dict(
         tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
         groups=groups, redundancy=redundancy, dynamic_sampling=dynamic_sampling, concurrency=concurrency,
@@ -76,8 +77,8 @@ def rollout(
         anchoring=anchoring, prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
-        anchor_state_out=pathlib.Path(anchors.path), **(options or {}),
-    ))  # fmt: skip
+        anchor_state_out=pathlib.Path(anchors.path),
+    ), options))  # fmt: skip
     if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
         pathlib.Path(anchors.path).write_text("{}")
     os.replace(out, trajectories.path)

@@ -34,14 +34,14 @@ def synthesize(
     from components.synthesize.config import SynthesizeConfig
     from components.synthesize.stage import main
     from termrl.artifacts import read_tasks
+    from termrl.settings import build_config
 
-    main(SynthesizeConfig(
+    main(build_config(SynthesizeConfig, dict(
         out=tasks.path, count=count, seed=seed, perturbation_rate=perturbation_rate,
         families=tuple(f for f in families.split(",") if f), llm_model=llm_model or None,
         exclude_families=tuple(f for f in exclude_families.split(",") if f),
         progress=False, **({"difficulties": tuple(d for d in difficulties.split(",") if d)} if difficulties else {}),
-        **(options or {}),
-    ))  # fmt: skip
+    ), options))  # fmt: skip
     values = {"synthesize/tasks": float(read_tasks(tasks.path).num_rows)}
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -10,8 +10,9 @@ import os
 
 import click
 
-from components.train.config import MODES, load_config
+from components.train.config import MODES, TrainConfig, load_config
 from termrl.errors import TermrlError
+from termrl.settings import parse_settings
 
 __all__ = ["train"]
 
@@ -52,12 +53,6 @@ __all__ = ["train"]
               help="Set any TrainConfig field (repeatable), e.g. --set eps_high=0.28.")
 def train(config_file: str | None, resume: bool, no_progress: bool, settings: tuple[str, ...], **options) -> None:
     """Update the policy with IPA on one trajectories artifact; write a checkpoint."""
-    extra: dict[str, str] = {}
-    for item in settings:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
-        extra[key.strip()] = value
     if resume:
         options["resume"] = True
     if no_progress:
@@ -66,7 +61,7 @@ def train(config_file: str | None, resume: bool, no_progress: bool, settings: tu
     from components.train.trainer import train as run_training
 
     try:
-        config = load_config(config_file, **options, **extra)
+        config = load_config(config_file, **{**options, **parse_settings(TrainConfig, settings)})  # --set wins
         result = run_training(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

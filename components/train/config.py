@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from termrl.errors import ConfigError
+from termrl.settings import coerce_value, field_types
 
 __all__ = [
     "DISTRIBUTED",
@@ -281,25 +282,6 @@ class TrainConfig:
         return data
 
 
-def _coerce(name: str, value: Any, current: Any) -> Any:
-    """Turn a command-line string into the field's type, judged by its default."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("null", "none"):
-        return None
-    if isinstance(current, bool):
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"{name}={value!r} is not a boolean")
-        return text.lower() in ("true", "1", "yes")
-    if isinstance(current, str):
-        return text
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}={value!r} cannot be parsed: {exc}") from exc
-
-
 def load_config(path: str | os.PathLike | None = None, **overrides: Any) -> TrainConfig:
     """Defaults, then the YAML/JSON file at ``path``, then ``overrides`` (``None`` skipped).
 
@@ -321,12 +303,12 @@ def load_config(path: str | os.PathLike | None = None, **overrides: Any) -> Trai
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError([f"unknown config key {k!r}" for k in unknown])
-    defaults = TrainConfig()
+    types = field_types(TrainConfig)
     problems: list[str] = []
     coerced: dict[str, Any] = {}
     for key, value in values.items():
         try:
-            coerced[key] = _coerce(key, value, getattr(defaults, key))
+            coerced[key] = coerce_value(key, value, types[key]) if isinstance(value, str) else value
         except ConfigError as exc:
             problems.extend(exc.problems)
     if problems:

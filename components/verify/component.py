@@ -34,13 +34,13 @@ def verify(
 
     from components.verify.config import VerifyConfig
     from components.verify.stage import main
+    from termrl.settings import build_config
 
-    results = main(VerifyConfig(
+    results = main(build_config(VerifyConfig, dict(
         tasks=tasks.path, out=verdicts.path, admitted=admitted.path, repeats=repeats,
         judges=tuple(j for j in judges.split(",") if j), local_judge_model=judge_model.path,
         concurrency=concurrency, sandbox_backend=sandbox_backend, progress=False,
-        **(options or {}),
-    ))  # fmt: skip
+    ), options))  # fmt: skip
     values = {"verify/tasks": float(len(results)),
               "verify/admitted": float(sum(v.admitted for v in results))}  # fmt: skip
     metrics.metadata.update(values)

@@ -17,14 +17,16 @@ from click.testing import CliRunner
 from kfp import dsl
 from kfp.local import logging_utils, status
 
-from pipelines.commands import coerce_settings, rerun, run
+from pipelines.commands import rerun, run
 from pipelines.local import RunRecord, TaskRecord, _KfpRecords, _Progress
+from pipelines.options import pipeline_arguments
 from termrl.errors import ConfigError
 
 # A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.
 TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "group_size=2", "--set", "groups=1", "--set", "max_turns=2",
         "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2",
-        "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1"]  # fmt: skip
+        "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1",
+        "--set", "train.eps_high=0.3"]  # fmt: skip
 # prepare, 2 x (synthesize, verify), curate, 2 x demonstrate, imitation, 2 x (rollout, train),
 # 4 evals (base, imitation, phase 1, final), compare
 STAGES = 18
@@ -76,13 +78,27 @@ def test_cache_hits_come_from_kfp_records(tmp_path):
 
 def test_settings_are_typed_by_their_defaults():
     defaults = {"synth_count": 12, "learning_rate": 0.0, "base_model": "", "flag": False}
-    values = coerce_settings(defaults, ("synth_count=4", "learning_rate=1e-5", "base_model=/m", "flag=yes"))
+    values = pipeline_arguments(defaults, ("synth_count=4", "learning_rate=1e-5", "base_model=/m", "flag=yes"))
     assert values == {"synth_count": 4, "learning_rate": 1e-5, "base_model": "/m", "flag": True}
     assert isinstance(values["synth_count"], int)
     with pytest.raises(ConfigError) as error:
-        coerce_settings(defaults, ("synth_cnt=4", "flag=maybe", "synth_count"))
+        pipeline_arguments(defaults, ("synth_cnt=4", "flag=maybe", "synth_count"))
     assert len(error.value.problems) == 3
-    assert coerce_settings(defaults, ("eps_high=0.28",), strict=False) == {"eps_high": 0.28}
+
+
+def test_stage_fields_go_into_that_stages_options_typed_by_its_config():
+    defaults = {"groups": 8, "train_options": {}, "rollout_options": {"seed": 3}}
+    values = pipeline_arguments(defaults, ("train.negative_weight=0.5", "train.max_steps=2",
+                                           "rollout.dynamic_sampling=4", "groups=16"))  # fmt: skip
+    assert values == {"groups": 16, "train_options": {"negative_weight": 0.5, "max_steps": 2},
+                      "rollout_options": {"seed": 3, "dynamic_sampling": 4}}  # fmt: skip
+    json.dumps(values)  # a kfp parameter: JSON all the way down
+    with pytest.raises(ConfigError) as error:
+        pipeline_arguments(defaults, ("train.negative_wieght=0.5", "train.max_steps=two", "eval.trials=2"))
+    problems = "\n".join(error.value.problems)
+    assert len(error.value.problems) == 3
+    assert "train: unknown setting 'negative_wieght'" in problems and "train: max_steps='two'" in problems
+    assert "no options to a 'eval' stage" in problems and "rollout, train" in problems
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +129,8 @@ def test_run_shows_progress_report_and_table(first_run):
     assert [line.split()[0] for line in table[2:6]] == ["base", "imitation", "phase1", "final"]
     metrics = json.loads(Path(record.tasks["compare"].outputs["metrics"]).read_text())
     assert f"{metrics['eval/base_pass_rate']:.1%}" == table[2].split()[-1]
+    assert record.arguments["train_options"] == {"eps_high": 0.3}  # --set train.eps_high=0.3
+    assert '"eps_high": 0.3' in (runs / "first" / "run.log").read_text()  # and it reached the stages
 
 
 @pytest.mark.ci

@@ -108,7 +108,7 @@ def test_kfp_schedule_rejects_unknown_parameters(kfp_peer):
     result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "0 3 * * *",
                                            "--set", "trails=3"])  # fmt: skip
     assert result.exit_code != 0
-    assert "unknown parameter 'trails'" in result.output
+    assert "unknown setting 'trails'" in result.output
     assert requests == []  # nothing reached the server
 
 
