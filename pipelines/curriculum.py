@@ -4,9 +4,9 @@
     synthesize ─► verify ─► curate ─┬─ imitation pool ─► demonstrate ─► train (imitation) ─► eval ─┤
        (training families)          │                         │ expert trajectories (IL term)      │
                                     ├─ phase-1 pool ─► demonstrate ─┐ (anchors)                    │
-                                    │   [rollout (anchored) ─► train (IL + positive-only RL)] × N  │
-                                    │                                                 ─► eval ─────┤
-                                    └─ expert pool ─► [rollout ─► train (full signal)] × M         │
+                                    │   [rollout (anchored) ─► train (IL + positive-only RL)       │
+                                    │                      ─► health] × N             ─► eval ─────┤
+                                    └─ expert pool ─► [rollout ─► train (full signal) ─► health] × M
                                                                            ─► eval · final ────────┤
     synthesize ─► verify (held-out tasks: other seeds, plus the held-out family) ────────────────►┴► compare
 
@@ -19,7 +19,12 @@ of equal rewards carries no signal), with chunk-initialized resampling
 (groups start at anchors inside those tasks' demonstrations), and trains on
 λ_IL · imitation + positive-only IPA, λ_IL = il_weight · il_decay ** round.
 Phase 2 trains on full signal on the expert pool (taken from the phase-1
-pool). Every policy is evaluated on the same held-out tasks (greedy
+pool). After every round a health step (``components/health``) reads the
+round's rollout and train metrics: healthy, mitigate (the next rounds get
+settings such as tighter clipping, a length mask or a lower learning rate) or
+roll back (the next round starts again from the last policy a rollout measured
+without a collapse, with culprit tasks quarantined); the report shows each
+verdict with its reasons. Every policy is evaluated on the same held-out tasks (greedy
 decoding), and the compare step reports each pass rate with its interval and
 the paired difference vs base; the held-out family is never trained on.
 
@@ -49,6 +54,7 @@ from kfp.dsl.pipeline_task import PipelineTask
 
 from components.demonstrate.component import demonstrate
 from components.eval.component import evaluate
+from components.health.component import health
 from components.images import CPU_IMAGE, GPU_IMAGE
 from components.rollout.component import rollout
 from components.synthesize.component import synthesize
@@ -84,6 +90,7 @@ RESOURCES = {
     "train": ("4", "16Gi", "32Gi"),
     "evaluate": ("4", "16Gi", "32Gi"),
     "compare": ("1", "2Gi", "4Gi"),
+    "health": ("1", "1Gi", "2Gi"),
 }
 
 RETRIED = {"verify": 2, "demonstrate": 2, "rollout": 2, "evaluate": 2, "train": 1}
@@ -143,6 +150,7 @@ class Ops:
     train: BaseComponent
     evaluate: BaseComponent
     compare: BaseComponent
+    health: BaseComponent
     by_name: dict[str, BaseComponent] = field(default_factory=dict)
 
 
@@ -156,7 +164,7 @@ def _with_image(component: BaseComponent, image: str) -> BaseComponent:
 def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
     """Every component of the curriculum with the given images."""
     cpu = {"prepare_model": prepare_model, "synthesize": synthesize, "verify": verify,
-           "curate": curate, "demonstrate": demonstrate, "compare": compare}  # fmt: skip
+           "curate": curate, "demonstrate": demonstrate, "compare": compare, "health": health}  # fmt: skip
     gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
     by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
     by_name.update({name: _with_image(op, gpu_image) for name, op in gpu.items()})
@@ -246,6 +254,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         rollout_options: dict = {},  # noqa: B006
         train_options: dict = {},  # noqa: B006
         eval_options: dict = {},  # noqa: B006
+        health_thresholds: dict = {},  # noqa: B006
     ) -> None:
         """The curriculum.
 
@@ -274,6 +283,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             train_options: Any TrainConfig field, for every train stage (the imitation step too),
                 e.g. negative_weight or eps_high; a field set here wins over the parameters above.
             eval_options: Any EvalConfig field, for every eval.
+            health_thresholds: Overrides of the health check's detector thresholds
+                (``components.health.detectors.Thresholds`` fields).
         """
         accel = (accelerator_type, accelerator_count)
 
@@ -333,6 +344,11 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
 
         schedule = [(1, i, n1, "positive-only", "train_pool") for i in range(1, n1 + 1)]
         schedule += [(2, j, n2, "full", "expert_pool") for j in range(1, n2 + 1)]
+        # The health step after each round hands on the next round's policy (the new checkpoint,
+        # or the last policy measured healthy on a collapse) and options (the run's, plus every
+        # mitigation so far); see components/health/component.py for why it is not a dsl.If.
+        fallback, report = policy, None
+        rollout_opts, train_opts = rollout_options, train_options
         for version, (phase, i, total, mode, pool) in enumerate(schedule, start=1):
             # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
             # demonstrations; the imitation term keeps training on the imitation pool's.
@@ -343,7 +359,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 dynamic_sampling=dynamic_sampling,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
                 temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style,
-                options=rollout_options, **anchored,
+                options=rollout_opts, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
             imitating = {"demonstrations": demos} if phase == 1 else {}
             trained = place(ops.train(
@@ -351,9 +367,17 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
                 max_steps=train_max_steps, seed=version, rl_weight=rl_weight, il_weight=il_weight,
                 il_decay=il_decay, iteration=version, temperature=rollout_temperature,
-                options=train_options, **imitating,
+                options=train_opts, **imitating,
             ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
-            policy = trained.outputs["checkpoint"]
+            checked = place(ops.health(
+                code_version=code_version, rollout_metrics=rolled.outputs["rollout_metrics"], policy=policy,
+                checkpoint=trained.outputs["checkpoint"], fallback=fallback, train_options=train_opts,
+                rollout_options=rollout_opts, thresholds=health_thresholds,
+                **({"previous": report} if report is not None else {}),
+            ), "health", f"phase {phase} · health {i}/{total}")  # fmt: skip
+            policy, fallback = checked.outputs["next_policy"], checked.outputs["next_fallback"]
+            report = checked.outputs["report"]
+            train_opts, rollout_opts = checked.outputs["next_train_options"], checked.outputs["next_rollout_options"]
             if phase == 1 and i == n1 and n2 > 0:  # with no phase 2, "final" is this policy
                 evals["phase1"] = evaluate(policy, "phase1", EVAL_PHASE1)
 
@@ -361,6 +385,6 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         later = {f"{label}_results": evals[label].outputs["results"] for label in ("imitation", "phase1", "final")
                  if label in evals}  # fmt: skip
         place(ops.compare(code_version=code_version, base_results=evals["base"].outputs["results"],
-                          heldout_families=heldout_families, **later), "compare", REPORT)
+                          heldout_families=heldout_families, health=report, **later), "compare", REPORT)
 
     return curriculum

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from pathlib import Path
 
 from termrl.artifacts import Task, load_tasks, read_verdicts, save_tasks
@@ -31,26 +30,10 @@ DIFFICULTY_RANK = {"easy": 0, "medium": 1, "hard": 2, "expert": 3}
 
 
 def materialize_model(source: str, out: str | os.PathLike) -> Path:
-    """Place the model folder ``source`` ('' = the embedded default policy) at ``out``.
+    """Place the model folder ``source`` ('' = the embedded default policy) at ``out`` (hard links)."""
+    from termrl.llm.models import place_model, resolve_model_path
 
-    Files are hard-linked when ``out`` is on the same file system (the model is
-    never written in place; every stage writes new folders), copied otherwise.
-    """
-    from termrl.llm.models import resolve_model_path
-
-    folder = resolve_model_path(source or None)
-    out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-
-    def link_or_copy(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(folder, out, copy_function=link_or_copy)
-    return out
+    return place_model(resolve_model_path(source or None), out)
 
 
 def _rank(seed: int, task_id: str) -> str:

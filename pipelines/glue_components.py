@@ -1,7 +1,7 @@
 """KFP wrappers of the curriculum's glue steps (``pipelines.glue``): typed signature, one call."""
 
 from kfp import dsl
-from kfp.dsl import HTML, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.images import CPU_IMAGE
 
@@ -62,6 +62,7 @@ def compare(
     imitation_results: Input[Dataset] = None,
     phase1_results: Input[Dataset] = None,
     extra_results: Input[Dataset] = None,
+    health: Input[Artifact] = None,
     heldout_families: str = "",
 ) -> None:
     """Policies on the held-out tasks -> the curriculum's HTML report and comparison metrics.
@@ -77,6 +78,8 @@ def compare(
         imitation_results: Optional eval results of the policy after the imitation step.
         phase1_results: Optional eval results of the policy after phase 1.
         extra_results: Optional eval results of one more policy, shown last (e.g. an ablation).
+        health: Optional last health report of the RL rounds: every round's verdict and reasons
+            become the report's "Training health" section.
         heldout_families: Comma-separated task families no policy was trained on; their
             pass rate is reported apart ('' for none).
     """
@@ -85,10 +88,12 @@ def compare(
 
     from components.eval.compare import family_list
     from components.eval.report import compare_files
+    from components.health.report import read_report, to_html
 
     slots = [("base", base_results), ("imitation", imitation_results), ("phase1", phase1_results),
              ("final", final_results), ("extra", extra_results)]  # fmt: skip
+    sections = [("Training health", to_html(read_report(health.path)))] if health is not None else []
     values = compare_files(report.path, [(slot, a.path) for slot, a in slots if a is not None],
-                           heldout_families=family_list(heldout_families))  # fmt: skip
+                           heldout_families=family_list(heldout_families), sections=sections)  # fmt: skip
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -12,6 +12,7 @@ import click
 
 from components.demonstrate.cli import demonstrate
 from components.eval.cli import eval_command, report_command
+from components.health.cli import health
 from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
 from components.train.cli import train
@@ -47,6 +48,7 @@ stage.add_command(demonstrate)
 stage.add_command(rollout)
 stage.add_command(train)
 stage.add_command(eval_command)
+stage.add_command(health)
 main.add_command(report_command)
 main.add_command(run)
 main.add_command(compile_command)

@@ -270,8 +270,10 @@ figcaption{font-size:12px;color:#555}
 """
 
 
-def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_families: Collection[str] = ()) -> str:
-    """The report's HTML for one or more runs (label, rows); with several, the first is the base."""
+def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_families: Collection[str] = (),
+                  sections: Sequence[tuple[str, str]] = ()) -> str:  # fmt: skip
+    """The report's HTML for one or more runs (label, rows); with several, the first is the base.
+    ``sections`` (heading, HTML) follow the comparison: what other stages add, e.g. training health."""
     if not runs:
         raise ValueError("a report needs at least one run")
     labels = [label for label, _ in runs]
@@ -290,6 +292,7 @@ def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_fami
         + "</p>"
         f"<h2>Summary</h2>{_summary_table(runs)}"
         + (f"<h2>Comparison</h2>{_comparison(runs, heldout_families)}" if len(runs) > 1 else "")
+        + "".join(f"<h2>{html.escape(heading)}</h2>{body}" for heading, body in sections)
         + f'<h2>Plots</h2><div class="plots">{figures}</div>'
         f"<h2>By family</h2>{_group_tables(runs, 'family')}"
         f"<h2>By difficulty</h2>{_group_tables(runs, 'difficulty')}"
@@ -299,12 +302,13 @@ def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_fami
 
 
 def write_report(out_path: str | os.PathLike, runs: Sequence[Run], *, title: str | None = None,
-                 heldout_families: Collection[str] = ()) -> Path:  # fmt: skip
+                 heldout_families: Collection[str] = (), sections: Sequence[tuple[str, str]] = ()) -> Path:  # fmt: skip
     """Render and write the report atomically; returns its path."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(render_report(runs, title=title, heldout_families=heldout_families), encoding="utf-8")
+    html_text = render_report(runs, title=title, heldout_families=heldout_families, sections=sections)
+    tmp.write_text(html_text, encoding="utf-8")
     tmp.replace(out)
     return out
 
@@ -338,6 +342,7 @@ def compare_files(
     *,
     heldout_families: Collection[str] = (),
     title: str | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> dict[str, float]:
     """The comparison report of labelled policies' results, in order (the first is the base).
 
@@ -351,7 +356,7 @@ def compare_files(
         raise ValueError("a comparison needs at least one eval-results file")
     runs = _read_runs(results)
     labels = [label for label, _ in runs]
-    write_report(out_path, runs, heldout_families=heldout_families,
+    write_report(out_path, runs, heldout_families=heldout_families, sections=sections,
                  title=title or "termrl curriculum: " + " vs ".join(labels) + " policy (held-out tasks)")  # fmt: skip
     table = policy_table(runs, heldout_families)
     rates = {slot: row.rate.rate for (slot, _), row in zip(results, table, strict=True)}

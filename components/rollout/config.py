@@ -9,6 +9,8 @@ The batch a rollout produces is ``groups × group_size`` episodes: one group
 per task draw (GRPO-style, every episode of a group works on the same task),
 ``groups + redundancy`` groups started, the first ``groups`` complete kept
 (with ``dynamic_sampling``, up to that many more, and groups with signal first).
+Quarantined tasks (``quarantine``, set by the health check between iterations)
+are left out before the groups are planned.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.rollout.behaviour import Penalties
 from termrl.agent.episode import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
@@ -56,7 +59,11 @@ class RolloutConfig:
     differ count towards the N kept, and a task that gave a uniform group is not started again
     (``env_manager.py``). 0: off, the first N complete groups are kept whatever their rewards."""
     seed: int = 0
-    """Which tasks the groups draw: group i takes task (seed + i) mod #tasks."""
+    """Which tasks the groups draw: group i takes task (seed + i) mod #tasks (after quarantine)."""
+    quarantine: tuple[str, ...] = ()
+    """Task ids left out of this rollout's groups: the health check quarantines the tasks that
+    drove a collapse or a hacking pattern (``components/health``). Ids not in the tasks artifact
+    are ignored; excluding every task is an error."""
     concurrency: int = 8
     """Episodes (sandboxes) alive at once. One real core here: keep it small."""
     backend: str = "podman"
@@ -107,7 +114,17 @@ class RolloutConfig:
     max-turn episode that passed its tests is kept as a positive."""
 
     loop_repeats: int = 3
-    """The same command this many times in a row counts as a repeated-command loop."""
+    """The same command with the same failing result this many times in a row counts as a
+    retry loop (``behaviour.py``)."""
+    loop_penalty: float = 0.0
+    """Behaviour shaping: subtracted from an episode's return when it fell into a retry loop.
+    All penalties are off (0) by default, so the outcome reward is the only signal; the health
+    check turns one on (0.1 against an outcome of 1) when its pattern spikes. The shaping is
+    stored in the trajectories' ``shaping`` column, apart from ``reward``; eval never sees it."""
+    destructive_penalty: float = 0.0
+    """Behaviour shaping: subtracted when the episode ran a destructive command."""
+    test_access_penalty: float = 0.0
+    """Behaviour shaping: subtracted when the episode touched the tests' or solution's paths."""
     warn_destructive_rate: float = 0.0
     """Warn when more than this fraction of episodes ran a destructive command."""
     warn_test_access_rate: float = 0.0
@@ -150,6 +167,11 @@ class RolloutConfig:
             lifetime_s=self.episode_lifetime_s,
         )
 
+    @property
+    def penalties(self) -> Penalties:
+        """The behaviour-shaping weights of this rollout."""
+        return Penalties(self.loop_penalty, self.destructive_penalty, self.test_access_penalty)
+
     def sandbox_lifetime_s(self, verifier_timeout_s: float) -> float:
         """A sandbox outlives its episode by the tests' time plus a margin, never longer."""
         return self.episode_lifetime_s + self.max_exec_timeout_s + verifier_timeout_s + 60.0
@@ -169,6 +191,11 @@ class RolloutConfig:
         for name in ("exec_timeout_s", "max_exec_timeout_s", "episode_lifetime_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("loop_penalty", "destructive_penalty", "test_access_penalty"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must not be negative (it is subtracted), not {getattr(self, name)}")
+        if any(not task_id for task_id in self.quarantine):
+            problems.append("quarantine must hold task ids, not empty strings")
         if self.verifier_timeout_s is not None and self.verifier_timeout_s <= 0:
             problems.append("verifier_timeout_s must be positive when given")
         if self.context_window is not None and self.context_window <= self.max_new_tokens:

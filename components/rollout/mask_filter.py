@@ -22,6 +22,10 @@ Per episode, in order:
 - Failed with more response tokens than the limit (20k): masked
   (``long_failure``): a few extreme failures must not dominate an update.
 
+Every row also carries the episode's behaviour ``shaping`` (``behaviour.py``;
+0.0 when the penalties are off, and on a placeholder), beside its outcome
+``reward``, which stays what the tests said.
+
 Per group: a group with a drop-flagged episode is dropped whole (``drop`` on
 all its rows) unless that would push the batch's dropped ratio past
 ``drop_ratio_limit`` (0.5). The seed's ``GroupFilterTB`` streams groups and
@@ -33,7 +37,7 @@ completion order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -124,7 +128,9 @@ def filter_groups(flags: Sequence[bool], limit: float) -> list[bool]:
     return out
 
 
-def episode_rows(record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool) -> list[dict[str, Any]]:
+def episode_rows(
+    record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool, shaping: float = 0.0
+) -> list[dict[str, Any]]:
     """The trajectories rows of one episode (one per chunk; one placeholder row)."""
     episode = {
         "episode_id": record.ids.episode_id,
@@ -135,6 +141,7 @@ def episode_rows(record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool) 
         "source": "policy",
         "anchor": record.ids.anchor,
         "reward": 0.0 if verdict.placeholder else record.reward,
+        "shaping": 0.0 if verdict.placeholder else shaping,
         "success": False if verdict.placeholder else record.success,
         "stop_reason": record.stop_reason,
         "failure_type": record.failure_type,
@@ -152,8 +159,13 @@ def episode_rows(record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool) 
     return [{**chunk, **episode} for chunk in record.chunks]
 
 
-def apply_mask_filter(groups: Sequence[Sequence[EpisodeRecord]], rules: MaskRules) -> MaskFilterResult:
-    """Mask every episode, filter the groups (in the given order) and build the rows."""
+def apply_mask_filter(
+    groups: Sequence[Sequence[EpisodeRecord]], rules: MaskRules, shaping: Mapping[str, float] | None = None
+) -> MaskFilterResult:
+    """Mask every episode, filter the groups (in the given order) and build the rows.
+
+    ``shaping`` is each episode's behaviour shaping by id (none given: 0.0 for all)."""
+    shaping = shaping or {}
     verdicts = {r.ids.episode_id: episode_verdict(r, rules) for g in groups for r in g}
     flags = [any(verdicts[r.ids.episode_id].drop_flag for r in g) for g in groups]
     dropped = filter_groups(flags, rules.drop_ratio_limit)
@@ -163,8 +175,10 @@ def apply_mask_filter(groups: Sequence[Sequence[EpisodeRecord]], rules: MaskRule
         if drop and group:
             dropped_ids.append(group[0].ids.group_id)
         for record in sorted(group, key=lambda r: r.ids.episode_index):
-            rows.extend(episode_rows(record, verdicts[record.ids.episode_id], drop))
+            rows.extend(episode_rows(record, verdicts[record.ids.episode_id], drop,
+                                     shaping.get(record.ids.episode_id, 0.0)))  # fmt: skip
     reasons = Counter(v.mask_reason for v in verdicts.values() if v.masked)
+    shaped = [r["shaping"] for r in rows if r["chunk_index"] == 0]  # one per episode, as written
     stats: dict[str, float] = {
         "groups": float(len(groups)),
         "groups_flagged": float(sum(flags)),
@@ -173,6 +187,8 @@ def apply_mask_filter(groups: Sequence[Sequence[EpisodeRecord]], rules: MaskRule
         "episodes_masked": float(sum(v.masked for v in verdicts.values())),
         "episodes_placeholder": float(sum(v.placeholder for v in verdicts.values())),
         "episodes_drop_flag": float(sum(v.drop_flag for v in verdicts.values())),
+        "episodes_shaped": float(sum(value != 0.0 for value in shaped)),
+        "shaping_mean": sum(shaped) / len(shaped) if shaped else 0.0,
     }
     stats.update({f"masked/{reason}": float(n) for reason, n in sorted(reasons.items())})
     return MaskFilterResult(rows, verdicts, dropped_ids, stats)

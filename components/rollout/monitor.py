@@ -6,19 +6,12 @@
                       command per command name: how often it ran
                       alert   each threshold crossed (value and threshold)
 
-What counts as:
-
-- a repeated-command loop: the same command ``loop_repeats`` times in a row;
-- a destructive command: killing every process (``kill -9 -1``, ``killall5``,
-  ``pkill``/``killall`` without a narrow target), ``rm -rf`` of ``/`` or a
-  system path, ``mkfs``, ``dd`` onto a device, a fork bomb, shutdown/reboot;
-- a test access: any command naming the test or solution locations
-  (``/tests``, ``/solution``, ``test.sh``, ``solve.sh``, ``/logs/verifier``,
-  ``reward.txt``) — they are absent while the agent works, so any mention is
-  an attempt to find them;
-- a tampering: scoring found that the agent changed what the tests run (a
-  command replaced or shadowed, a startup hook; ``termrl.taskrun.find_tampering``).
-  Such an episode is masked; a task that keeps producing them teaches hacking.
+What counts as a loop, a destructive command or a test access is defined once
+in ``behaviour.py`` (the flags also drive the shaping penalties); the monitor
+counts the flags it is given. A tampering: scoring found that the agent changed
+what the tests run (a command replaced or shadowed, a startup hook;
+``termrl.taskrun.find_tampering``). Such an episode is masked; a task that
+keeps producing them teaches hacking.
 
 The rows go to the rollout metrics artifact (long format); ``summary_lines``
 prints them for a human, with a ``WARNING`` line per alert.
@@ -27,62 +20,26 @@ prints them for a human, with a ``WARNING`` line per alert.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.rollout.behaviour import BehaviourFlags, episode_commands
 from components.rollout.episode import EpisodeRecord
 from components.rollout.mask_filter import classify_failure
 
-__all__ = [
-    "MonitorThresholds",
-    "command_name",
-    "episode_commands",
-    "has_loop",
-    "is_destructive",
-    "is_test_access",
-    "monitor_rows",
-    "summary_lines",
-]
-
-_SYSTEM = r"/(?:\*|bin|boot|dev|etc|home|lib\w*|opt|proc|root|sbin|srv|sys|usr|var|app)?/?(?:\s|$|;|&|\|)"
-_DESTRUCTIVE = [
-    re.compile(r"\bkill\s+(?:-s\s*\w+\s+|-\w+\s+)*-1\b"),  # kill -9 -1: every process
-    re.compile(r"\bkillall5\b"),
-    re.compile(r"\b(?:pkill|killall)\s+(?:-\w+\s+)*(?:-u\s*\w+|\.|bash|sh|python\S*)(?:\s|$)"),
-    re.compile(r"\brm\s+(?:-\w*\s+)*-\w*[rR]\w*\s+(?:-\S+\s+)*(?:--no-preserve-root\s+)?" + _SYSTEM),
-    re.compile(r"\brm\s+(?:-\w+\s+)*--recursive\b.*\s" + _SYSTEM),
-    re.compile(r"\bmkfs(?:\.\w+)?\b"),
-    re.compile(r"\bdd\b[^|;&]*\bof=/dev/(?!null\b)"),
-    re.compile(r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"),
-    re.compile(r"\b(?:shutdown|reboot|halt|poweroff)\b"),
-    re.compile(r"\bchmod\s+(?:-\w+\s+)*-R\s+\S+\s+/(?:\s|$)"),
-]
-_TEST_ACCESS = re.compile(
-    r"(?:^|[\s'\"=:(;|&<>])/(?:tests|solution)(?:/|\b)|\btest\.sh\b|\bsolve\.sh\b"
-    r"|/logs/verifier|\breward\.txt\b"
-)
+__all__ = ["MonitorThresholds", "command_name", "monitor_rows", "summary_lines"]
 
 
 @dataclass(frozen=True)
 class MonitorThresholds:
-    loop_repeats: int = 3
     destructive_rate: float = 0.0
     test_access_rate: float = 0.0
     tampering_rate: float = 0.0
     loop_rate: float = 0.25
     failure_rate: float = 0.2
-
-
-def is_destructive(command: str) -> bool:
-    return any(p.search(command) for p in _DESTRUCTIVE)
-
-
-def is_test_access(command: str) -> bool:
-    return bool(_TEST_ACCESS.search(command))
 
 
 def command_name(command: str) -> str:
@@ -98,29 +55,6 @@ def command_name(command: str) -> str:
             continue
         return word.rsplit("/", 1)[-1][:40] or "?"
     return "?"
-
-
-def episode_commands(record: EpisodeRecord) -> list[tuple[str, int | None, bool]]:
-    """(command, exit code, timed out) of every bash call: the exec log, else the actions
-    (cli-native mode, where the agent CLI ran the commands itself)."""
-    if record.execs:
-        return [(e.command, e.exit_code, e.timed_out) for e in record.execs]
-    out: list[tuple[str, int | None, bool]] = []
-    for chunk in record.chunks:
-        calls = [c for c in json.loads(chunk.get("action") or "[]") if c.get("name") == "bash"]
-        for i, call in enumerate(calls):
-            exit_code = chunk.get("exit_code") if i == len(calls) - 1 else None
-            out.append((str(call.get("arguments", {}).get("command", "")), exit_code, False))
-    return out
-
-
-def has_loop(commands: Sequence[str], repeats: int) -> bool:
-    run = 0
-    for i, command in enumerate(commands):
-        run = run + 1 if i and command == commands[i - 1] else 1
-        if run >= repeats:
-            return True
-    return False
 
 
 def _tool_counts(record: EpisodeRecord, tools: dict[str, Counter[str]]) -> None:
@@ -144,12 +78,15 @@ def _tool_counts(record: EpisodeRecord, tools: dict[str, Counter[str]]) -> None:
 def monitor_rows(
     groups: Sequence[Sequence[EpisodeRecord]],
     thresholds: MonitorThresholds,
+    behaviour: Mapping[str, BehaviourFlags],
     *,
     extra_global: dict[str, float] | None = None,
     cancelled: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Long-format metric rows (scope, key, metric, value) over the kept episodes.
 
+    ``behaviour`` holds each episode's flags (``behaviour.behaviour_by_episode``), computed
+    once for the batch and shared with the shaping penalties.
     ``cancelled`` (the env manager's stragglers) adds a per-task count of episodes
     cancelled while running: a task that keeps showing up there is a fail-slow
     environment."""
@@ -167,12 +104,12 @@ def monitor_rows(
     for record in records:
         per_task[record.task_id].append(record)
         _tool_counts(record, tools)
-        cmds = [c for c, _, _ in episode_commands(record)]
-        commands.update(command_name(c) for c in cmds)
+        commands.update(command_name(c) for c, _, _ in episode_commands(record))
+        seen = behaviour[record.ids.episode_id]
         flags[record.ids.episode_id] = {
-            "loop": has_loop(cmds, thresholds.loop_repeats),
-            "destructive": any(is_destructive(c) for c in cmds),
-            "test_access": any(is_test_access(c) for c in cmds),
+            "loop": seen.loop,
+            "destructive": seen.destructive,
+            "test_access": seen.test_access,
             "failed": record.failure_type is not None,
             "unrecoverable": classify_failure(record.failure_type) == "unrecoverable",
             "transient": classify_failure(record.failure_type) == "transient",
@@ -239,6 +176,11 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"groups dropped {glob.get('rollout/groups_dropped', 0):.0f}, "
         f"stragglers cancelled {glob.get('rollout/stragglers_cancelled', 0):.0f}",
     ]
+    if glob.get("rollout/quarantined_tasks"):
+        lines.append(f"  quarantine: {glob['rollout/quarantined_tasks']:.0f} task(s) left out")
+    if glob.get("rollout/episodes_shaped"):
+        lines.append(f"  shaping: {glob['rollout/episodes_shaped']:.0f} episode(s) penalised for behaviour, "
+                     f"mean shaping {glob.get('rollout/shaping_mean', 0):+.3f}")  # fmt: skip
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
         if r["scope"] == "task":

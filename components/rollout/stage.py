@@ -1,10 +1,11 @@
 """The rollout stage, top to bottom: validate → set up → run → write artifacts → clean up.
 
     main(config)
-      ├─ load tasks, plan N + R groups, read finished episodes back (resume)
+      ├─ load tasks, leave quarantined ones out, plan N + R groups, read finished episodes back (resume)
       ├─ engine (transformers, batched) ─┬─ roll-managed: termrl's agent loop
       │                                  └─ cli-native: ModelProxy + reference agent CLI
       ├─ EnvManager: every episode async, first N complete groups kept, parts written as they end
+      ├─ behaviour flags per episode ─► shaping (penalties) and monitor counts
       ├─ mask & filter over the batch ─► trajectories.parquet (atomic)
       └─ monitor ─► rollout_metrics.parquet + printed summary and warnings
 
@@ -29,6 +30,7 @@ from components.rollout.anchors import (
     read_state,
     write_state,
 )
+from components.rollout.behaviour import behaviour_by_episode
 from components.rollout.cli_native import cli_native_step
 from components.rollout.config import RolloutConfig
 from components.rollout.env_manager import (
@@ -49,7 +51,7 @@ from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
 from termrl.sandbox.manager import SandboxManager
 
-__all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout"]
+__all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout", "without_quarantined"]
 
 
 @dataclass
@@ -84,8 +86,20 @@ def make_engine(config: RolloutConfig) -> Engine:
     return build("transformers", config.model, context_window=config.context_window)
 
 
+def without_quarantined(tasks: list[Task], quarantine: tuple[str, ...]) -> list[Task]:
+    """The tasks this rollout may draw: ``tasks`` less the quarantined ids, in their order."""
+    left_out = set(quarantine)
+    kept = [t for t in tasks if t.id not in left_out]
+    if not kept:
+        raise ConfigError(f"quarantine leaves out every one of the {len(tasks)} task(s); nothing to roll out "
+                          "on (quarantine fewer tasks, or give a tasks artifact with others)")  # fmt: skip
+    return kept
+
+
 def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
-    """What must match for a rerun to resume the same rollout."""
+    """What must match for a rerun to resume the same rollout. ``tasks`` is the list after
+    quarantine, so a changed quarantine changes the digest. The penalties are not in it: the
+    parts hold raw episodes, and shaping is computed from them at the merge."""
     digest = hashlib.sha256("\0".join(t.id for t in tasks).encode()).hexdigest()[:16]
     keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "dynamic_sampling", "seed",
             "max_turns", "anchoring")
@@ -117,12 +131,13 @@ async def rollout(
 ) -> RolloutSummary:
     """Roll out one batch and write the trajectories and metrics artifacts."""
     started = time.monotonic()
-    writer = PartWriter(config.parts_dir, fingerprint(config, tasks))
+    drawable = without_quarantined(tasks, config.quarantine)
+    writer = PartWriter(config.parts_dir, fingerprint(config, drawable))
     finished = writer.load()
     demonstrations = load_demonstrations(config.demonstrations) if config.anchoring != "none" else {}
     state = read_state(config.anchor_state)
     anchor_for = anchor_picker(config.anchoring, demonstrations, seed=config.seed, state=state)
-    plans = plan_groups(tasks, config.groups_started, seed=config.seed,
+    plans = plan_groups(drawable, config.groups_started, seed=config.seed,
                         policy_version=config.policy_version, anchor_for=anchor_for)  # fmt: skip
     make_manager = manager_factory or (
         lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency))
@@ -139,7 +154,8 @@ async def rollout(
         ).run()  # fmt: skip
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
-    summary = _finish(config, writer, time.monotonic() - started, outcome.finished_now)
+    summary = _finish(config, writer, time.monotonic() - started, outcome.finished_now,
+                      quarantined=len(tasks) - len(drawable))
     if config.anchoring == "rollback":
         scored = [(r["task_id"], r["anchor"] or 1, r["success"]) for r in summary.episode_rows
                   if not r["placeholder"]]  # fmt: skip
@@ -148,14 +164,18 @@ async def rollout(
     return summary
 
 
-def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int) -> RolloutSummary:
+def _finish(
+    config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int, *, quarantined: int
+) -> RolloutSummary:
     """Mask & filter the batch on disk, write both artifacts, summarise."""
     finished = writer.load()
     kept = select_complete_groups(finished, config.group_size, config.groups,
                                   informative_first=config.dynamic_sampling > 0)  # fmt: skip
     rules = MaskRules(config.drop_ratio_limit, config.max_failed_response_tokens,
                       config.mask_max_turns)  # fmt: skip
-    result = apply_mask_filter(kept, rules)
+    behaviour = behaviour_by_episode(kept, config.loop_repeats)
+    shaping = {episode_id: config.penalties.shaping(flags) for episode_id, flags in behaviour.items()}
+    result = apply_mask_filter(kept, rules, shaping)
     cancelled = writer.cancelled()
     episodes = sum(len(g) for g in kept)
     extra = {f"rollout/{k}": v for k, v in result.stats.items()}
@@ -164,12 +184,14 @@ def _finish(config: RolloutConfig, writer: PartWriter, wall_s: float, finished_n
     extra["rollout/skipped_uniform_task"] = float(sum(c["state"] == "skipped" for c in cancelled))
     extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
     extra["rollout/groups_informative"] = float(sum(informative(g) for g in kept))
+    extra["rollout/quarantined_tasks"] = float(quarantined)
     extra["rollout/wall_s"] = wall_s
     extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
-    thresholds = MonitorThresholds(config.loop_repeats, config.warn_destructive_rate,
-                                   config.warn_test_access_rate, config.warn_loop_rate,
-                                   config.warn_failure_rate)  # fmt: skip
-    metrics = monitor_rows(kept, thresholds, extra_global=extra, cancelled=cancelled)
+    thresholds = MonitorThresholds(destructive_rate=config.warn_destructive_rate,
+                                   test_access_rate=config.warn_test_access_rate,
+                                   loop_rate=config.warn_loop_rate,
+                                   failure_rate=config.warn_failure_rate)  # fmt: skip
+    metrics = monitor_rows(kept, thresholds, behaviour, extra_global=extra, cancelled=cancelled)
     write_rollout_metrics(config.metrics_path, metrics)
     writer.merge(result.rows, config.out, keep_parts=config.keep_parts)
     return RolloutSummary(

@@ -29,6 +29,11 @@ and two the trainer adds when a term of the objective is switched off:
 
     imitation_off a demonstration, while il_weight is 0
     rl_off        a policy episode, while rl_weight is 0
+
+Behaviour shaping (``shaping``: rollout's penalties for retry loops, destructive
+commands, test access; ≤ 0) is read beside the outcome reward; the group
+advantage is taken on their sum (``Episode.shaped_reward``). A file written
+before the column existed, and a demonstration, has none: 0.
 """
 
 from __future__ import annotations
@@ -49,8 +54,8 @@ __all__ = ["SOURCES", "Episode", "exclusion_counts", "load_episodes"]
 
 _COLUMNS = [
     "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
-    "response_logprobs", "reward", "success", "masked", "mask_reason", "drop", "placeholder", "trainable",
-    "source", "replayed", "anchor",
+    "response_logprobs", "reward", "shaping", "success", "masked", "mask_reason", "drop", "placeholder",
+    "trainable", "source", "replayed", "anchor",
 ]
 
 SOURCES = ("policy", "expert")
@@ -64,6 +69,7 @@ class Episode:
     group_id: str
     task_id: str
     reward: float
+    """The outcome reward (the tests' verdict); the imitation loss weighs demonstrations by it."""
     success: bool
     input_ids: Tensor
     """[T] the whole token stream."""
@@ -77,6 +83,8 @@ class Episode:
     """``policy`` (sampled by the policy) or ``expert`` (a demonstration: imitation only)."""
     anchor: int = 1
     """1-based chunk where policy sampling started (1: from scratch)."""
+    shaping: float = 0.0
+    """Rollout's behaviour-shaping reward (≤ 0); 0 for a demonstration or an older artifact."""
     chunk_replayed: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
     """[C] whether each chunk was replayed from a demonstration rather than sampled."""
     exclusion: str | None = None
@@ -100,6 +108,11 @@ class Episode:
     @property
     def is_expert(self) -> bool:
         return self.source == "expert"
+
+    @property
+    def shaped_reward(self) -> float:
+        """What the group advantage is computed from: the outcome reward plus the shaping."""
+        return self.reward + self.shaping
 
     @property
     def chunk_tokens(self) -> Tensor:
@@ -153,6 +166,8 @@ def _episode_from_rows(rows: list[dict]) -> Episode:
         response_tokens=int((token_chunk >= 0).sum()),
         source=source,
         anchor=anchor,
+        # a demonstration's reward is a given, not the policy's behaviour: nothing to shape
+        shaping=0.0 if source == "expert" else float(first["shaping"] or 0.0),
         chunk_replayed=torch.tensor(replayed, dtype=torch.bool),
         exclusion=exclusion,
         rollout_valid=exclusion is None,

@@ -82,6 +82,8 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
     anchored episode never gets RL loss, since the policy did not choose it. Imitation
     (``chunk_imitate``) takes every chunk of a demonstration, and demonstrations stay
     out of the group advantages: their reward is a given, not an outcome of the policy.
+    A policy episode's advantage is taken on its outcome reward plus rollout's behaviour
+    shaping, so a penalised episode falls below its otherwise equal group mates.
     """
     for episode in episodes:
         if episode.exclusion is None and episode.is_expert and config.il_weight == 0:
@@ -92,7 +94,7 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
     groups = {g: i for i, g in enumerate(sorted({e.group_id for e in valid}))}
     if valid:
         advantages = group_advantages(
-            torch.tensor([e.reward for e in valid]),
+            torch.tensor([e.shaped_reward for e in valid]),
             torch.tensor([groups[e.group_id] for e in valid]),
             std_normalise=config.std_normalise,
         )
@@ -117,6 +119,7 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
         "data/episodes": len(episodes),
         "data/expert": sum(e.is_expert for e in episodes),
         "data/anchored": sum(not e.is_expert and bool(e.chunk_replayed.any()) for e in episodes),
+        "data/shaped": sum(e.shaping != 0.0 for e in valid),
         "data/positive": int((values > 0).sum()),
         "data/negative": int((values < 0).sum()),
         "data/advantage_mean": float(values.mean()) if values.numel() else 0.0,

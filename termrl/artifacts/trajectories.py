@@ -28,6 +28,11 @@ Episode columns (repeated on each of the episode's rows)
     anchor            (1.1) 1-based chunk index where policy sampling started (null means 1,
                       from scratch). A policy episode started from anchor k of a
                       demonstration (chunk-initialized resampling) replays chunks 1 … k−1.
+    shaping           (1.2) the behaviour-shaping reward of a policy episode (≤ 0: retry
+                      loops, destructive commands, test access, each with rollout's weight;
+                      0.0 with the penalties off; null means 0.0). Kept apart from
+                      ``reward``, the tests' outcome: train adds the two before the group
+                      advantage, eval never sees shaping.
 
 A placeholder row stands in for an episode that produced nothing (env init
 failed, sandbox unavailable, reward failed): empty token lists, ``masked``
@@ -35,7 +40,8 @@ true, ``placeholder`` true, zero reward — the batch keeps its shape and the
 trainer gives it zero weight.
 
 Version 1.1 added ``source``, ``replayed`` and ``anchor``; a 1.0 file reads with
-them null (a policy episode sampled from scratch).
+them null (a policy episode sampled from scratch). Version 1.2 added ``shaping``;
+an older file reads with it null (no shaping).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ __all__ = ["TRAJECTORIES", "read_trajectories", "write_trajectories"]
 
 TRAJECTORIES = ArtifactSchema(
     name="trajectories",
-    version="1.1",
+    version="1.2",
     schema=pa.schema(
         [
             # identity
@@ -75,6 +81,7 @@ TRAJECTORIES = ArtifactSchema(
             pa.field("replayed", pa.bool_()),  # 1.1
             # episode
             pa.field("reward", pa.float64(), nullable=False),
+            pa.field("shaping", pa.float64()),  # 1.2
             pa.field("success", pa.bool_(), nullable=False),
             pa.field("stop_reason", pa.string(), nullable=False),
             pa.field("failure_type", pa.string()),
@@ -93,6 +100,9 @@ TRAJECTORIES = ArtifactSchema(
 
 ADDED_IN_1_1 = ("replayed", "source", "anchor")
 """Columns a 1.0 file lacks; ``read_trajectories`` fills them with nulls."""
+ADDED_IN_1_2 = ("shaping",)
+"""Columns a 1.0 or 1.1 file lacks; ``read_trajectories`` fills them with nulls."""
+_ADDED = ADDED_IN_1_1 + ADDED_IN_1_2
 
 
 def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
@@ -101,12 +111,12 @@ def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
 
 
 def read_trajectories(path: str | os.PathLike) -> pa.Table:
-    """Read and validate a trajectories artifact; a 1.0 file gets the 1.1 columns as nulls."""
+    """Read and validate a trajectories artifact; an older file gets the later columns as nulls."""
     try:
         present = set(pq.read_schema(path).names)
     except (OSError, pa.ArrowInvalid):
-        present = set(ADDED_IN_1_1)  # let read_artifact report the unreadable file
-    missing = [TRAJECTORIES.schema.field(name) for name in ADDED_IN_1_1 if name not in present]
+        present = set(_ADDED)  # let read_artifact report the unreadable file
+    missing = [TRAJECTORIES.schema.field(name) for name in _ADDED if name not in present]
     if not missing:
         return read_artifact(path, TRAJECTORIES)
     older = pa.schema([f for f in TRAJECTORIES.schema if f not in missing])

@@ -38,6 +38,7 @@ __all__ = [
     "cache_root",
     "default_model_dir",
     "default_tokenizer_dir",
+    "place_model",
     "find_default_gguf",
     "load_default_tokenizer",
     "load_tokenizer",
@@ -250,3 +251,23 @@ def resolve_model_path(model: str | os.PathLike | None) -> Path:
             "termrl never downloads weights"
         )
     return path
+
+
+def place_model(folder: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """The model folder ``folder`` at ``out`` (replacing whatever is there), as another artifact.
+
+    Files are hard-linked when ``out`` is on the same file system: a model is hundreds of
+    megabytes and is never written in place (every stage writes new folders). Otherwise copied.
+    """
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(folder, out, copy_function=link_or_copy)
+    return out

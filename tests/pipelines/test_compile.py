@@ -37,8 +37,8 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
     _, spec, _ = compiled
     tasks = spec.root.dag.tasks
     # prepare, (synthesize + verify) x 2 (training, held-out), curate, demonstrate x 2, imitation,
-    # (rollout + train) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
-    assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 3 + 4 + 1
+    # (rollout + train + health) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
+    assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
     names = {t.task_info.name for t in tasks.values()}
     assert {"phase 1 · rollout 1/2", "phase 1 · train 2/2 (positive-only)", "phase 2 · train 1/1 (full)",
             "demonstrate · imitation pool", "demonstrate · phase-1 pool", "imitation · train on demonstrations",
@@ -56,10 +56,19 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
     key = lambda task, name: tasks[task].inputs.artifacts[name].task_output_artifact.output_artifact_key  # noqa: E731
     assert key("demonstrate", "tasks") == "imitation_pool" and key("demonstrate-2", "tasks") == "train_pool"
     assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
-    # train N consumes rollout N's trajectories and the policy of train N-1
+    # train N consumes rollout N's trajectories; each round starts from the policy the health
+    # step after the round before handed on (its new checkpoint, or the fallback on a collapse)
     assert producer("rollout", "policy") == "train"
-    assert producer("train-3", "policy") == "train-2"
+    assert producer("train-3", "policy") == producer("rollout-2", "policy") == "health"
+    assert producer("train-4", "policy") == producer("rollout-3", "policy") == "health-2"
     assert producer("train-3", "trajectories") == "rollout-2"
+    assert producer("health-2", "checkpoint") == "train-3" and producer("health-2", "rollout_metrics") == "rollout-2"
+    assert producer("health-2", "fallback") == producer("health-2", "previous") == "health"
+    assert "previous" not in tasks["health"].inputs.artifacts
+    assert producer("health", "fallback") == producer("health", "policy") == "train"  # the imitation policy
+    options = tasks["train-3"].inputs.parameters["options"].task_output_parameter
+    assert (options.producer_task, options.output_parameter_key) == ("health", "next_train_options")
+    assert producer("compare", "health") == "health-3"
     assert tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "expert_pool"
     assert tasks["rollout"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "train_pool"
     modes = {n: t.inputs.parameters["mode"].runtime_value.constant.string_value
@@ -68,8 +77,8 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
                      "train-4": "full"}  # fmt: skip
     evals = {t.task_info.name: t for t in tasks.values() if t.task_info.name.startswith("eval")}
     assert {name: t.inputs.artifacts["policy"].task_output_artifact.producer_task for name, t in evals.items()
-            if name != "eval · base policy"} == {"eval · after imitation": "train", "eval · after phase 1": "train-3",
-                                                 "eval · final policy": "train-4"}  # fmt: skip
+            if name != "eval · base policy"} == {"eval · after imitation": "train", "eval · after phase 1": "health-2",
+                                                 "eval · final policy": "health-3"}  # fmt: skip
     # every policy is evaluated on the same held-out tasks, which training never sees
     assert {t.inputs.artifacts["tasks"].task_output_artifact.producer_task for t in evals.values()} == {"verify-2"}
 
@@ -116,7 +125,7 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
     path, _, platform = compiled
     assert platform is not None
     executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 3 + 4 + 1
+    assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
     for name, config in executors.items():
         assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
         assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "termrl-model-cache"
@@ -166,10 +175,10 @@ def test_compile_command_writes_uploadable_yaml(tmp_path):
                                                   "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
-    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 2 * 4 + 4 + 1
+    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 4 + 4 + 1
     assert spec.root.input_definitions.parameters["code_version"].default_value.string_value.startswith("src-")
     assert "registry.example/termrl/stage-gpu:1" in out.read_text()
-    assert "termrl-curriculum: 22 tasks" in result.output
+    assert "termrl-curriculum: 26 tasks" in result.output
 
 
 def test_source_version_follows_stage_code_only(tmp_path):

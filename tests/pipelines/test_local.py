@@ -28,8 +28,8 @@ TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "grou
         "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1",
         "--set", "train.eps_high=0.3"]  # fmt: skip
 # prepare, 2 x (synthesize, verify), curate, 2 x demonstrate, imitation, 2 x (rollout, train),
-# 4 evals (base, imitation, phase 1, final), compare
-STAGES = 18
+# 2 health steps, 4 evals (base, imitation, phase 1, final), compare
+STAGES = 20
 
 
 def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:

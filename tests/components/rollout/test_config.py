@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from components.rollout.behaviour import Penalties
 from components.rollout.config import RolloutConfig
 from termrl.errors import ConfigError
 
@@ -29,3 +30,30 @@ def test_derived_values(tmp_path):
     assert config.metrics_path == tmp_path / "rollout_metrics.parquet"
     assert config.groups_started == 5
     assert config.agent.max_turns == 5 and config.agent.lifetime_s == config.episode_lifetime_s
+
+
+def test_penalties_and_quarantine(tmp_path):
+    tasks = tmp_path / "tasks.parquet"
+    tasks.touch()
+    config = RolloutConfig(tasks=tasks, loop_penalty=-0.1, test_access_penalty=-1.0, quarantine=("a", ""))
+    with pytest.raises(ConfigError) as error:
+        config.validate()
+    assert len(error.value.problems) == 3
+    assert "loop_penalty must not be negative" in error.value.problems[0]
+    assert "test_access_penalty must not be negative" in error.value.problems[1]
+    assert "quarantine must hold task ids" in error.value.problems[2]
+    # off by default; the weights reach the penalties
+    assert RolloutConfig().penalties == Penalties(0.0, 0.0, 0.0)
+    assert RolloutConfig(destructive_penalty=0.1).penalties.destructive == 0.1
+
+
+def test_the_health_checks_rollout_settings_are_fields():
+    # components/health names these options; a name it emits that the config lacks would be refused
+    from components.health.verdict import PENALTY_SETTINGS, QUARANTINE
+    from termrl.settings import build_config
+
+    options = {key.removeprefix("rollout."): value for key, value in
+               [*((k, 0.1) for k in PENALTY_SETTINGS.values()), (QUARANTINE, ["t1", "t2"])]}  # fmt: skip
+    config = build_config(RolloutConfig, {}, options)
+    assert (config.loop_penalty, config.destructive_penalty, config.test_access_penalty) == (0.1, 0.1, 0.1)
+    assert config.quarantine == ("t1", "t2")  # the verdict's JSON list, typed back to a tuple

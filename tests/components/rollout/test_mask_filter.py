@@ -110,3 +110,23 @@ def test_apply_mask_filter_drops_whole_groups_and_keeps_the_batch_shape(tmp_path
     # The rows are a valid trajectories artifact.
     write_trajectories(tmp_path / "t.parquet", result.rows)
     assert read_trajectories(tmp_path / "t.parquet").num_rows == len(result.rows)
+
+
+def test_every_row_carries_its_episodes_shaping_beside_the_outcome_reward(tmp_path):
+    looped = record(0, 0, commands=("make", "make", "make"), exit_codes=(2, 2, 2))  # passed anyway
+    clean = record(0, 1)
+    env_failed = record(1, 0, commands=(), stop="error", failure="EnvInitFailed", success=False)
+    shaping = {"g0-e0": -0.1, "g0-e1": 0.0, "g1-e0": -0.5}  # the placeholder's would be a bug
+    result = apply_mask_filter([[looped, clean], [env_failed]], RULES, shaping)
+    by_episode: dict[str, list[dict]] = {}
+    for row in result.rows:
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    assert [(r["reward"], r["shaping"]) for r in by_episode["g0-e0"]] == [(1.0, -0.1)] * 4  # 3 calls + done
+    assert {r["shaping"] for r in by_episode["g0-e1"]} == {0.0}
+    assert by_episode["g1-e0"][0]["shaping"] == 0.0  # a placeholder carries nothing
+    # the mean is over the episodes as written: (−0.1 + 0 + 0) / 3
+    assert result.stats["episodes_shaped"] == 1 and result.stats["shaping_mean"] == pytest.approx(-0.1 / 3)
+    write_trajectories(tmp_path / "t.parquet", result.rows)
+    assert read_trajectories(tmp_path / "t.parquet").column("shaping").to_pylist()[:4] == [-0.1] * 4
+    # no shaping given (penalties off): 0.0 on every row
+    assert {r["shaping"] for r in apply_mask_filter([[looped, clean]], RULES).rows} == {0.0}

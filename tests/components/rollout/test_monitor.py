@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from components.rollout.monitor import (
-    MonitorThresholds,
-    command_name,
+from components.rollout.behaviour import (
+    behaviour_by_episode,
     has_loop,
     is_destructive,
     is_test_access,
-    monitor_rows,
-    summary_lines,
 )
+from components.rollout.monitor import MonitorThresholds, command_name, monitor_rows, summary_lines
 from termrl.artifacts import read_rollout_metrics, write_rollout_metrics
 from tests.components.rollout.records import record
 
@@ -51,8 +49,12 @@ def test_command_names_and_loops():
     assert command_name("FOO=1 sudo /usr/bin/grep -r x .") == "grep"
     assert command_name("  ls -la") == "ls"
     assert command_name("echo 'unclosed") == "echo"
-    assert has_loop(["ls", "cat a", "cat a", "cat a"], 3)
-    assert not has_loop(["cat a", "ls", "cat a", "ls", "cat a"], 3)
+    assert has_loop([("ls", 0, False)] + [("cat a", 1, False)] * 3, 3)
+    assert has_loop([("sleep 99", None, True)] * 3, 3)  # the same timeout, three times
+    assert not has_loop([("cat a", 1, False), ("ls", 0, False)] * 3, 3)  # not in a row
+    # a retry loop is the same *failing* result: polling that succeeds, or a result that changes, is not
+    assert not has_loop([("ls out", 0, False)] * 4, 3)
+    assert not has_loop([("make", 2, False), ("make", 2, False), ("make", 0, False)], 3)
 
 
 def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path, capsys):
@@ -64,7 +66,7 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
          record(1, 1, task="b", commands=("rm -rf /",), timed_out=(True,), success=False)],
     ]
     groups[0][0].tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
-    rows = monitor_rows(groups, MonitorThresholds(loop_repeats=3, loop_rate=0.2),
+    rows = monitor_rows(groups, MonitorThresholds(loop_rate=0.2), behaviour_by_episode(groups, 3),
                         extra_global={"rollout/groups_dropped": 1.0},
                         cancelled=[{"task_id": "b", "state": "running"}, {"task_id": "b", "state": "queued"},
                                    {"task_id": "c", "state": "running"}])

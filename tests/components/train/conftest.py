@@ -65,7 +65,7 @@ def episode_rows(
     **flags: Any,
 ) -> list[dict[str, Any]]:
     """Rows of one episode; ``flags`` may set masked/mask_reason/drop/placeholder/trainable,
-    and the 1.1 columns: source, anchor, replayed (a list, one flag per chunk)."""
+    the 1.1 columns: source, anchor, replayed (a list, one flag per chunk), and 1.2's shaping."""
     success = reward > 0 if success is None else success
     rows = []
     replayed = flags.get("replayed") or [None] * len(chunks)
@@ -84,6 +84,7 @@ def episode_rows(
                 "response_ids": response,
                 "response_logprobs": lp,
                 "reward": reward,
+                "shaping": flags.get("shaping"),
                 "success": success,
                 "stop_reason": "done",
                 "masked": flags.get("masked", False),

@@ -39,3 +39,33 @@ def test_chunk_returns_discount_over_chunks():
     # γ = 1: every chunk carries the episode advantage
     out = chunk_advantages(torch.tensor([1.0, -2.0]), torch.tensor([0, 0, 0, 1]), torch.tensor([0, 1, 2, 0]), gamma=1.0)
     assert out.tolist() == [1.0, 1.0, 1.0, -2.0]
+
+
+def test_shaping_gives_a_group_of_equal_outcomes_a_signal(tmp_path):
+    # four passes, one of them in a retry loop (shaping −0.1): without shaping the group is uniform
+    # (every advantage 0); with it, the shaped rewards are [1, 1, 1, 0.9]
+    #   mean 0.975, deviations [0.025, 0.025, 0.025, −0.075], population std √0.001875 = 0.0433
+    #   A = [1/√3, 1/√3, 1/√3, −√3] = [0.577, 0.577, 0.577, −1.732]
+    from components.train.config import TrainConfig
+    from components.train.data import load_episodes
+    from components.train.trainer import prepare_episodes
+    from termrl.artifacts.trajectories import write_trajectories
+
+    from .conftest import episode_rows
+
+    def advantages(loop_shaping: float) -> dict[str, float]:
+        data = []
+        for name in ("a", "b", "c", "looped"):
+            data += episode_rows(episode_id=name, group_id="g", chunks=[([1], [2, 3])], logprobs=[[-0.5] * 2],
+                                 reward=1.0, shaping=loop_shaping if name == "looped" else 0.0)
+        path = tmp_path / f"t{loop_shaping}.parquet"
+        write_trajectories(path, data)
+        episodes = load_episodes(path, max_failed_response_tokens=100, max_episode_tokens=100)
+        stats = prepare_episodes(episodes, TrainConfig(mode="full"))
+        assert stats["data/shaped"] == (1 if loop_shaping else 0)
+        return {e.episode_id: e.advantage for e in episodes}
+
+    assert advantages(0.0) == {"a": 0.0, "b": 0.0, "c": 0.0, "looped": 0.0}
+    shaped = advantages(-0.1)
+    expected = [3**-0.5] * 3 + [-(3**0.5)]
+    assert [shaped[e] for e in ("a", "b", "c", "looped")] == pytest.approx(expected, rel=1e-4)

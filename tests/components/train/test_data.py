@@ -80,22 +80,31 @@ def test_missing_logprobs_mean_unknown_mu(tmp_path):
     assert torch.isnan(episode.mu_logprobs).all()
 
 
-def test_old_trajectories_without_the_1_1_columns_still_load(tmp_path):
-    # a file written under schema 1.0: no source, replayed or anchor columns at all
+def write_older(path, data, version, lacking):
+    """``data`` written as an older writer did: under ``version``, without the ``lacking`` columns."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from termrl.artifacts.contract import ArtifactSchema, artifact_info, write_artifact
-    from termrl.artifacts.trajectories import ADDED_IN_1_1, TRAJECTORIES
+    from termrl.artifacts.trajectories import TRAJECTORIES
 
-    old_schema = pa.schema([f for f in TRAJECTORIES.schema if f.name not in ADDED_IN_1_1])
-    data = rows("e", [([10, 11], [20, 21]), ([12], [23])])
+    old_schema = pa.schema([f for f in TRAJECTORIES.schema if f.name not in lacking])
     for row in data:
-        for name in ADDED_IN_1_1:
+        for name in lacking:
             del row[name]
-    write_artifact(tmp_path / "old.parquet", data, ArtifactSchema("trajectories", "1.0", old_schema))
-    assert artifact_info(tmp_path / "old.parquet") == ("trajectories", "1.0")
+    write_artifact(path, data, ArtifactSchema("trajectories", version, old_schema))
+    assert artifact_info(path) == ("trajectories", version)
+    assert not set(lacking) & set(pq.read_schema(path).names)
+
+
+def test_old_trajectories_without_the_1_1_columns_still_load(tmp_path):
+    # a file written under schema 1.0: no source, replayed, anchor (or shaping) columns at all
+    from termrl.artifacts.trajectories import ADDED_IN_1_1, ADDED_IN_1_2
+
+    data = rows("e", [([10, 11], [20, 21]), ([12], [23])])
+    write_older(tmp_path / "old.parquet", data, "1.0", ADDED_IN_1_1 + ADDED_IN_1_2)
     [episode] = load_episodes(tmp_path / "old.parquet", max_failed_response_tokens=100, max_episode_tokens=100)
-    assert episode.source == "policy" and episode.anchor == 1
+    assert episode.source == "policy" and episode.anchor == 1 and episode.shaping == 0.0
     assert episode.chunk_replayed.tolist() == [False, False]
     assert not any(math.isnan(x) for x in episode.mu_logprobs[episode.token_chunk >= 0].tolist())
 
@@ -140,3 +149,23 @@ def test_demonstrations_artifact_joins_the_trajectories(tmp_path):
     with pytest.raises(ArtifactError, match="episode id 'p'"):
         load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20,
                       demonstrations=tmp_path / "dup.parquet")
+
+
+def test_trajectories_without_the_shaping_column_load_with_no_shaping(tmp_path):
+    # a 1.1 file: everything but shaping
+    from termrl.artifacts.trajectories import ADDED_IN_1_2
+
+    write_older(tmp_path / "old.parquet", rows("e", [([1], [2, 3])], reward=0.5), "1.1", ADDED_IN_1_2)
+    [episode] = load_episodes(tmp_path / "old.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+    assert (episode.reward, episode.shaping, episode.shaped_reward) == (0.5, 0.0, 0.5)
+
+
+def test_shaping_is_read_for_policy_episodes_only(tmp_path):
+    data = (rows("looped", [([1], [2])], shaping=-0.1) + rows("clean", [([1], [2])], shaping=0.0)
+            + rows("unset", [([1], [2])])  # null: a writer without penalties
+            + rows("x", [([1], [3])], source="expert", shaping=-0.5))  # a demonstration is never shaped
+    write_trajectories(tmp_path / "t.parquet", data)
+    episodes = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=5, max_episode_tokens=20)
+    assert {e.episode_id: (e.reward, e.shaping) for e in episodes} == {
+        "looped": (1.0, -0.1), "clean": (1.0, 0.0), "unset": (1.0, 0.0), "x": (1.0, 0.0)}
+    assert next(e for e in episodes if e.episode_id == "looped").shaped_reward == pytest.approx(0.9)

@@ -1,0 +1,96 @@
+"""The health stage as a KFP component: a typed signature, one call into the stage.
+
+Imports live inside the function (it runs in the stage image). ``code_version``
+only feeds the cache key. It judges one iteration: the report of the previous
+health step carries the run's history, and this step's report is the next
+one's ``previous``.
+
+The step itself hands on the policy the next iteration starts from
+(``next_policy``: the new checkpoint, or ``fallback`` on a rollback) and the
+options it trains and rolls out with. A ``dsl.If``/``dsl.Else`` pair with
+``dsl.OneOf`` would express the same choice in the graph, but kfp's local
+runner cannot resolve ``dsl.OneOf`` over artifacts ("Expected 1 artifact in
+ArtifactSelectorSpec"), and ``termrl run`` runs the very graph a cluster runs.
+Locally the hand-on is a hard link per file, so it costs no copy.
+"""
+
+from typing import NamedTuple, Optional
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+
+from components.images import CPU_IMAGE
+
+__all__ = ["health"]
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def health(
+    code_version: str,
+    rollout_metrics: Input[Dataset],
+    policy: Input[Model],
+    checkpoint: Input[Model],
+    fallback: Input[Model],
+    report: Output[Artifact],
+    metrics: Output[Metrics],
+    next_policy: Output[Model],
+    next_fallback: Output[Model],
+    previous: Optional[Input[Artifact]] = None,  # noqa: UP045 - kfp reads Optional[...]
+    train_options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
+    rollout_options: dict = None,
+    thresholds: dict = None,
+    mitigations: dict = None,
+) -> NamedTuple("Outputs", [("verdict", str), ("rollback_iteration", int), ("next_train_options", dict),
+                            ("next_rollout_options", dict)]):  # fmt: skip
+    """The run's health after an iteration -> the policy and options the next iteration starts from.
+
+    Args:
+        rollout_metrics: The iteration's rollout metrics (long format); they measure ``policy``.
+        policy: The policy the iteration started from (its rollout ran it).
+        checkpoint: The iteration's train output (train_metrics.parquet and training_state/ inside).
+        fallback: The newest policy an earlier rollout measured without a collapse (the previous
+            step's ``next_fallback``; the first step gets the starting policy): the rollback target.
+        previous: The previous health step's report (the run so far); none for the first iteration.
+        train_options: The run's own train options; the verdicts' settings go on top.
+        rollout_options: The run's own rollout options; the verdicts' settings go on top.
+        thresholds: Overrides of the detectors' thresholds (``Thresholds`` fields).
+        mitigations: Overrides of the treatments' strengths (``Mitigations`` fields).
+
+    Returns:
+        next_policy: ``checkpoint``, or ``fallback`` on a rollback.
+        next_fallback: ``policy`` (just measured without a collapse), or ``fallback`` on a rollback.
+        verdict: healthy, mitigate or rollback.
+        rollback_iteration: rollback: the iteration whose checkpoint the run restarts from (−1: the
+            starting policy); otherwise the iteration just judged.
+        next_train_options: ``train_options`` with every train setting the verdicts made.
+        next_rollout_options: ``rollout_options`` with every rollout setting (penalties, quarantine).
+    """
+    import json
+    import pathlib
+    from collections import namedtuple
+
+    from components.health.config import HealthConfig
+    from components.health.detectors import Thresholds
+    from components.health.stage import main
+    from components.health.verdict import Mitigations
+    from termrl.llm.models import place_model
+    from termrl.settings import build_config
+
+    result = main(HealthConfig(
+        rollout_metrics=[pathlib.Path(rollout_metrics.path)], train=[pathlib.Path(checkpoint.path)],
+        previous=pathlib.Path(previous.path) if previous is not None else None, out=pathlib.Path(report.path),
+        start_policy=policy.path, thresholds=build_config(Thresholds, {}, thresholds),
+        mitigations=build_config(Mitigations, {}, mitigations),
+    ))  # fmt: skip
+    data = result.to_dict()
+    last = result.verdicts[-1]
+    rolled_back = last.kind == "rollback"
+    place_model(fallback.path if rolled_back else checkpoint.path, next_policy.path)
+    place_model(fallback.path if rolled_back else policy.path, next_fallback.path)
+    values = {"health/iteration": float(data["iteration"]), "health/findings": float(len(last.findings)),
+              **{f"health/{kind}": float(last.kind == kind) for kind in ("healthy", "mitigate", "rollback")}}  # fmt: skip
+    metrics.metadata.update(values)
+    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))
+    outputs = namedtuple("Outputs", ["verdict", "rollback_iteration", "next_train_options", "next_rollout_options"])
+    target = last.to_iteration if last.to_iteration is not None else data["iteration"]
+    return outputs(last.kind, target, {**(train_options or {}), **data["options"]["train"]},
+                   {**(rollout_options or {}), **data["options"]["rollout"]})
