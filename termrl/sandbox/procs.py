@@ -14,7 +14,15 @@ them: a *service* is a process holding a listening socket (TCP listen, bound
 UDP, listening unix socket) and everything below it (its workers). The init
 process (pid 1 inside) is left alone too: it only reaps.
 
-    stopped = stop_agent_processes(init_pid)    SIGSTOP all but init and services, repeated
+A service is only recognisable once it listens. An agent that starts a server
+and says ``done`` at once leaves a process that binds its port a moment later
+(seconds on a loaded machine); stopped before that, it never binds and a
+correct solution fails. So scoring first waits, at most ``SERVICE_GRACE_SEC``,
+until every other process is that old, listens, or has exited: nothing is
+waited for when the agent left nothing young behind.
+
+    stopped = stop_agent_processes(init_pid)    wait for services still starting (below), then
+                                                SIGSTOP all but init and services, repeated
                                                 until no new process appears (a loop that
                                                 forks is caught in the next round)
     ... tests run ...
@@ -26,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 __all__ = [
@@ -38,10 +47,14 @@ __all__ = [
     "service_pids",
     "stop_agent_processes",
     "with_argument",
+    "young_processes",
 ]
 
 STOP_ROUNDS = 50
 """Enough for any chain of forks racing the stopper (each round stops every process it sees)."""
+
+SERVICE_GRACE_SEC = 10.0
+"""How long a new process may take to start listening before scoring stops it (see above)."""
 
 
 @dataclass(frozen=True)
@@ -180,12 +193,37 @@ def service_pids(init: int, members: list[int] | None = None) -> set[int]:
     return services & set(members)
 
 
-def stop_agent_processes(init: int) -> list[StoppedProcess]:
+def _age_sec(start_time: int) -> float:
+    """Seconds since a process started (``start_time``: clock ticks after boot, /proc/<pid>/stat)."""
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - start_time / os.sysconf("SC_CLK_TCK")
+
+
+def young_processes(init: int, grace_sec: float) -> list[int]:
+    """Running processes of ``init``'s sandbox, not init and not services, started less than
+    ``grace_sec`` ago: servers that may still be on their way to listening."""
+    members = namespace_members(init)
+    services = service_pids(init, members)
+    young = []
+    for pid in members:
+        stat = None if pid == init or pid in services else _stat(pid)
+        if stat is not None and stat[0] not in "TtZX" and _age_sec(stat[2]) < grace_sec:
+            young.append(pid)
+    return young
+
+
+def stop_agent_processes(init: int, grace_sec: float = SERVICE_GRACE_SEC) -> list[StoppedProcess]:
     """SIGSTOP every process of ``init``'s sandbox except init itself and the services.
 
-    Processes that are stopped already (state T) or zombies are left as they
-    are and not recorded, so ``resume`` never wakes what the agent had stopped.
+    First waits (at most ``grace_sec``) until no process younger than ``grace_sec`` is
+    left that could still become a service. Processes that are stopped already (state T)
+    or zombies are left as they are and not recorded, so ``resume`` never wakes what the
+    agent had stopped.
     """
+    deadline = time.monotonic() + grace_sec
+    while time.monotonic() < deadline and young_processes(init, grace_sec):
+        time.sleep(0.2)
     stopped: dict[int, StoppedProcess] = {}
     for _ in range(STOP_ROUNDS):
         members = namespace_members(init)

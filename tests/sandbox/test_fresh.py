@@ -110,3 +110,13 @@ async def test_agent_stopped_freezes_leftovers_but_not_services(local, base_imag
             assert (await session.exec_fresh("sleep 0.2; cat /tmp/tick")).output == stopped_tick  # frozen
         after = await session.exec(state)
         assert "T" not in after.output.split()
+
+
+async def test_a_service_still_starting_when_scoring_begins_is_not_stopped(local, base_images):
+    """An agent may start a server and say done at once; the server listens seconds later on a
+    loaded machine. Scoring must not freeze it on the way (a correct solution would fail)."""
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("setsid nohup bash -c 'sleep 3; exec python3 -m http.server 8125' >/dev/null 2>&1 &")
+        async with session.agent_stopped():
+            answer = await session.exec_fresh("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8125/")
+        assert answer.output == "200", answer.output

@@ -21,21 +21,23 @@ __all__ = ["TAGS", "generate"]
 
 TAGS = ["service", "networking", "background-process"]
 
-# Polls the port: the service may still be starting when the tests begin.
+# Polls the port for up to 30 s: the service may still be starting when the tests begin, and
+# on a loaded machine a Python service takes seconds to bind (a count of tries failed there).
 HTTP_GET = '''
 import time, urllib.request
 
 
-def http_get(url, tries=24):
-    last = None
-    for _ in range(tries):
+def http_get(url, wait=30.0):
+    deadline, last = time.monotonic() + wait, None
+    while True:
         try:
-            with urllib.request.urlopen(url, timeout=3) as r:
+            with urllib.request.urlopen(url, timeout=5) as r:
                 return r.status, r.read().decode()
         except Exception as e:
             last = e
-            time.sleep(0.25)
-    fail("nothing answers at %s: %r" % (url, last))
+        if time.monotonic() > deadline:
+            fail("nothing answers at %s after %.0f s: %r" % (url, wait, last))
+        time.sleep(0.25)
 '''
 
 DETACH = "setsid nohup {cmd} > {log} 2>&1 < /dev/null &"
@@ -210,15 +212,16 @@ chmod +x {start}
 import socket, time
 
 
-def session(lines, tries=24):
-    for _ in range(tries):
+def session(lines, wait=30.0):
+    deadline = time.monotonic() + wait
+    while True:
         try:
             s = socket.create_connection(("127.0.0.1", {port}), timeout=5)
             break
         except OSError:
+            if time.monotonic() > deadline:
+                fail("nothing listens on port {port} after %.0f s" % wait)
             time.sleep(0.25)
-    else:
-        fail("nothing listens on port {port}")
     f = s.makefile("rw")
     out = []
     for line in lines:
