@@ -1,4 +1,4 @@
-"""``termrl run | compile | rerun | schedule``: the pipelines' command line.
+"""``termrl run | compile | rerun | schedule | cluster``: the pipelines' command line.
 
 Each command is a thin call into ``pipelines.*``; the lead wires them into
 ``termrl.cli`` (``main.add_command(run)`` and so on).
@@ -6,14 +6,18 @@ Each command is a thin call into ``pipelines.*``; the lead wires them into
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from components.images import CPU_IMAGE, GPU_IMAGE
+from pipelines import cluster as manifests
 from pipelines.options import pipeline_arguments
+from pipelines.placement import cluster_images, local_images, parse_gpu_placement
 from pipelines.versioning import source_version
 from termrl.errors import TermrlError
 
@@ -22,7 +26,55 @@ if TYPE_CHECKING:
 
 # kfp (and what it pulls in) is imported inside the commands: `termrl --help` stays quick.
 
-__all__ = ["compile_command", "rerun", "run", "schedule"]
+__all__ = ["cluster", "compile_command", "rerun", "run", "schedule"]
+
+_PLACEMENT_OPTIONS = ("registry", "cpu_image", "gpu_image", "image_pull_secrets", "gpu_tolerations",
+                      "gpu_node_selector")  # fmt: skip
+
+
+def _placement_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that let a cluster pull and place the stages, shared by every command that targets one.
+
+    They reach ``command`` as one dict, ``placement``, which ``_placement_fields`` turns into shape fields.
+    """
+
+    @functools.wraps(command)
+    def with_placement(**kwargs: Any) -> None:
+        command(placement={name: kwargs.pop(name) for name in _PLACEMENT_OPTIONS}, **kwargs)
+
+    options = [
+        click.option("--registry", default=None, metavar="REG",
+                     help="Registry the cluster pulls the stage images from: "
+                          "REG/termrl/stage-cpu:<code version> and REG/termrl/stage-gpu:<code version>."),
+        click.option("--cpu-image", default=None,
+                     help=f"Full name of the CPU stages' image (wins over --registry; {CPU_IMAGE} is local)."),
+        click.option("--gpu-image", default=None,
+                     help=f"Full name of the image of rollout, train and eval (wins over --registry; "
+                          f"{GPU_IMAGE} is local)."),
+        click.option("--image-pull-secret", "image_pull_secrets", multiple=True, metavar="NAME",
+                     help="Secret every stage pulls its image with (a private registry; repeatable)."),
+        click.option("--gpu-toleration", "gpu_tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT]",
+                     help="Taint of the GPU nodes that rollout, train and eval tolerate (repeatable), e.g. "
+                          "nvidia.com/gpu:NoSchedule; without VALUE any value (Exists), without EFFECT any effect."),
+        click.option("--gpu-node-selector", multiple=True, metavar="LABEL=VALUE",
+                     help="Node label that rollout, train and eval require (repeatable), e.g. "
+                          "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        with_placement = option(with_placement)
+    return with_placement
+
+
+def _placement_fields(placement: dict[str, Any], tag: str) -> dict[str, Any]:
+    """Shape fields from the placement options; refuses images a cluster cannot pull (one line)."""
+    cpu, gpu = cluster_images(placement["registry"], placement["cpu_image"], placement["gpu_image"], tag)
+    if local := local_images([cpu, gpu]):
+        raise click.ClickException(
+            f"{' and '.join(local)}: a cluster cannot pull a local or unqualified image name; "
+            "pass --registry REG or full image names (--cpu-image, --gpu-image)")  # fmt: skip
+    tolerations, node_selector = parse_gpu_placement(placement["gpu_tolerations"], placement["gpu_node_selector"])
+    return {"cpu_image": cpu, "gpu_image": gpu, "image_pull_secrets": placement["image_pull_secrets"],
+            "gpu_tolerations": tolerations, "gpu_node_selector": node_selector}  # fmt: skip
 
 
 def _summary_lines(record: RunRecord) -> list[str]:
@@ -85,33 +137,31 @@ def run(runs_dir: str, name: str | None, cache_dir: str | None, phase1_iteration
               show_default=True)
 @click.option("--phase1-iterations", type=int, default=1, show_default=True)
 @click.option("--phase2-iterations", type=int, default=1, show_default=True)
-@click.option("--cpu-image", default=CPU_IMAGE, show_default=True,
-              help="Image of the CPU stages, as the cluster pulls it.")
-@click.option("--gpu-image", default=GPU_IMAGE, show_default=True,
-              help="Image of rollout, train and eval.")
+@_placement_options
 @click.option("--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE).")
 @click.option("--api-key-secret", default="", help="Secret whose keys become API-key env vars.")
 @click.option("--api-key-env", multiple=True, help="Secret key exposed as an env var (repeatable).")
 @click.option("--code-version", default=None, help="Default of code_version (default: the source hash).")
-def compile_command(out: str, name: str, phase1_iterations: int, phase2_iterations: int, cpu_image: str,
-                    gpu_image: str, model_cache_pvc: str, api_key_secret: str, api_key_env: tuple[str, ...],
-                    code_version: str | None) -> None:  # fmt: skip
-    """Compile a pipeline to YAML for the Kubeflow UI."""
+def compile_command(out: str, name: str, phase1_iterations: int, phase2_iterations: int,
+                    placement: dict[str, Any], model_cache_pvc: str, api_key_secret: str,
+                    api_key_env: tuple[str, ...], code_version: str | None) -> None:  # fmt: skip
+    """Compile a pipeline to YAML for the Kubeflow UI (images a cluster can pull: --registry or full names)."""
     from pipelines.compile import compile_pipeline, read_compiled
     from pipelines.curriculum import CurriculumShape
 
+    code_version = code_version or source_version()
     try:
         shape = CurriculumShape(
-            phase1_iterations, phase2_iterations, cpu_image=cpu_image, gpu_image=gpu_image,
-            code_version=code_version or source_version(), model_cache_pvc=model_cache_pvc,
+            phase1_iterations, phase2_iterations, code_version=code_version, model_cache_pvc=model_cache_pvc,
             api_key_secret=api_key_secret, **({"api_key_env": api_key_env} if api_key_env else {}),
+            **_placement_fields(placement, code_version),
         )  # fmt: skip
         path = compile_pipeline(name, out, shape)
         spec, _ = read_compiled(path)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"wrote {path} ({spec.pipeline_info.name}: {len(spec.root.dag.tasks)} tasks, "
-               f"code_version default {shape.code_version})")  # fmt: skip
+               f"code_version default {shape.code_version})\nimages: {shape.cpu_image}, {shape.gpu_image}")  # fmt: skip
 
 
 @click.command("rerun")
@@ -155,31 +205,68 @@ def schedule() -> None:
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Nightly-eval pipeline parameter.")
 @click.option("--experiment", default="termrl", show_default=True)
 @click.option("--namespace", default=None, help="KFP namespace (multi-user) / Argo namespace.")
-@click.option("--cpu-image", default=CPU_IMAGE, show_default=True)
-@click.option("--gpu-image", default=GPU_IMAGE, show_default=True)
+@_placement_options
 def schedule_nightly(cron: str, host: str | None, argo_out: str | None, settings: tuple[str, ...], experiment: str,
-                     namespace: str | None, cpu_image: str, gpu_image: str) -> None:  # fmt: skip
+                     namespace: str | None, placement: dict[str, Any]) -> None:  # fmt: skip
     """Run the nightly eval on a cron schedule (KFP recurring run, or Argo CronWorkflow with --argo)."""
+    from pipelines.curriculum import CurriculumShape
     from pipelines.local import pipeline_defaults
     from pipelines.nightly_eval import build_nightly_eval
     from pipelines.schedule import nightly_cron_workflow, round_trip, schedule_kfp
 
     if (host is None) == (argo_out is None):
         raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
+    code_version = source_version()
     try:
+        fields = _placement_fields(placement, code_version)
         defaults = pipeline_defaults(build_nightly_eval())
         params = pipeline_arguments(defaults, settings)
         if host is not None:
-            job = schedule_kfp(host, cron, params=params, experiment=experiment, namespace=namespace)
+            shape = CurriculumShape(code_version=code_version, **fields)
+            job = schedule_kfp(host, cron, params=params, experiment=experiment, namespace=namespace, shape=shape)
             click.echo(f"recurring run {job} created on {host} (cron {cron})")
             return
         keys = ("model", "task_count", "task_seed", "trials")
         workflow = nightly_cron_workflow(
-            cron, cpu_image=cpu_image, gpu_image=gpu_image, namespace=namespace or "default",
-            **{k: v for k, v in params.items() if k in keys},
+            cron, namespace=namespace or "default", **fields, **{k: v for k, v in params.items() if k in keys},
         )  # fmt: skip
         text, _ = round_trip(workflow)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     Path(argo_out).write_text(text)
     click.echo(f"wrote {argo_out} (CronWorkflow {workflow.name}, schedule {cron}); kubectl apply -f {argo_out}")
+
+
+@click.group("cluster")
+def cluster() -> None:
+    """What a Kubernetes cluster needs once before the pipeline runs there."""
+
+
+@cluster.command("manifests")
+@click.option("--namespace", default=manifests.NAMESPACE, show_default=True,
+              help="Namespace the pipeline's pods run in (standalone KFP: kubeflow; multi-user: your profile's).")
+@click.option("--sandbox-namespace", default=manifests.SANDBOX_NAMESPACE, show_default=True,
+              help="Namespace of the sandbox pods (the kubernetes sandbox backend's).")
+@click.option("--service-account", default=manifests.SERVICE_ACCOUNT, show_default=True,
+              help="Service account the pipeline's pods run as (standalone KFP: pipeline-runner; "
+                   "multi-user: default-editor).")
+@click.option("--existing-account", is_flag=True,
+              help="NAMESPACE and SERVICE_ACCOUNT exist already (KFP's): leave them out of the output.")
+@click.option("--sandbox-pods", type=int, default=manifests.SandboxQuota.pods, show_default=True,
+              help="Most sandbox pods at once (ResourceQuota).")
+@click.option("--sandbox-cpu", default=manifests.SandboxQuota.cpu, show_default=True,
+              help="Most CPU all sandbox pods request and use together.")
+@click.option("--sandbox-memory", default=manifests.SandboxQuota.memory, show_default=True,
+              help="Most memory all sandbox pods request and use together.")
+def cluster_manifests(namespace: str, sandbox_namespace: str, service_account: str, existing_account: bool,
+                      sandbox_pods: int, sandbox_cpu: str, sandbox_memory: str) -> None:  # fmt: skip
+    """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies and ResourceQuota (kubectl apply -f -)."""
+    try:
+        documents = manifests.cluster_manifests(
+            namespace=namespace, sandbox_namespace=sandbox_namespace, service_account=service_account,
+            quota=manifests.SandboxQuota(pods=sandbox_pods, cpu=sandbox_cpu, memory=sandbox_memory),
+            existing_account=existing_account,
+        )  # fmt: skip
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(manifests.to_yaml(documents), nl=False)

@@ -35,7 +35,9 @@ cached, and carries a display name and resource requests; the stages that talk
 to sandboxes retry on failure; rollout and train (and eval) request the
 accelerator named by the ``accelerator_type``/``accelerator_count`` parameters.
 Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model
-cache (``TERMRL_CACHE``) and API keys from a secret as environment variables.
+cache (``TERMRL_CACHE``), API keys from a secret as environment variables,
+image pull secrets on every task, and tolerations and node selectors that put
+rollout, train and eval on GPU nodes.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
 (SmolLM2-135M): easy procedural tasks, 8 groups of 4 episodes sampled at
@@ -61,6 +63,7 @@ from components.synthesize.component import synthesize
 from components.train.component import train
 from components.verify.component import verify
 from pipelines.glue_components import compare, curate, prepare_model
+from pipelines.placement import Toleration, label_problems
 from termrl.errors import ConfigError
 
 __all__ = [
@@ -124,6 +127,12 @@ class CurriculumShape:
     """A Kubernetes secret whose keys become environment variables of the API-calling stages."""
     api_key_env: tuple[str, ...] = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     """Secret keys exposed (each under its own name)."""
+    image_pull_secrets: tuple[str, ...] = ()
+    """Secrets (type dockerconfigjson) every stage's pod pulls its image with: a private registry."""
+    gpu_tolerations: tuple[Toleration, ...] = ()
+    """Taints of the GPU nodes that rollout, train and eval tolerate."""
+    gpu_node_selector: tuple[tuple[str, str], ...] = ()
+    """(label, value) pairs a node must carry to run rollout, train and eval."""
 
     def validate(self) -> None:
         problems = []
@@ -133,6 +142,10 @@ class CurriculumShape:
             problems.append("the curriculum needs at least one rollout -> train iteration")
         if self.api_key_secret and not self.api_key_env:
             problems.append("api_key_secret is set but api_key_env names no key")
+        for toleration in self.gpu_tolerations:
+            problems += toleration.problems()
+        for label, value in self.gpu_node_selector:
+            problems += label_problems(label, value, f"node selector {label}={value}")
         if problems:
             raise ConfigError(problems)
 
@@ -186,8 +199,16 @@ def apply_platform(
     task.set_cpu_request(cpu).set_memory_request(memory).set_memory_limit(memory_limit)
     if stage in RETRIED:
         task.set_retry(RETRIED[stage], backoff_duration="30s", backoff_factor=2.0, backoff_max_duration="600s")
-    if accelerator is not None and stage in GPU_STAGES:
-        task.set_accelerator_type(accelerator[0]).set_accelerator_limit(accelerator[1])
+    if stage in GPU_STAGES:
+        if accelerator is not None:
+            task.set_accelerator_type(accelerator[0]).set_accelerator_limit(accelerator[1])
+        for toleration in shape.gpu_tolerations:
+            kubernetes.add_toleration(task, key=toleration.key, operator=toleration.operator,
+                                      value=toleration.value or None, effect=toleration.effect or None)  # fmt: skip
+        for label, value in shape.gpu_node_selector:
+            kubernetes.add_node_selector(task, label_key=label, label_value=value)
+    if shape.image_pull_secrets:
+        kubernetes.set_image_pull_secrets(task, list(shape.image_pull_secrets))
     if shape.model_cache_pvc:
         kubernetes.mount_pvc(task, pvc_name=shape.model_cache_pvc, mount_path=shape.model_cache_path)
         task.set_env_variable("TERMRL_CACHE", shape.model_cache_path)

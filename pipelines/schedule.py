@@ -12,12 +12,19 @@ Cron expressions are the standard five fields (``0 3 * * *``); KFP's scheduler
 wants six (seconds first), so ``kfp_cron`` prepends ``0``.
 """
 
+from __future__ import annotations
+
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.images import CPU_IMAGE, GPU_IMAGE
+from pipelines.cluster import SERVICE_ACCOUNT
+from pipelines.placement import Toleration
 from termrl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pipelines.curriculum import CurriculumShape
 
 __all__ = ["argo_cron", "kfp_cron", "nightly_cron_workflow", "round_trip", "schedule_kfp"]
 
@@ -51,10 +58,11 @@ def schedule_kfp(
     job_name: str = "termrl-nightly-eval",
     namespace: str | None = None,
     pipeline_yaml: str | Path | None = None,
+    shape: CurriculumShape | None = None,
 ) -> str:
     """Create the recurring run on the KFP API at ``host``; returns its id.
 
-    Without ``pipeline_yaml`` the nightly-eval pipeline is compiled on the fly.
+    Without ``pipeline_yaml`` the nightly-eval pipeline is compiled on the fly with ``shape``.
     Caching is off for the recurring run: a nightly eval that reused last
     night's results would measure nothing.
     """
@@ -63,7 +71,7 @@ def schedule_kfp(
     from pipelines.compile import compile_pipeline
 
     with tempfile.TemporaryDirectory() as tmp:
-        package = Path(pipeline_yaml) if pipeline_yaml else compile_pipeline("nightly-eval", Path(tmp) / "n.yaml")
+        package = Path(pipeline_yaml) if pipeline_yaml else compile_pipeline("nightly-eval", Path(tmp) / "n.yaml", shape)
         client = kfp.Client(host=host, namespace=namespace or "kubeflow")
         found = client.create_experiment(experiment, namespace=namespace)
         job = client.create_recurring_run(
@@ -79,20 +87,25 @@ def nightly_cron_workflow(
     *,
     cpu_image: str = CPU_IMAGE,
     gpu_image: str = GPU_IMAGE,
+    image_pull_secrets: tuple[str, ...] = (),
+    gpu_tolerations: tuple[Toleration, ...] = (),
+    gpu_node_selector: tuple[tuple[str, str], ...] = (),
     namespace: str = "default",
     model: str = "",
     task_count: int = 12,
     task_seed: int = 1000,
     trials: int = 2,
     timezone: str = "UTC",
-    service_account: str = "termrl",
+    service_account: str = SERVICE_ACCOUNT,
     results_pvc: str = "",
 ) -> Any:
     """The nightly eval as an Argo CronWorkflow (a hera object).
 
     Stages exchange artifacts through a per-run workspace volume; the eval's
     results and report go to ``results_pvc`` (one folder per run) when given.
-    Sandboxes are pods (``--backend kubernetes``), created under ``service_account``.
+    Sandboxes are pods (``--backend kubernetes``), created under ``service_account``
+    (``termrl cluster manifests`` grants it that). Every pod pulls with ``image_pull_secrets``;
+    the eval pod goes to a node ``gpu_node_selector`` and ``gpu_tolerations`` allow.
     """
     from hera.workflows import DAG, Container, CronWorkflow, Parameter
     from hera.workflows import models as m
@@ -122,6 +135,7 @@ def nightly_cron_workflow(
         )],
         volumes=[m.Volume(name="results", persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(
             claim_name=results_pvc))] if results_pvc else None,
+        image_pull_secrets=[m.LocalObjectReference(name=name) for name in image_pull_secrets] or None,
     ) as workflow:  # fmt: skip
         synthesize = Container(
             name="synthesize", image=cpu_image, command=["python", "-m", "components.synthesize"],
@@ -142,6 +156,8 @@ def nightly_cron_workflow(
                   f"--report {results_dir}/report.html"],
             volume_mounts=mounts,
             resources=m.ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
+            tolerations=[m.Toleration(**t.manifest()) for t in gpu_tolerations] or None,
+            node_selector=dict(gpu_node_selector) or None,
         )  # fmt: skip
         with DAG(name="nightly-eval"):
             synthesize() >> verify() >> evaluate()

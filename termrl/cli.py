@@ -17,7 +17,7 @@ from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
 from components.train.cli import train
 from components.verify.cli import verify
-from pipelines.commands import compile_command, rerun, run, schedule
+from pipelines.commands import cluster, compile_command, rerun, run, schedule
 from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
@@ -54,6 +54,7 @@ main.add_command(run)
 main.add_command(compile_command)
 main.add_command(rerun)
 main.add_command(schedule)
+main.add_command(cluster)
 
 if __name__ == "__main__":
     main()

@@ -49,6 +49,7 @@ from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, OutputCap, Sh
 from termrl.sandbox.spec import SandboxSpec
 
 __all__ = [
+    "NAMESPACE",
     "STOP_HELPER",
     "ExecChannel",
     "KubernetesBackend",
@@ -57,6 +58,8 @@ __all__ = [
     "pod_manifest",
 ]
 
+NAMESPACE = "termrl-sandboxes"
+"""Where sessions start unless told otherwise; ``termrl cluster manifests`` sets this namespace up."""
 CONTAINER = "sandbox"
 # pid 1 reaps orphans and exits on SIGTERM.
 IDLE_COMMAND = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
@@ -356,7 +359,7 @@ class KubernetesBackend(Backend):
 
     def __init__(
         self,
-        namespace: str = "termrl-sandboxes",
+        namespace: str = NAMESPACE,
         *,
         registry: str | None = None,
         runtime_class: str | None = None,

@@ -5,6 +5,7 @@ regenerate it on purpose with ``TERMRL_UPDATE_GOLDEN=1``.
 """
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -172,13 +173,69 @@ def test_shape_is_validated():
 def test_compile_command_writes_uploadable_yaml(tmp_path):
     out = tmp_path / "curriculum.yaml"
     result = CliRunner().invoke(compile_command, ["--out", str(out), "--phase1-iterations", "3",
+                                                  "--registry", "registry.example",
                                                   "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
     assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 4 + 4 + 1
-    assert spec.root.input_definitions.parameters["code_version"].default_value.string_value.startswith("src-")
-    assert "registry.example/termrl/stage-gpu:1" in out.read_text()
+    code_version = spec.root.input_definitions.parameters["code_version"].default_value.string_value
+    assert code_version.startswith("src-")
+    # the full name given wins over --registry; the other image is the registry's, tagged by code version
+    assert _images(out) == {"registry.example/termrl/stage-gpu:1", f"registry.example/termrl/stage-cpu:{code_version}"}
     assert "termrl-curriculum: 26 tasks" in result.output
+
+
+def _images(path: Path) -> set[str]:
+    """Every ``image:`` value anywhere in a YAML file."""
+    return set(re.findall(r"^\s*-?\s*image:\s*['\"]?([^\s'\"]+)", path.read_text(), flags=re.MULTILINE))
+
+
+GPU_PLACEMENT = ["--image-pull-secret", "regcred", "--gpu-toleration", "nvidia.com/gpu:NoSchedule",
+                 "--gpu-toleration", "dedicated=ml:NoExecute", "--gpu-node-selector", "nvidia.com/gpu.present=true"]  # fmt: skip
+
+
+def test_compile_for_a_registry_references_only_its_images_and_places_gpu_stages(tmp_path):
+    out = tmp_path / "curriculum.yaml"
+    result = CliRunner().invoke(compile_command, ["--out", str(out), "--registry", "reg.example.com:5000/ml",
+                                                  "--code-version", "v7", *GPU_PLACEMENT])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert _images(out) == {"reg.example.com:5000/ml/termrl/stage-cpu:v7", "reg.example.com:5000/ml/termrl/stage-gpu:v7"}
+    spec, platform = read_compiled(out)  # strict: kfp-kubernetes' own message for every executor
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(executors) == {f"exec-{name}" for name in spec.root.dag.tasks}
+    resources = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    for name, config in executors.items():
+        assert config["imagePullSecret"][0]["secretName"] == "regcred", name
+        gpu = _stage(name.removeprefix("exec-")) in ("rollout", "train", "evaluate")
+        assert ("accelerator" in resources[name]["container"]["resources"]) == gpu, name  # emitted as before
+        if gpu:
+            assert config["tolerations"] == [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"},
+            ], name  # fmt: skip
+            assert config["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}, name
+        else:
+            assert "tolerations" not in config and "nodeSelector" not in config, name
+
+
+@pytest.mark.parametrize("options", [[], ["--cpu-image", "termrl/stage-cpu:1", "--registry", "reg.example.com"],
+                                     ["--registry", "localhost"]])  # fmt: skip
+def test_compile_refuses_images_a_cluster_cannot_pull(tmp_path, options):
+    out = tmp_path / "curriculum.yaml"
+    result = CliRunner().invoke(compile_command, ["--out", str(out), *options])
+    assert result.exit_code != 0
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "pass --registry REG or full image names" in result.output
+    assert not out.exists()
+
+
+def test_shape_validates_placement():
+    from pipelines.placement import Toleration
+
+    shape = CurriculumShape(gpu_tolerations=(Toleration("gpu", effect="Never"),), gpu_node_selector=(("a b", "x"),))
+    with pytest.raises(ConfigError) as caught:
+        shape.validate()
+    assert len(caught.value.problems) == 2
 
 
 def test_source_version_follows_stage_code_only(tmp_path):

@@ -15,9 +15,12 @@ from click.testing import CliRunner
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from pipelines.cluster import SERVICE_ACCOUNT
 from pipelines.commands import schedule
 from pipelines.schedule import argo_cron, kfp_cron, nightly_cron_workflow, round_trip
+from pipelines.versioning import source_version
 from termrl.errors import ConfigError
+from tests.pipelines.test_compile import GPU_PLACEMENT
 
 
 class _KfpPeer(BaseHTTPRequestHandler):
@@ -83,6 +86,7 @@ def test_cron_forms():
 def test_kfp_recurring_run_request(kfp_peer):
     host, requests = kfp_peer
     result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "30 2 * * *",
+                                           "--registry", "reg.example.com",
                                            "--set", "trials=3", "--set", "model=/models/latest"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "recurring run rr-42 created" in result.output
@@ -101,12 +105,43 @@ def test_kfp_recurring_run_request(kfp_peer):
     assert spec.pipeline_info.name == "termrl-nightly-eval"
     caching = {t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()}
     assert caching["eval · nightly"] is False
+    images = {e["container"]["image"] for e in json_format.MessageToDict(spec.deployment_spec)["executors"].values()}
+    assert images == {f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")}
+
+
+def test_kfp_recurring_run_carries_the_platform_spec(kfp_peer):
+    host, requests = kfp_peer
+    result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "0 3 * * *",
+                                           "--cpu-image", "reg.example.com/cpu:1", "--gpu-image", "reg.example.com/gpu:1",
+                                           "--image-pull-secret", "regcred", "--gpu-toleration", "nvidia.com/gpu:NoSchedule",
+                                           "--gpu-node-selector", "pool=gpu"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    job = next(body for method, path, body in requests if method == "POST" and "recurringruns" in path)
+    # with Kubernetes extras kfp.Client sends both specs
+    platform = json_format.ParseDict(job["pipeline_spec"]["platform_spec"], pipeline_spec_pb2.PlatformSpec(),
+                                     ignore_unknown_fields=False)  # fmt: skip
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert all(config["imagePullSecret"] == [{"secretName": "regcred", "secretNameParameter": {
+        "runtimeValue": {"constant": "regcred"}}}] for config in executors.values())  # fmt: skip
+    assert executors["exec-evaluate"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                           "effect": "NoSchedule"}]  # fmt: skip
+    assert executors["exec-evaluate"]["nodeSelector"] == {"labels": {"pool": "gpu"}}
+    assert "tolerations" not in executors["exec-verify"]
+
+
+@pytest.mark.parametrize("target", [["--host", "http://127.0.0.1:9"], ["--argo", "nightly.yaml"]])
+def test_schedule_refuses_local_images(target, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(schedule, ["nightly-eval", "--cron", "0 3 * * *", *target])
+    assert result.exit_code != 0
+    assert "pass --registry REG or full image names" in result.output
+    assert not (tmp_path / "nightly.yaml").exists()
 
 
 def test_kfp_schedule_rejects_unknown_parameters(kfp_peer):
     host, requests = kfp_peer
     result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "0 3 * * *",
-                                           "--set", "trails=3"])  # fmt: skip
+                                           "--registry", "reg.example.com", "--set", "trails=3"])  # fmt: skip
     assert result.exit_code != 0
     assert "unknown setting 'trails'" in result.output
     assert requests == []  # nothing reached the server
@@ -135,12 +170,23 @@ def test_argo_cron_workflow_round_trip(tmp_path):
 def test_argo_command_writes_yaml(tmp_path):
     out = tmp_path / "nightly.yaml"
     result = CliRunner().invoke(schedule, ["nightly-eval", "--argo", str(out), "--cron", "0 3 * * *",
-                                           "--set", "task_count=6"])  # fmt: skip
+                                           "--set", "task_count=6", "--registry", "reg.example.com", *GPU_PLACEMENT])  # fmt: skip
     assert result.exit_code == 0, result.output
     document = yaml.safe_load(out.read_text())
     assert document["spec"]["schedules"] == ["0 3 * * *"]
-    params = {p["name"]: p["value"] for p in document["spec"]["workflowSpec"]["arguments"]["parameters"]}
+    flow = document["spec"]["workflowSpec"]
+    params = {p["name"]: p["value"] for p in flow["arguments"]["parameters"]}
     assert params["task_count"] == "6"
+    assert flow["serviceAccountName"] == SERVICE_ACCOUNT  # the account `termrl cluster manifests` sets up
+    assert flow["imagePullSecrets"] == [{"name": "regcred"}]
+    containers = {t["name"]: t["container"] for t in flow["templates"] if "container" in t}
+    assert {c["image"] for c in containers.values()} == {
+        f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")}  # fmt: skip
+    placed = {t["name"]: (t.get("tolerations"), t.get("nodeSelector")) for t in flow["templates"] if "container" in t}
+    assert placed == {"synthesize": (None, None), "verify": (None, None), "eval": (
+        [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}],
+        {"nvidia.com/gpu.present": "true"})}  # fmt: skip
 
 
 def test_schedule_needs_exactly_one_target():

@@ -1,0 +1,176 @@
+"""The Kubernetes objects a cluster needs once before the pipeline's stages run there (``termrl cluster manifests``).
+
+    namespace NAMESPACE           the pipeline's pods: ServiceAccount SERVICE_ACCOUNT (both left out when
+                                  they exist already, as KFP's do), and a Role letting Argo's executor
+                                  in those pods report outputs (workflowtaskresults)
+    namespace SANDBOX_NAMESPACE   the sandbox pods (``termrl.sandbox.kubernetes``):
+                                  Role + RoleBinding: SERVICE_ACCOUNT creates, watches and deletes pods,
+                                      execs into them (pods/exec) and reads their logs
+                                  NetworkPolicies: no ingress ever; no egress (not even DNS) for a sandbox
+                                      labelled ``termrl.network: none`` (the default), any egress for one
+                                      labelled ``egress`` (a task that asks for the internet)
+                                  ResourceQuota: most pods, CPU and memory all sandboxes hold together
+
+Every function returns plain manifest dicts (what ``kubectl apply -f`` reads);
+tests validate them against the ``kubernetes`` client's models. The sandbox
+policies are the backend's own (``network_policy_manifest``), so they select
+exactly the labels its pods carry.
+
+No-network sandboxes get no DNS either: the backend's ``network: none`` means no
+network at all, as it does on podman (``--network=none``) and bwrap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from termrl.errors import ConfigError
+from termrl.sandbox import kubernetes as sandbox_backend
+
+__all__ = [
+    "NAMESPACE",
+    "SANDBOX_NAMESPACE",
+    "SERVICE_ACCOUNT",
+    "SandboxQuota",
+    "cluster_manifests",
+    "executor_rbac",
+    "namespace_manifest",
+    "sandbox_quota",
+    "sandbox_rbac",
+    "service_account_manifest",
+    "to_yaml",
+]
+
+NAMESPACE = "termrl"
+SANDBOX_NAMESPACE = sandbox_backend.NAMESPACE
+SERVICE_ACCOUNT = "termrl-pipeline"
+
+_LABELS = {"app.kubernetes.io/part-of": "termrl"}
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True)
+class SandboxQuota:
+    """What all sandbox pods together may hold (each pod requests what its task's limits say)."""
+
+    pods: int = 64
+    """Sandboxes alive at once, across every stage and run in the namespace."""
+    cpu: str = "64"
+    """CPU requested (and limited) by all sandboxes: 64 of the default 1-CPU sandboxes."""
+    memory: str = "128Gi"
+    """Memory requested (and limited) by all sandboxes: 64 of the default 2 GiB sandboxes."""
+
+    def problems(self) -> list[str]:
+        # Imported here: the client is slow to import, and `termrl --help` imports this module.
+        from kubernetes.utils import parse_quantity
+
+        problems = [] if self.pods > 0 else [f"sandbox quota: pods must be > 0, not {self.pods}"]
+        for name, value in (("cpu", self.cpu), ("memory", self.memory)):
+            try:
+                parse_quantity(value)
+            except ValueError:
+                problems.append(f"sandbox quota: {name} {value!r} is not a Kubernetes quantity (e.g. 64, 500m, 128Gi)")
+        return problems
+
+
+def _metadata(name: str, namespace: str) -> dict[str, Any]:
+    """Metadata of an object only termrl uses (a ``termrl-`` name), labelled so: a namespace or account
+    may be one the user already had (``kubeflow``), and a label selector must never reach it."""
+    return {"name": name, "namespace": namespace, "labels": dict(_LABELS)}
+
+
+def namespace_manifest(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def service_account_manifest(name: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+
+
+def _role_and_binding(
+    name: str, namespace: str, rules: list[dict[str, Any]], service_account: str, account_namespace: str
+) -> list[dict[str, Any]]:
+    """A Role in ``namespace`` and its binding to a service account (of ``account_namespace``)."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(name, namespace),
+            "rules": rules}  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": account_namespace}],
+    }
+    return [role, binding]
+
+
+def sandbox_rbac(sandbox_namespace: str, service_account: str, namespace: str) -> list[dict[str, Any]]:
+    """What the kubernetes backend calls in the sandbox namespace, and nothing more.
+
+    create/get/list/watch/delete pods (one pod per session), pods/exec (create for
+    the websocket stream; get, which some API servers check for the upgrade), pods/log.
+    """
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    ]
+    return _role_and_binding("termrl-sandboxes", sandbox_namespace, rules, service_account, namespace)
+
+
+def executor_rbac(namespace: str, service_account: str) -> list[dict[str, Any]]:
+    """Argo's executor (KFP v2 runs on Argo too) reports each step's outputs as workflowtaskresults."""
+    rules = [{"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]}]
+    return _role_and_binding("termrl-pipeline-executor", namespace, rules, service_account, namespace)
+
+
+def sandbox_quota(sandbox_namespace: str, quota: SandboxQuota) -> dict[str, Any]:
+    hard = {"pods": str(quota.pods), "requests.cpu": quota.cpu, "limits.cpu": quota.cpu,
+            "requests.memory": quota.memory, "limits.memory": quota.memory}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _metadata("termrl-sandboxes", sandbox_namespace),
+            "spec": {"hard": hard}}  # fmt: skip
+
+
+def cluster_manifests(
+    *,
+    namespace: str = NAMESPACE,
+    sandbox_namespace: str = SANDBOX_NAMESPACE,
+    service_account: str = SERVICE_ACCOUNT,
+    quota: SandboxQuota = SandboxQuota(),  # noqa: B008 - frozen, never mutated
+    existing_account: bool = False,
+) -> list[dict[str, Any]]:
+    """Every object, in the order ``kubectl apply`` needs (namespaces first).
+
+    ``existing_account``: the pipeline's namespace and service account exist already (KFP's own,
+    such as ``kubeflow``/``pipeline-runner``), so they are left out: ``kubectl delete -f`` on this
+    output must not remove them.
+    """
+    names = (("namespace", namespace, _DNS_LABEL), ("sandbox namespace", sandbox_namespace, _DNS_LABEL),
+             ("service account", service_account, _DNS_SUBDOMAIN))  # fmt: skip
+    problems = [f"{what} {name!r} is not a valid name (lowercase letters, digits, '-', alphanumeric at both ends)"
+                for what, name, pattern in names if not pattern.fullmatch(name) or len(name) > 253]  # fmt: skip
+    problems += quota.problems()
+    if problems:
+        raise ConfigError(problems)
+    policies = sandbox_backend.network_policy_manifest(sandbox_namespace)
+    for policy in policies:
+        policy["metadata"]["labels"] = dict(_LABELS)
+    namespaces = (sandbox_namespace,) if existing_account else (namespace, sandbox_namespace)
+    account = [] if existing_account else [service_account_manifest(service_account, namespace)]
+    return [
+        *(namespace_manifest(name) for name in dict.fromkeys(namespaces)),
+        *account,
+        *executor_rbac(namespace, service_account),
+        *sandbox_rbac(sandbox_namespace, service_account, namespace),
+        *policies,
+        sandbox_quota(sandbox_namespace, quota),
+    ]
+
+
+def to_yaml(manifests: list[dict[str, Any]]) -> str:
+    """One multi-document YAML stream, keys in the order written."""
+    return yaml.safe_dump_all(manifests, sort_keys=False)
