@@ -12,7 +12,7 @@ and the comparison report carries the "Training health" section:
     python bench/injected_collapse.py --run runs/<name> --out /tmp/collapse --collapse-lr 0   # no fault
 
 Prints one line per round (rollout success, verdict, action) and the two pass
-rates. Minutes on a CPU: each round is one rollout (~2-3 min), one train step
+rates. Rerun with the same ``--out`` to resume: a round with a health report is done. Minutes on a CPU: each round is one rollout (~2-3 min), one train step
 (~1 min); the eval ~4 min.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,25 @@ def stage(name: str, *args: str) -> None:
 def settings(options: dict[str, object]) -> list[str]:
     return [f"--set={key}={json.dumps(value) if not isinstance(value, str) else value}"
             for key, value in options.items()]  # fmt: skip
+
+
+def run_round(args: argparse.Namespace, r: int, folder: Path, pool: str, policy: str, previous: Path | None,
+              options: dict, imitation: str) -> None:  # fmt: skip
+    """Round ``r``: rollout of ``policy`` -> train -> health, as the curriculum chains them."""
+    trajectories = folder / "trajectories.parquet"
+    stage("rollout", "--tasks", pool, "--model", policy, "--group-size", str(args.group_size),
+          "--groups", str(args.groups), "--max-turns", "3", "--policy-version", str(r), "--out", str(trajectories),
+          "--redundancy", "0", "--set=max_new_tokens=128", "--set=temperature=0.7", f"--set=seed={r}",
+          *settings(options["rollout"]))  # fmt: skip
+    lr = args.collapse_lr if r == args.collapse_round and args.collapse_lr > 0 else args.lr
+    shutil.rmtree(folder / "policy", ignore_errors=True)  # a train stopped half-way starts over
+    stage("train", "--trajectories", str(trajectories), "--model", policy, "--out", str(folder / "policy"),
+          "--mode", "full", "--finetune", "full", "--lr", str(lr), "--seed", str(r), "--iteration", str(r),
+          "--no-progress", "--set=temperature=0.7", "--set=keep_checkpoints=1",
+          *settings(options["train"]))  # fmt: skip
+    stage("health", "--rollout-metrics", str(folder / "rollout_metrics.parquet"), "--train", str(folder / "policy"),
+          "--start-policy", imitation, "--out", str(folder / "health.json"),
+          *(["--previous", str(previous)] if previous else []))  # fmt: skip
 
 
 def main() -> None:
@@ -64,21 +84,11 @@ def main() -> None:
     lines = []
     for r in range(1, args.rounds + 1):
         folder = args.out / f"round-{r}"
-        trajectories = folder / "trajectories.parquet"
-        stage("rollout", "--tasks", pool, "--model", policy, "--group-size", str(args.group_size),
-              "--groups", str(args.groups), "--max-turns", "3", "--policy-version", str(r), "--out", str(trajectories),
-              "--redundancy", "0", "--set=max_new_tokens=128", "--set=temperature=0.7", f"--set=seed={r}",
-              *settings(options["rollout"]))  # fmt: skip
-        lr = args.collapse_lr if r == args.collapse_round and args.collapse_lr > 0 else args.lr
-        stage("train", "--trajectories", str(trajectories), "--model", policy, "--out", str(folder / "policy"),
-              "--mode", "full", "--finetune", "full", "--lr", str(lr), "--seed", str(r), "--iteration", str(r),
-              "--no-progress", "--set=temperature=0.7", "--set=keep_checkpoints=1",
-              *settings(options["train"]))  # fmt: skip
         report = folder / "health.json"
-        stage("health", "--rollout-metrics", str(folder / "rollout_metrics.parquet"), "--train", str(folder / "policy"),
-              "--start-policy", imitation, "--out", str(report),
-              *(["--previous", str(previous)] if previous else []))  # fmt: skip
+        if not report.exists():  # a round whose health report exists is done (rerun to resume)
+            run_round(args, r, folder, pool, policy, previous, options, imitation)
         data = json.loads(report.read_text())
+        lr = json.loads((folder / "policy" / "training_state" / "state.json").read_text())["config"]["learning_rate"]
         success = {m["metric"]: m["value"] for m in read_rollout_metrics(folder / "rollout_metrics.parquet").to_pylist()
                    if m["scope"] == "global"}["rollout/success_rate"]  # fmt: skip
         lines.append(f"round {r}: lr {lr:g}, rollout success {success:.0%} (of the policy it started from), "

@@ -16,6 +16,7 @@ from termrl.agent.episode import AgentConfig
 from termrl.agent.toolcalls import PROMPTS
 from termrl.errors import TermrlError
 from termrl.sandbox.manager import BACKENDS
+from termrl.settings import parse_settings
 
 __all__ = ["demonstrate"]
 
@@ -31,14 +32,16 @@ __all__ = ["demonstrate"]
               help="Replays (sandboxes) alive at once.")
 @click.option("--prompt-style", type=click.Choice(PROMPTS), default=AgentConfig.prompt_style, show_default=True,
               help="The agent's system prompt (must match rollout and eval).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any DemonstrateConfig field (repeatable); wins over the options above.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def demonstrate(prompt_style: str, no_progress: bool, **options: object) -> None:
+def demonstrate(prompt_style: str, no_progress: bool, settings: tuple[str, ...], **options: object) -> None:
     """Replay each task's golden solution as agent turns in a sandbox; keep those that pass."""
     from components.demonstrate.stage import main  # heavy: transformers, sandboxes
 
-    config = dataclasses.replace(DemonstrateConfig(), agent=AgentConfig(prompt_style=prompt_style),
-                                 progress=not no_progress, **options)  # fmt: skip
     try:
+        values = {"agent": AgentConfig(prompt_style=prompt_style), "progress": not no_progress, **options}
+        config = dataclasses.replace(DemonstrateConfig(), **{**values, **parse_settings(DemonstrateConfig, settings)})
         summary = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -6,6 +6,8 @@ import click
 
 from components.synthesize.config import SynthesizeConfig
 from components.synthesize.families import DIFFICULTIES, FAMILIES
+from termrl.errors import TermrlError
+from termrl.settings import parse_settings
 
 __all__ = ["synthesize"]
 
@@ -35,6 +37,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--llm-api-base", default=None, metavar="URL", help="OpenAI-compatible base URL for --llm.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The tasks artifact to write.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any SynthesizeConfig field (repeatable); wins over the options above.")
 def synthesize(
     count: int,
     seed: int,
@@ -47,11 +51,12 @@ def synthesize(
     llm_api_base: str | None,
     no_progress: bool,
     out: str,
+    settings: tuple[str, ...],
 ) -> None:
     """Generate terminal tasks (procedural families, optionally an LLM) into a tasks artifact."""
     from components.synthesize.stage import main
 
-    config = SynthesizeConfig(
+    values = dict(
         out=out,
         count=count,
         seed=seed,
@@ -64,4 +69,7 @@ def synthesize(
         llm_api_base=llm_api_base,
         progress=not no_progress,
     )
-    main(config)
+    try:
+        main(SynthesizeConfig(**{**values, **parse_settings(SynthesizeConfig, settings)}))
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc

@@ -11,6 +11,7 @@ import click
 
 from components.verify.config import AGGREGATIONS, VerifyConfig
 from termrl.errors import TermrlError
+from termrl.settings import parse_settings
 
 __all__ = ["verify"]
 
@@ -80,8 +81,10 @@ def _csv(value: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--backend", "sandbox_backend", default=None, help="Sandbox backend. Default: podman."
 )
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any VerifyConfig field (repeatable); wins over the options above.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def verify(judges: str | None, require: str | None, no_progress: bool, **options) -> None:
+def verify(judges: str | None, require: str | None, no_progress: bool, settings: tuple[str, ...], **options) -> None:
     """Admit only tasks whose tests pass the solution, fail the no-op, and check every step."""
     values = {k: v for k, v in options.items() if v is not None}
     if judges is not None:
@@ -93,6 +96,7 @@ def verify(judges: str | None, require: str | None, no_progress: bool, **options
     from components.verify.stage import main  # heavy: sandboxes, models
 
     try:
+        values.update(parse_settings(VerifyConfig, settings))
         verdicts = main(VerifyConfig(**values))
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
