@@ -185,12 +185,6 @@ class Shell:
     """The exec protocol over one supervisor channel. One command at a time."""
 
     GRACE_SEC = 1.0
-    """How long the command has to end after SIGINT before it gets SIGKILL."""
-    KILLED_SEC = 10.0
-    """After SIGKILL to the foreground the command is gone and the shell prints its marker as
-    soon as it is scheduled: seconds on a loaded machine, where a one-second wait escalated to
-    killing the shell and its background jobs. Only a shell stuck in a builtin loop waits this
-    long before the shell itself is killed."""
     READY_TIMEOUT_SEC = 30.0
 
     def __init__(self, channel: Channel, token: str, signal: SignalHook, *, output_limit: int):
@@ -274,9 +268,9 @@ class Shell:
     async def _interrupt(self, cap: OutputCap) -> tuple[bytes, str]:
         if self.pid is None:
             raise SandboxDied("the sandbox shell has no pid")
-        for sig, wait in (("INT", self.GRACE_SEC), ("KILL", self.KILLED_SEC)):
+        for sig in ("INT", "KILL"):
             await self.signal(self.pid, sig, "fg")
-            found = await self._read_until([self._done, self._exit], time.monotonic() + wait, cap)
+            found = await self._read_until([self._done, self._exit], time.monotonic() + self.GRACE_SEC, cap)
             if found is not None:
                 return found
         # Stuck in a builtin loop or behind a process that ignores SIGINT:
