@@ -70,7 +70,7 @@ from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
 from termrl.sandbox.fresh import enter, fresh_argv, fresh_env
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
-from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
+from termrl.sandbox.shell import DEFAULT_SIGINT, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec
 
 __all__ = ["DOCKER_CAPS", "BwrapBackend", "BwrapSandbox"]
@@ -477,7 +477,7 @@ class BwrapBackend(Backend):
         argv = self.bwrap_argv(spec, session_dir / "merged", lower, env, workdir, token, tuple(extra))
         try:
             process = await asyncio.create_subprocess_exec(
-                "unshare", "--mount", "--propagation", "private", "sh", "-c", LAUNCHER, "launcher",
+                *DEFAULT_SIGINT, "unshare", "--mount", "--propagation", "private", "sh", "-c", LAUNCHER, "launcher",
                 str(lower), str(session_dir / "layer"), str(session_dir / "disk.img"), str(spec.storage_mb),
                 str(session_dir / "merged"), *argv,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -37,6 +37,7 @@ from termrl.errors import ExecTimeout, SandboxDied
 
 __all__ = [
     "Channel",
+    "DEFAULT_SIGINT",
     "KILL_HELPER",
     "OutputCap",
     "ProcessChannel",
@@ -89,6 +90,12 @@ for p in "${found[@]}"; do
 done
 exit 0
 """
+
+DEFAULT_SIGINT = ("env", "--default-signal=INT")
+"""Prefix of a command that starts a supervisor on this host. A caller that ignores SIGINT (a
+background job of a script, work started under nohup) passes that on to every child, and a
+non-interactive bash cannot undo a signal ignored on entry: a timeout's SIGINT would then reach
+no command, and every timeout would kill the shell with the agent's background jobs."""
 
 RESTART_NOTICE = (
     "[the shell exited; a new one started in {cwd}: "

@@ -15,6 +15,7 @@ import pytest
 
 from termrl.errors import SandboxDied
 from termrl.sandbox.shell import (
+    DEFAULT_SIGINT,
     KILL_HELPER,
     RESTART_NOTICE,
     SUPERVISOR,
@@ -34,7 +35,7 @@ async def _local_signal(pid: int, sig: str, mode: str) -> None:
 async def shell(tmp_path):
     token = Shell.new_token()
     process = await asyncio.create_subprocess_exec(
-        "bash", "-c", SUPERVISOR, "supervisor", token,
+        *DEFAULT_SIGINT, "bash", "-c", SUPERVISOR, "supervisor", token,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip
