@@ -25,45 +25,30 @@ artifact, a mail attachment, an air-gapped laptop.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: no display on a cluster node
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from components.eval.compare import (  # noqa: E402
+from components.eval.compare import (
     comparison_metrics,
     family_table,
     format_diff,
     format_rate,
     policy_table,
 )
-from components.eval.summary import difficulty_key, group_table, summarize, task_table  # noqa: E402
-from components.eval.taxonomy import FAILURE_MODES  # noqa: E402
-from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
+from components.eval.summary import difficulty_key, group_table, summarize, task_table
+from components.eval.taxonomy import FAILURE_MODES
+from termrl.artifacts.eval_results import read_eval_results
+from termrl.figures import plt, png_base64
 
 __all__ = ["compare_files", "render_report", "report_from_files", "write_report"]
 
 Rows = Sequence[Mapping[str, Any]]
 Run = tuple[str, Rows]
 _COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
-
-
-def _png(figure: Figure) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(figure)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[tuple[str, list[float]]],
@@ -89,7 +74,7 @@ def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[t
         ax.set_ylim(*ylim)
     if len(series) > 1:
         ax.legend(fontsize=8)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], ylabel: str = "trials") -> str:
@@ -112,7 +97,7 @@ def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], y
     ax.set_ylabel(ylabel)
     if len(series) > 1 and values:
         ax.legend(fontsize=8)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _rate_plot(runs: Sequence[Run], key: str, title: str) -> str:

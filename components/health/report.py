@@ -129,20 +129,15 @@ def read_report(path: str | os.PathLike) -> HealthReport:
 
 def to_html(report: HealthReport) -> str:
     """The report's HTML section: a plot of each iteration's signals, then its verdict and reasons."""
-    import base64
     import html
-    import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from termrl.figures import plt, png_base64
 
     iterations = [h.iteration for h in report.history]
     advantage = [sum(h.advantage_steps) / len(h.advantage_steps) if h.advantage_steps else None
                  for h in report.history]  # fmt: skip
     negative = [h.negative_share for h in report.history]
-    figure, axis = plt.subplots(figsize=(6.4, 3.2), dpi=100)
+    figure, axis = plt.subplots(figsize=(6.4, 3.2))
     axis.plot(iterations, [h.success_rate for h in report.history], "o-", label="rollout success rate")
     for values, label in ((negative, "negative share"), (advantage, "advantage mean")):
         points = [(i, v) for i, v in zip(iterations, values, strict=True) if v is not None]
@@ -154,11 +149,7 @@ def to_html(report: HealthReport) -> str:
     axis.set_xlabel("iteration (band: verdict, green healthy / amber mitigate / red rollback)")
     axis.set_xticks(iterations)
     axis.legend(fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    png = base64.b64encode(buffer.getvalue()).decode()
+    png = png_base64(figure)
 
     rows = []
     for h, v in zip(report.history, report.verdicts, strict=True):
