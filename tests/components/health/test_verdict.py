@@ -114,6 +114,35 @@ def test_behaviour_spike_turns_penalties_on_then_quarantines_the_tasks() -> None
     assert again.quarantine == ("task-1", "task-2", "task-3", "task-4", "task-5", "task-6")  # newly
 
 
+# --- lifting -------------------------------------------------------------------------------------
+
+def test_mitigations_are_lifted_after_healthy_iterations_but_the_quarantine_stays() -> None:
+    settings = {"train__eps_high": 0.1, "train__learning_rate": 5e-6, "rollout__quarantine": ["task-3"]}
+    # iteration 5 was mitigated; 6 and 7 ran with the settings and found nothing
+    run = _applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), **settings)
+    result = verdict(run, T)
+    assert result.kind == "healthy" and result.settings == {}
+    assert result.lifted == ("train.eps_high", "train.learning_rate")
+    assert result.action == "lift train.eps_high, train.learning_rate after 2 healthy iterations"
+    assert Verdict.from_dict(result.to_dict()) == result
+
+    # one healthy iteration is not enough, and lift_after=0 never lifts
+    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhhm"), **settings), T) == Verdict("healthy")
+    assert verdict(run, T, Mitigations(lift_after=0)) == Verdict("healthy")
+    assert verdict(run, T, Mitigations(lift_after=3)).lifted == ()
+    # nothing in force but the quarantine: nothing to lift
+    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), rollout__quarantine=["a"]), T).lifted == ()
+
+
+def test_a_lifted_setting_leaves_the_next_iterations_options() -> None:
+    from components.health.report import HealthReport
+
+    report = HealthReport(verdicts=[Verdict("mitigate", settings={"train.eps_high": 0.1, "rollout.quarantine": ["a"]}),
+                                    Verdict("healthy"), Verdict("healthy", lifted=("train.eps_high",))])  # fmt: skip
+    assert report.applied == {"rollout.quarantine": ["a"]}
+    assert stage_options(report.applied) == {"train": {}, "rollout": {"quarantine": ["a"]}}
+
+
 # --- rollback --------------------------------------------------------------------------------------
 
 def _judged(run: list[IterationMetrics], verdicts: str) -> list[IterationMetrics]:
