@@ -13,8 +13,8 @@ import click
 
 from components.demonstrate.config import DemonstrateConfig
 from termrl.agent.episode import AgentConfig
-from termrl.agent.toolcalls import PROMPTS
 from termrl.errors import TermrlError
+from termrl.llm.toolcalls import PROMPTS
 from termrl.sandbox.manager import BACKENDS
 from termrl.settings import parse_settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from termrl.cli import main
+from pipelines.cli import main
 
 REQUIRED = {
     "synthesize": ["--out", "t.parquet"],
