@@ -9,16 +9,13 @@ distributed back-end) are computed in one place, ``resolved()``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from termrl.errors import ConfigError
-from termrl.settings import coerce_value, field_types
+from termrl.settings import build_config, read_settings_file
 
 __all__ = [
     "DISTRIBUTED",
@@ -288,31 +285,5 @@ def load_config(path: str | os.PathLike | None = None, **overrides: Any) -> Trai
     Unknown keys are errors (all reported together): a misspelt knob must not be
     silently ignored.
     """
-    values: dict[str, Any] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text()
-            loaded = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping")
-        values.update(loaded)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ConfigError([f"unknown config key {k!r}" for k in unknown])
-    types = field_types(TrainConfig)
-    problems: list[str] = []
-    coerced: dict[str, Any] = {}
-    for key, value in values.items():
-        try:
-            coerced[key] = coerce_value(key, value, types[key]) if isinstance(value, str) else value
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ConfigError(problems)
-    if "adam_betas" in coerced and coerced["adam_betas"] is not None:
-        coerced["adam_betas"] = tuple(coerced["adam_betas"])
-    return TrainConfig(**coerced)
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return build_config(TrainConfig, read_settings_file(TrainConfig, path), given)
