@@ -47,14 +47,17 @@ __all__ = [
 
 QUARANTINE = "rollout.quarantine"
 """Task ids the next rollouts leave out."""
+MAX_FAILED_TOKENS = "rollout.max_failed_response_tokens"
+"""Rollout masks failed episodes with more response tokens than this (``long_failure``)."""
 PENALTY_SETTINGS = {
     "loop": "rollout.loop_penalty",
     "destructive": "rollout.destructive_penalty",
     "test_access": "rollout.test_access_penalty",
     "tampering": "rollout.test_access_penalty",  # tampering starts with touching the tests' paths
 }
-"""The behaviour-shaping reward weight each monitored pattern turns on. These and ``QUARANTINE``
-are rollout options the rollout stage's config must carry (penalties off by default there)."""
+"""The behaviour-shaping reward weight each monitored pattern turns on. These, ``QUARANTINE`` and
+``MAX_FAILED_TOKENS`` are rollout options the rollout stage's config must carry (penalties off by
+default there)."""
 
 
 @dataclass(frozen=True)
@@ -135,10 +138,14 @@ class Verdict:
 # --- treatments: (latest iteration, finding, mitigations) -> setting changes -----------------------
 
 def _current(latest: IterationMetrics, key: str) -> Any:
-    """A setting's value now: what an earlier verdict applied, else what the train stage ran with."""
+    """A setting's value now: what an earlier verdict applied, else what the stage ran with (train's
+    options; a rollout setting as its metrics report it, None when they do not)."""
     if key in latest.applied:
         return latest.applied[key]
-    return getattr(latest.knobs, key.removeprefix("train."))
+    stage, _, name = key.partition(".")
+    if stage == "rollout":
+        return latest.rollout.get(f"rollout/{name}")
+    return getattr(latest.knobs, name)
 
 
 def tighten_clipping(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
@@ -147,10 +154,13 @@ def tighten_clipping(latest: IterationMetrics, finding: Finding, m: Mitigations)
 
 
 def mask_extremes(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
-    """Mask failed trajectories longer than the tail was before it started to rise."""
-    current = _current(latest, "train.max_failed_response_tokens")
+    """Mask failed trajectories longer than the tail was before it started to rise (rollout's
+    mask & filter decides the long-failure mask; train reads its decision)."""
+    current = _current(latest, MAX_FAILED_TOKENS)
     baseline = int(finding.evidence["baseline_tokens"])
-    return {"train.max_failed_response_tokens": baseline if baseline < current else max(current // 2, 1)}
+    if current is None or baseline < current:
+        return {MAX_FAILED_TOKENS: baseline}
+    return {MAX_FAILED_TOKENS: max(int(current) // 2, 1)}
 
 
 def lower_learning_rate(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:

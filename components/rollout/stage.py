@@ -187,6 +187,7 @@ def _finish(
     extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
     extra["rollout/groups_informative"] = float(sum(informative(g, value) for g in kept))
     extra["rollout/quarantined_tasks"] = float(quarantined)
+    extra["rollout/max_failed_response_tokens"] = float(config.max_failed_response_tokens)  # the mask in force
     extra["rollout/wall_s"] = wall_s
     extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
     thresholds = MonitorThresholds(destructive_rate=config.warn_destructive_rate,

@@ -89,9 +89,6 @@ class TrainConfig:
     Well above the measured llama.cpp-Q4 vs fp32 gap (mean 0.07), so quantisation noise
     passes while a chunk whose average token probability ratio leaves ~[0.6, 1.65] goes.
     Chunks without μ (an engine that reports no log-probabilities) are not checked."""
-    max_failed_response_tokens: int = 20_000
-    """Mask failed episodes whose response tokens (all chunks) exceed this: the seed's
-    20k rule against a few extreme failures dominating the gradient."""
     max_episode_tokens: int | None = None
     """Mask episodes whose full token stream is longer (reason ``too_long``); ``None``
     means the model's ``max_position_embeddings``."""
@@ -232,7 +229,7 @@ class TrainConfig:
             problems.append(f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)")
         if self.mismatch_threshold <= 0:
             problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
-        positive_ints = ["max_failed_response_tokens", "lora_rank", "lora_alpha",
+        positive_ints = ["lora_rank", "lora_alpha",
                          "micro_batch_size", "grad_accum_steps", "epochs", "keep_checkpoints"]
         for name in positive_ints:
             if getattr(self, name) < 1:
