@@ -120,3 +120,14 @@ def test_legacy_tasks_keep_the_official_test_layout(task_id):
     assert task.scoring == "pytest-report"
     assert "run-tests.sh" in {f.path for f in task.test_files}
     assert not any(f.path.startswith("tests/") or f.path == "run-tests.sh" for f in task.environment_files)
+
+
+def test_a_build_time_installer_is_recorded_and_keys_the_image():
+    task = read_task_folder(FIXTURES / "tb-corpus" / "uv-build-install")
+    assert task.adaptations["build_installers"] == {
+        "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
+    }
+    spec = SandboxSpec.from_task(task)
+    assert spec.build_installers == {"https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13"}}
+    plain = SandboxSpec.from_task(task, build_installers={})
+    assert spec.image_key != plain.image_key  # an image built with the local installers is another image
