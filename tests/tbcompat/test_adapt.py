@@ -13,7 +13,7 @@ from termrl.taskfolders import export_tasks, import_task_folders, read_task_fold
 from termrl.taskfolders.layout import LEGACY_ROOT_FILES
 from termrl.tbcompat.adapt import adaptations_for, with_adaptations
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION
-from termrl.tbcompat.standins import TRIXIE
+from termrl.tbcompat.standins import NOBLE, TRIXIE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TB = FIXTURES / "terminal-bench"
@@ -34,7 +34,7 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
     for task_id, (ref, uv, groups, found_in) in expected.items():
         adaptations = tasks[task_id].adaptations
         assert list(adaptations["base_images"]) == [ref]
-        assert adaptations["base_images"][ref]["image"] == TRIXIE
+        assert adaptations["base_images"][ref]["image"] == (NOBLE if "ubuntu" in ref else TRIXIE)
         assert adaptations["base_images"][ref]["differences"]
         kit = adaptations["test_kit"]
         assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (uv, "3.13", "2.41", groups, found_in)
