@@ -19,6 +19,7 @@ from components.synthesize.cli import synthesize
 from components.train.cli import train
 from components.verify.cli import verify
 from pipelines.commands import cluster, compile_command, rerun, run, schedule
+from pipelines.image_commands import images_group
 from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
@@ -56,6 +57,7 @@ main.add_command(compile_command)
 main.add_command(rerun)
 main.add_command(schedule)
 main.add_command(cluster)
+main.add_command(images_group)
 
 if __name__ == "__main__":
     main()

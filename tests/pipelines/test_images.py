@@ -1,0 +1,130 @@
+"""``termrl images build | push | push-tasks``: the images a cluster pulls.
+
+The slow tests build the CPU stage image for real (offline, ``--network=none``),
+run its default policy with no network, and push it, the sandbox base images
+and task environments to a real registry: Debian's ``docker-registry`` on a
+free localhost port (plain HTTP, so ``--no-tls-verify``). What the registry
+holds is read back through its HTTP API.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipelines import images
+from pipelines.image_commands import images_group
+from termrl.errors import ConfigError
+from termrl.sandbox.base_images import BASE_IMAGES
+
+REGISTRY_BINARY = "/usr/bin/docker-registry"
+
+
+def test_stage_requirements_carry_the_runtime_and_the_build_backend():
+    requirements = images.stage_requirements()
+    assert any(r.startswith("torch") for r in requirements)
+    assert any(r.startswith("setuptools") for r in requirements)  # pip install --no-build-isolation needs it
+
+
+def test_base_images_are_pushed_under_the_registry_with_their_own_names():
+    targets = images.base_image_targets("reg.example:5000/team/")
+    assert targets[0] == ("localhost/termrl/base:bookworm", "reg.example:5000/team/termrl/base:bookworm")
+    assert len(targets) == len(BASE_IMAGES)
+
+
+def test_an_unknown_stage_image_is_refused():
+    with pytest.raises(ConfigError, match="unknown stage image"):
+        images.build_stage_image("stage-tpu", "1")
+
+
+def test_the_cli_lists_build_push_and_push_tasks():
+    result = CliRunner().invoke(images_group, ["--help"])
+    assert result.exit_code == 0
+    assert {"build", "push", "push-tasks"} <= set(result.output.split())
+
+
+# --- a real registry ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.load(response)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local registry (Debian's docker-registry, `apt-get install docker-registry`): ``127.0.0.1:PORT``."""
+    if not Path(REGISTRY_BINARY).exists():
+        pytest.skip("docker-registry is not installed (apt-get install docker-registry)")
+    root = tmp_path_factory.mktemp("registry")
+    address = f"127.0.0.1:{_free_port()}"
+    config = root / "config.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+                      f"http:\n  addr: {address}\n")  # fmt: skip
+    server = subprocess.Popen([REGISTRY_BINARY, "serve", str(config)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(100):  # the registry answers /v2/ once it listens
+            try:
+                _get(f"http://{address}/v2/")
+                break
+            except OSError:
+                if server.poll() is not None:
+                    pytest.fail("docker-registry exited at start")
+                time.sleep(0.1)
+        yield address
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _tags(registry: str, repository: str) -> list[str]:
+    return _get(f"http://{registry}/v2/{repository}/tags/list").get("tags") or []
+
+
+TAG = "pytest-images"
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+@pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
+def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: str):
+    local = f"localhost/termrl/stage-cpu:{TAG}"
+    runner = CliRunner()
+    try:
+        names = images.build_stage_image("stage-cpu", TAG, latest=False)
+        assert names == [local]
+        # The default policy is inside and loads with no network: "prepare base policy" in a pod.
+        run = subprocess.run(
+            ["podman", "run", "--rm", "--network=none", local, "python", "-c",
+             "from pipelines.glue import materialize_model; import pathlib; materialize_model('', '/tmp/m'); "
+             "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))"],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "model.safetensors" in run.stdout and "tokenizer.json" in run.stdout
+
+        result = runner.invoke(images_group, ["push", "--registry", registry, "--tag", TAG, "--no-tls-verify"])
+        assert result.exit_code == 0, result.output
+        assert f"pushed {registry}/termrl/stage-cpu:{TAG}" in result.output
+        assert _tags(registry, "termrl/stage-cpu") == [TAG]
+        for base in BASE_IMAGES:
+            repository, tag = base.name.split(":")
+            assert tag in _tags(registry, repository), base.name
+    finally:
+        subprocess.run(["podman", "rmi", "-f", local], capture_output=True, timeout=300)
