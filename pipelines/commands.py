@@ -77,6 +77,14 @@ def _placement_fields(placement: dict[str, Any], tag: str) -> dict[str, Any]:
             "gpu_tolerations": tolerations, "gpu_node_selector": node_selector}  # fmt: skip
 
 
+def _sandbox_fields(placement: dict[str, Any]) -> dict[str, str]:
+    """A cluster's sandboxes: pods (the kubernetes backend) pulling task environments from --registry
+    with the first --image-pull-secret; each is a pipeline parameter the UI can change."""
+    secrets = placement["image_pull_secrets"]
+    return {"sandbox_backend": "kubernetes", "sandbox_registry": placement["registry"] or "",
+            "sandbox_pull_secret": secrets[0] if secrets else ""}  # fmt: skip
+
+
 def _summary_lines(record: RunRecord) -> list[str]:
     """The report's path and the table of every evaluated policy on the held-out tasks."""
     from pipelines.curriculum import REPORT
@@ -154,7 +162,7 @@ def compile_command(out: str, name: str, phase1_iterations: int, phase2_iteratio
         shape = CurriculumShape(
             phase1_iterations, phase2_iterations, code_version=code_version, model_cache_pvc=model_cache_pvc,
             api_key_secret=api_key_secret, **({"api_key_env": api_key_env} if api_key_env else {}),
-            **_placement_fields(placement, code_version),
+            **_placement_fields(placement, code_version), **_sandbox_fields(placement),
         )  # fmt: skip
         path = compile_pipeline(name, out, shape)
         spec, _ = read_compiled(path)
@@ -222,13 +230,15 @@ def schedule_nightly(cron: str, host: str | None, argo_out: str | None, settings
         defaults = pipeline_defaults(build_nightly_eval())
         params = pipeline_arguments(defaults, settings)
         if host is not None:
-            shape = CurriculumShape(code_version=code_version, **fields)
+            shape = CurriculumShape(code_version=code_version, **fields, **_sandbox_fields(placement))
             job = schedule_kfp(host, cron, params=params, experiment=experiment, namespace=namespace, shape=shape)
             click.echo(f"recurring run {job} created on {host} (cron {cron})")
             return
         keys = ("model", "task_count", "task_seed", "trials")
+        sandbox = _sandbox_fields(placement)
         workflow = nightly_cron_workflow(
             cron, namespace=namespace or "default", **fields, **{k: v for k, v in params.items() if k in keys},
+            sandbox_registry=sandbox["sandbox_registry"], sandbox_pull_secret=sandbox["sandbox_pull_secret"],
         )  # fmt: skip
         text, _ = round_trip(workflow)
     except TermrlError as exc:

@@ -133,6 +133,12 @@ class CurriculumShape:
     """Taints of the GPU nodes that rollout, train and eval tolerate."""
     gpu_node_selector: tuple[tuple[str, str], ...] = ()
     """(label, value) pairs a node must carry to run rollout, train and eval."""
+    sandbox_backend: str = "podman"
+    """Default of the ``sandbox_backend`` parameter: podman for ``termrl run``, kubernetes on a cluster."""
+    sandbox_registry: str = ""
+    """Default of ``sandbox_registry``: where the kubernetes backend pulls task environments from."""
+    sandbox_pull_secret: str = ""
+    """Default of ``sandbox_pull_secret``: the sandbox pods' image pull secret."""
 
     def validate(self) -> None:
         problems = []
@@ -267,7 +273,10 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         eval_trials: int = 1,
         eval_max_turns: int = 3,
         eval_concurrency: int = 8,
-        sandbox_backend: str = "podman",
+        sandbox_backend: str = shape.sandbox_backend,
+        sandbox_namespace: str = "",
+        sandbox_registry: str = shape.sandbox_registry,
+        sandbox_pull_secret: str = shape.sandbox_pull_secret,
         accelerator_type: str = "nvidia.com/gpu",
         accelerator_count: int = 1,
         synthesize_options: dict = {},  # noqa: B006 - kfp reads the default; never mutated
@@ -297,6 +306,13 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 episodes all earned the same reward (no signal); 0 keeps the first complete groups.
             rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
             learning_rate: Learning rate of the RL train steps.
+            sandbox_backend: Where verify, demonstrate, rollout and eval run task sandboxes: podman
+                (a local run) or kubernetes (a pod per sandbox, in sandbox_namespace).
+            sandbox_namespace: kubernetes: namespace of the sandbox pods ('' = termrl-sandboxes, what
+                `termrl cluster manifests` sets up).
+            sandbox_registry: kubernetes: registry of the task environment images, REG/termrl/env:<hash>,
+                pushed by `termrl images push-tasks` before the run.
+            sandbox_pull_secret: kubernetes: image pull secret (in the sandbox namespace) of the sandbox pods.
             synthesize_options: Any SynthesizeConfig field, for both synthesize stages
                 (``termrl run --set synthesize.FIELD=VALUE``).
             verify_options: Any VerifyConfig field, for both verify stages.
@@ -308,6 +324,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 (``components.health.detectors.Thresholds`` fields).
         """
         accel = (accelerator_type, accelerator_count)
+        sandbox = {"sandbox_namespace": sandbox_namespace, "sandbox_registry": sandbox_registry,
+                   "sandbox_pull_secret": sandbox_pull_secret}  # fmt: skip
 
         def place(task: PipelineTask, stage: str, name: str) -> PipelineTask:
             return apply_platform(task, stage, name, shape, accel)
@@ -321,7 +339,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                       "synthesize", "synthesize training tasks")  # fmt: skip
         verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
                                     judge_model=base.outputs["model"], repeats=verify_repeats,
-                                    judges=verify_judges, sandbox_backend=sandbox_backend,
+                                    judges=verify_judges, sandbox_backend=sandbox_backend, **sandbox,
                                     options=verify_options),
                          "verify", "verify training tasks")  # fmt: skip
         pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
@@ -334,14 +352,14 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                               "synthesize", "synthesize held-out tasks")  # fmt: skip
         heldout = place(ops.verify(code_version=code_version, tasks=heldout_tasks.outputs["tasks"],
                                    judge_model=base.outputs["model"], repeats=verify_repeats,
-                                   judges=verify_judges, sandbox_backend=sandbox_backend,
+                                   judges=verify_judges, sandbox_backend=sandbox_backend, **sandbox,
                                    options=verify_options),
                         "verify", "verify held-out tasks").outputs["admitted"]  # fmt: skip
 
         def demonstrate(pool: str, name: str) -> object:
             return place(ops.demonstrate(code_version=code_version, tasks=pools.outputs[pool],
                                          policy=base.outputs["model"], prompt_style=prompt_style,
-                                         backend=sandbox_backend), "demonstrate", name).outputs["demonstrations"]  # fmt: skip
+                                         backend=sandbox_backend, **sandbox), "demonstrate", name).outputs["demonstrations"]  # fmt: skip
 
         demos = demonstrate("imitation_pool", "demonstrate · imitation pool")
         anchors = demonstrate("train_pool", "demonstrate · phase-1 pool") if n1 else None
@@ -350,7 +368,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             return place(ops.evaluate(
                 code_version=code_version, tasks=heldout, policy=policy, run_id=label, trials=eval_trials,
                 max_turns=eval_max_turns, max_new_tokens=max_new_tokens, concurrency=eval_concurrency,
-                backend=sandbox_backend, prompt_style=prompt_style, options=eval_options,
+                backend=sandbox_backend, prompt_style=prompt_style, options=eval_options, **sandbox,
             ), "evaluate", name)  # fmt: skip
 
         evals = {"base": evaluate(base.outputs["model"], "base", EVAL_BASE)}
@@ -379,7 +397,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 policy_version=version, seed=version, group_size=group_size, groups=groups,
                 dynamic_sampling=dynamic_sampling,
                 concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style,
+                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style, **sandbox,
                 options=rollout_opts, **anchored,
             ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
             imitating = {"demonstrations": demos} if phase == 1 else {}

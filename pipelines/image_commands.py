@@ -74,15 +74,32 @@ def push(registry: str, stages: tuple[str, ...], tag: str | None, tls_verify: bo
 
 
 @images_group.command("push-tasks")
-@click.option("--tasks", "tasks", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Tasks artifact (Parquet) whose environments the cluster's sandboxes run (repeatable).")
+@click.option("--pipeline", "pipeline_yaml", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Compiled pipeline (termrl compile): synthesize its tasks here, with its arguments, "
+                   "and push their environments.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A parameter the run will change (as `termrl run --set`), e.g. synth_count=96.")
+@click.option("--tasks", "tasks", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Tasks artifact (Parquet) whose environments the cluster's sandboxes run (repeatable), "
+                   "e.g. the run's expert_tasks.")
 @_REGISTRY
 @_TLS
-def push_tasks(tasks: tuple[str, ...], registry: str, tls_verify: bool) -> None:
-    """Build every task's environment (podman) and push it as REG/termrl/env:<hash>, where the kubernetes
-    sandbox backend pulls it."""
+def push_tasks(pipeline_yaml: str | None, settings: tuple[str, ...], tasks: tuple[str, ...], registry: str,
+               tls_verify: bool) -> None:  # fmt: skip
+    """Build the task environments a run needs (podman) and push them as REG/termrl/env:<hash>, where the
+    kubernetes sandbox backend pulls them. Run it before each cluster run, with the run's parameters."""
+    import tempfile
+
+    from pipelines.task_images import synthesize_pipeline_tasks
+
+    if not pipeline_yaml and not tasks:
+        raise click.UsageError("give --pipeline YAML (the tasks it synthesizes) and/or --tasks FILE")
     try:
-        pushed = images.push_task_images([Path(t) for t in tasks], registry, tls_verify=tls_verify, log=_echo)
+        with tempfile.TemporaryDirectory(prefix="termrl-push-tasks-") as tmp:
+            paths = [Path(t) for t in tasks]
+            if pipeline_yaml:
+                paths += synthesize_pipeline_tasks(pipeline_yaml, settings, Path(tmp))
+            pushed = images.push_task_images(paths, registry, tls_verify=tls_verify, log=_echo)
     except TermrlError as exc:
         raise click.ClickException(f"{exc}\n{getattr(exc, 'log_tail', '') or ''}".rstrip()) from exc
     click.echo(f"pushed {len(pushed)} task environment image(s) to {registry}")

@@ -36,7 +36,8 @@ from typing import Any, TextIO
 from kfp import local
 from kfp.local import executor_output_utils, graph_utils
 
-__all__ = ["RunRecord", "TaskRecord", "display_names", "pipeline_defaults", "run_pipeline_locally", "summary_lines"]
+__all__ = ["RunRecord", "TaskRecord", "display_names", "pipeline_defaults", "run_pipeline_locally", "spec_defaults",
+           "summary_lines"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r"Executing task '([^']+)'")
@@ -113,7 +114,12 @@ def display_names(pipeline: Any) -> dict[str, str]:
 
 def pipeline_defaults(pipeline: Any) -> dict[str, Any]:
     """The pipeline's parameters with their defaults."""
-    params = pipeline.pipeline_spec.root.input_definitions.parameters
+    return spec_defaults(pipeline.pipeline_spec)
+
+
+def spec_defaults(spec: Any) -> dict[str, Any]:
+    """The parameters of a PipelineSpec (a compiled YAML's, ``read_compiled``) with their defaults."""
+    params = spec.root.input_definitions.parameters
     values = {}
     for name, param in params.items():
         value = executor_output_utils.pb2_value_to_python(param.default_value)

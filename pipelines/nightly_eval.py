@@ -39,24 +39,29 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
         trials: int = 1,  # eval decodes greedily: more trials repeat the first
         max_turns: int = 8,
         max_new_tokens: int = 256,
-        sandbox_backend: str = "podman",
+        sandbox_backend: str = shape.sandbox_backend,
+        sandbox_namespace: str = "",
+        sandbox_registry: str = shape.sandbox_registry,
+        sandbox_pull_secret: str = shape.sandbox_pull_secret,
         accelerator_type: str = "nvidia.com/gpu",
         accelerator_count: int = 1,
         eval_options: dict = {},  # noqa: B006 - kfp reads the default; never mutated
     ) -> None:
         accel = (accelerator_type, accelerator_count)
+        sandbox = {"sandbox_namespace": sandbox_namespace, "sandbox_registry": sandbox_registry,
+                   "sandbox_pull_secret": sandbox_pull_secret}  # fmt: skip
         policy = apply_platform(ops.prepare_model(code_version=code_version, source=model),
                                 "prepare_model", "prepare policy", shape, accel, caching=False)  # fmt: skip
         tasks = apply_platform(ops.synthesize(code_version=code_version, count=task_count, seed=task_seed),
                                "synthesize", "synthesize eval tasks", shape, accel)  # fmt: skip
         verified = apply_platform(ops.verify(
             code_version=code_version, tasks=tasks.outputs["tasks"], judge_model=policy.outputs["model"],
-            repeats=verify_repeats, sandbox_backend=sandbox_backend,
+            repeats=verify_repeats, sandbox_backend=sandbox_backend, **sandbox,
         ), "verify", "verify eval tasks", shape, accel)  # fmt: skip
         apply_platform(ops.evaluate(
             code_version=code_version, tasks=verified.outputs["admitted"], policy=policy.outputs["model"],
             run_id="nightly", trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-            backend=sandbox_backend, options=eval_options,
+            backend=sandbox_backend, options=eval_options, **sandbox,
         ), "evaluate", NIGHTLY_EVAL, shape, accel, caching=False)  # fmt: skip
 
     return nightly_eval

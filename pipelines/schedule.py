@@ -98,6 +98,8 @@ def nightly_cron_workflow(
     timezone: str = "UTC",
     service_account: str = SERVICE_ACCOUNT,
     results_pvc: str = "",
+    sandbox_registry: str = "",
+    sandbox_pull_secret: str = "",
 ) -> Any:
     """The nightly eval as an Argo CronWorkflow (a hera object).
 
@@ -105,7 +107,8 @@ def nightly_cron_workflow(
     results and report go to ``results_pvc`` (one folder per run) when given.
     Sandboxes are pods (``--backend kubernetes``), created under ``service_account``
     (``termrl cluster manifests`` grants it that). Every pod pulls with ``image_pull_secrets``;
-    the eval pod goes to a node ``gpu_node_selector`` and ``gpu_tolerations`` allow.
+    the eval pod goes to a node ``gpu_node_selector`` and ``gpu_tolerations`` allow. The sandbox
+    pods pull task environments from ``sandbox_registry`` with ``sandbox_pull_secret``.
     """
     from hera.workflows import DAG, Container, CronWorkflow, Parameter
     from hera.workflows import models as m
@@ -119,6 +122,9 @@ def nightly_cron_workflow(
 
     def param(name: str) -> str:
         return "{{workflow.parameters." + name + "}}"
+
+    sandbox = [f"--set sandbox_{key}={value}" for key, value in
+               (("registry", sandbox_registry), ("pull_secret", sandbox_pull_secret)) if value]  # fmt: skip
 
     resolve_model = (f'MODEL="{param("model")}"; [ -n "$MODEL" ] || MODEL=$(python -c "from termrl.llm.models '
                      'import prepare_default_model as p; print(p())"); ')  # fmt: skip
@@ -145,7 +151,8 @@ def nightly_cron_workflow(
         verify = Container(
             name="verify", image=cpu_image, command=["python", "-m", "components.verify"],
             args=["--tasks", "/work/tasks.parquet", "--out", "/work/verdicts.parquet", "--admitted",
-                  "/work/admitted.parquet", "--repeats", "1", "--backend", "kubernetes", "--no-progress"],
+                  "/work/admitted.parquet", "--repeats", "1", "--backend", "kubernetes", "--no-progress",
+                  *(a for item in sandbox for a in item.split(" ", 1))],
             volume_mounts=mounts,
         )  # fmt: skip
         evaluate = Container(
@@ -153,7 +160,7 @@ def nightly_cron_workflow(
             args=[resolve_model + f"mkdir -p {results_dir}; python -m components.eval --tasks "
                   f"/work/admitted.parquet --model \"$MODEL\" --trials {param('trials')} --backend kubernetes "
                   f"--run-id nightly --no-progress --out {results_dir}/eval_results.parquet "
-                  f"--report {results_dir}/report.html"],
+                  f"--report {results_dir}/report.html" + "".join(f" {item}" for item in sandbox)],
             volume_mounts=mounts,
             resources=m.ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
             tolerations=[m.Toleration(**t.manifest()) for t in gpu_tolerations] or None,

@@ -24,6 +24,9 @@ def demonstrate(
     concurrency: int = 4,
     prompt_style: str = "compact",
     backend: str = "podman",
+    sandbox_namespace: str = "",
+    sandbox_registry: str = "",
+    sandbox_pull_secret: str = "",
 ) -> None:
     """Each task's golden solution replayed as agent turns in a sandbox -> expert trajectories.
 
@@ -33,6 +36,9 @@ def demonstrate(
         concurrency: Replays (sandboxes) alive at once.
         prompt_style: The agent's system prompt (compact or hermes); must match rollout and eval.
         backend: Sandbox backend.
+        sandbox_namespace: kubernetes backend: namespace of the sandbox pods ('' = termrl-sandboxes).
+        sandbox_registry: kubernetes backend: registry of the task environment images.
+        sandbox_pull_secret: kubernetes backend: image pull secret of the sandbox pods.
     """
     import json
     import os
@@ -46,6 +52,7 @@ def demonstrate(
     summary = main(DemonstrateConfig(
         tasks=pathlib.Path(tasks.path), out=out, model=policy.path, backend=backend,
         concurrency=concurrency, agent=AgentConfig(prompt_style=prompt_style), progress=False,
+        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
     ))  # fmt: skip
     os.replace(out, demonstrations.path)
     values = {"demonstrate/tasks": float(summary.tasks), "demonstrate/kept": float(summary.demonstrations),

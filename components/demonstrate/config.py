@@ -24,6 +24,13 @@ class DemonstrateConfig:
     None is the embedded default (SmolLM2). Only the tokenizer is loaded."""
     backend: str = "podman"
     """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
+    sandbox_namespace: str = ""
+    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
+    sandbox_registry: str = ""
+    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
+    pushed by ``termrl images push-tasks``)."""
+    sandbox_pull_secret: str = ""
+    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
     concurrency: int = 4
     """Replays (sandboxes) alive at once."""
     agent: AgentConfig = field(default_factory=AgentConfig)

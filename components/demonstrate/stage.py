@@ -40,7 +40,7 @@ from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task
 from termrl.artifacts.trajectories import read_trajectories, write_trajectories
 from termrl.errors import ConfigError, TermrlError
-from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.manager import SandboxManager, sandbox_options
 from termrl.taskrun import TaskSandboxes, run_tests
 
 __all__ = ["DemonstrationSummary", "demonstrate", "expert_rows", "main"]
@@ -123,7 +123,8 @@ async def demonstrate(config: DemonstrateConfig, tasks: list[Task], tokenizer: A
     todo = [t for t in tasks if not any(p.exists() for p in _part(config, t))]
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="demonstrate", unit="task",
                disable=not config.progress)  # fmt: skip
-    manager = SandboxManager(config.backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf)
+    manager = SandboxManager(config.backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf,
+                             **sandbox_options(config.backend, config))  # fmt: skip
     async with manager:
         sandboxes = TaskSandboxes(manager)
 

@@ -27,6 +27,9 @@ def evaluate(
     max_new_tokens: int = 192,
     concurrency: int = 2,
     backend: str = "podman",
+    sandbox_namespace: str = "",
+    sandbox_registry: str = "",
+    sandbox_pull_secret: str = "",
     prompt_style: str = "compact",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
@@ -43,6 +46,7 @@ def evaluate(
         tasks=tasks.path, out=results.path, report=report.path, model=policy.path, run_id=run_id,
         trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
         concurrency=concurrency, backend=backend, prompt_style=prompt_style, progress=False,
+        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
     ), options))  # fmt: skip
     values = flat_metrics(summary)
     metrics.metadata.update(values)

@@ -51,6 +51,13 @@ class EvalConfig:
     """Image builds at once before the trials start (each task's image is built once)."""
     backend: str = "podman"
     """Sandbox backend (see ``termrl.sandbox.manager.BACKENDS``)."""
+    sandbox_namespace: str = ""
+    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
+    sandbox_registry: str = ""
+    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
+    pushed by ``termrl images push-tasks``)."""
+    sandbox_pull_secret: str = ""
+    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
     max_turns: int = 30
     """Assistant turns before an episode stops with ``max-turns``."""
     max_new_tokens: int = 512

@@ -44,7 +44,7 @@ from components.eval.taxonomy import TrialFacts, call_stats, classify
 from termrl.artifacts.tasks import Task, load_tasks
 from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
-from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.manager import SandboxManager, sandbox_options
 from termrl.taskfolders import import_task_folders
 from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, run_tests
 
@@ -230,7 +230,7 @@ async def run_trials(
     try:
         # Trials queue for a slot as long as it takes: the slots are the only bound on sandboxes.
         async with SandboxManager(config.backend, max_sessions=config.concurrency,
-                                  acquire_timeout_sec=math.inf) as manager:  # fmt: skip
+                                  acquire_timeout_sec=math.inf, **sandbox_options(config.backend, config)) as manager:  # fmt: skip
             sandboxes = TaskSandboxes(manager)
             broken = await _prebuild(sandboxes, tasks, config)
             bar = tqdm(total=len(tasks) * config.trials, initial=len(done or ()), desc=f"eval {config.label()}", unit="trial",

@@ -41,6 +41,9 @@ def rollout(
     max_new_tokens: int = 192,
     temperature: float = 1.0,
     backend: str = "podman",
+    sandbox_namespace: str = "",
+    sandbox_registry: str = "",
+    sandbox_pull_secret: str = "",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
     """Episodes of ``policy`` on ``tasks`` in sandboxes -> trajectories + monitoring metrics.
@@ -59,6 +62,9 @@ def rollout(
             (no signal); 0 keeps the first complete groups whatever their rewards.
         max_turns: Assistant turns per episode (replayed expert turns not counted).
         temperature: Sampling temperature (train must take log πθ at the same one).
+        sandbox_namespace: kubernetes backend: namespace of the sandbox pods ('' = termrl-sandboxes).
+        sandbox_registry: kubernetes backend: registry of the task environment images.
+        sandbox_pull_secret: kubernetes backend: image pull secret of the sandbox pods.
     """
     import json
     import os
@@ -74,6 +80,7 @@ def rollout(
         model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
         groups=groups, redundancy=redundancy, dynamic_sampling=dynamic_sampling, concurrency=concurrency,
         max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, backend=backend,
+        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
         anchoring=anchoring, prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,

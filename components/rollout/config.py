@@ -68,6 +68,13 @@ class RolloutConfig:
     """Episodes (sandboxes) alive at once. One real core here: keep it small."""
     backend: str = "podman"
     """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
+    sandbox_namespace: str = ""
+    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
+    sandbox_registry: str = ""
+    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
+    pushed by ``termrl images push-tasks``)."""
+    sandbox_pull_secret: str = ""
+    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
 
     demonstrations: Path | None = None
     """Expert trajectories (the demonstrate stage's artifact) to start groups from; see anchors.py."""

@@ -49,7 +49,7 @@ from termrl.artifacts.tasks import Task
 from termrl.errors import ConfigError
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
-from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.manager import SandboxManager, sandbox_options
 
 __all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout", "without_quarantined"]
 
@@ -140,7 +140,8 @@ async def rollout(
     plans = plan_groups(drawable, config.groups_started, seed=config.seed,
                         policy_version=config.policy_version, anchor_for=anchor_for)  # fmt: skip
     make_manager = manager_factory or (
-        lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency))
+        lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency,
+                               **sandbox_options(config.backend, config)))  # fmt: skip
     async with make_manager() as manager, _agent_step(config, engine, demonstrations) as step:
         runner = SandboxEpisodeRunner(
             manager, step, mode=config.mode, policy_version=config.policy_version,

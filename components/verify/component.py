@@ -26,6 +26,9 @@ def verify(
     judges: str = "",
     concurrency: int = 2,
     sandbox_backend: str = "podman",
+    sandbox_namespace: str = "",
+    sandbox_registry: str = "",
+    sandbox_pull_secret: str = "",
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
     """Ground truth, no-op, ablation, state replay (and judges) -> verdicts + admitted tasks."""
@@ -40,6 +43,7 @@ def verify(
         tasks=tasks.path, out=verdicts.path, admitted=admitted.path, repeats=repeats,
         judges=tuple(j for j in judges.split(",") if j), local_judge_model=judge_model.path,
         concurrency=concurrency, sandbox_backend=sandbox_backend, progress=False,
+        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
     ), options))  # fmt: skip
     values = {"verify/tasks": float(len(results)),
               "verify/admitted": float(sum(v.admitted for v in results))}  # fmt: skip

@@ -92,6 +92,13 @@ class VerifyConfig:
     """Largest archive of solution changes the state-replay probe moves between sandboxes."""
     sandbox_backend: str = "podman"
     """The ``termrl.sandbox`` backend that runs every check."""
+    sandbox_namespace: str = ""
+    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
+    sandbox_registry: str = ""
+    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
+    pushed by ``termrl images push-tasks``)."""
+    sandbox_pull_secret: str = ""
+    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
 
     judges: tuple[str, ...] = (LOCAL_JUDGE,)
     """The LLM-judge panel: litellm model names (``openai/gpt-4o``, ``anthropic/...``), each

@@ -40,6 +40,7 @@ from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task
 from termrl.errors import TermrlError
 from termrl.sandbox import SandboxManager
+from termrl.sandbox.manager import sandbox_options
 from termrl.taskrun import TaskSandboxes
 
 __all__ = ["verify_task", "verify_tasks"]
@@ -135,7 +136,8 @@ async def verify_tasks(tasks: list[Task], config: VerifyConfig) -> list[Verdict]
                                concurrency=config.judge_concurrency)  # fmt: skip
         # Checks queue for a slot as long as it takes: the slots are the only bound on sandboxes.
         manager = await stack.enter_async_context(SandboxManager(
-            backend=config.sandbox_backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf))
+            backend=config.sandbox_backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf,
+            **sandbox_options(config.sandbox_backend, config)))
         ctx = _Context(config, TaskSandboxes(manager), panel)
         in_flight = asyncio.Semaphore(config.concurrency)
         bar = tqdm(total=len(tasks), desc="verify", unit="task", disable=not config.progress)

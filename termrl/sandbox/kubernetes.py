@@ -155,8 +155,9 @@ def _label_value(value: str) -> str:
     return cleaned.strip("._-") or "x"
 
 
-def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str | None = None) -> dict[str, Any]:
-    """The pod of one session, as a plain manifest dict."""
+def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str | None = None,
+                 image_pull_secrets: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    """The pod of one session, as a plain manifest dict (``image_pull_secrets``: a private registry)."""
     labels = {"termrl.sandbox": "1", "termrl.network": spec.network}
     labels.update({key: _label_value(value) for key, value in spec.labels.items()})
     resources = {"cpu": f"{int(spec.cpus * 1000)}m", "memory": f"{spec.memory_mb}Mi"}
@@ -190,6 +191,8 @@ def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str
     }
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
+    if image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in image_pull_secrets]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}
 
 
@@ -387,12 +390,14 @@ class KubernetesBackend(Backend):
         *,
         registry: str | None = None,
         runtime_class: str | None = None,
+        image_pull_secrets: tuple[str, ...] = (),
         start_timeout_sec: float = 300.0,
         api: Any = None,
     ):
         self.namespace = namespace
         self.registry = registry
         self.runtime_class = runtime_class
+        self.image_pull_secrets = tuple(image_pull_secrets)
         self.start_timeout_sec = start_timeout_sec
         self.api = api if api is not None else self._load_api()
 
@@ -413,7 +418,9 @@ class KubernetesBackend(Backend):
         if spec.image is not None:
             return spec.image
         if self.registry is None:
-            raise SandboxUnavailable("the kubernetes backend runs pushed images: set registry= for task environments")
+            raise SandboxUnavailable("the kubernetes backend runs pushed images: set the sandbox registry (pipeline "
+                                     "parameter sandbox_registry) and push the task environments there "
+                                     "(termrl images push-tasks)")  # fmt: skip
         return f"{self.registry.rstrip('/')}/{spec.image_key}"
 
     async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[KubernetesSandbox, Shell]:
@@ -421,7 +428,8 @@ class KubernetesBackend(Backend):
         from kubernetes.stream import stream
 
         name = f"termrl-{uuid.uuid4().hex[:12]}"
-        manifest = pod_manifest(spec, image, name, runtime_class=self.runtime_class)
+        manifest = pod_manifest(spec, image, name, runtime_class=self.runtime_class,
+                                image_pull_secrets=self.image_pull_secrets)  # fmt: skip
         try:
             await asyncio.to_thread(self.api.create_namespaced_pod, self.namespace, manifest)
         except ApiException as e:

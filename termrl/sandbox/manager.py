@@ -17,7 +17,7 @@ import asyncio
 import os
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from termrl.errors import EnvInitFailed, SandboxUnavailable, failure_type
 from termrl.sandbox import metrics
@@ -25,9 +25,33 @@ from termrl.sandbox.backend import Backend
 from termrl.sandbox.session import Session
 from termrl.sandbox.spec import SandboxSpec
 
-__all__ = ["BACKENDS", "SandboxManager"]
+__all__ = ["BACKENDS", "ClusterFields", "SandboxManager", "sandbox_options"]
 
 BACKENDS = ("podman", "docker", "bwrap", "kubernetes")
+
+
+class ClusterFields(Protocol):
+    """The kubernetes backend's fields of a sandbox stage's config ('' = unset)."""
+
+    sandbox_namespace: str
+    sandbox_registry: str
+    sandbox_pull_secret: str
+
+
+def sandbox_options(backend: str, config: ClusterFields) -> dict[str, Any]:
+    """``SandboxManager`` options of ``backend`` from a stage config's ``sandbox_*`` fields.
+
+    Only the kubernetes backend takes them; the local backends ignore them, so one set
+    of pipeline parameters serves a local run and a cluster.
+    """
+    if backend != "kubernetes":
+        return {}
+    options: dict[str, Any] = {"namespace": config.sandbox_namespace} if config.sandbox_namespace else {}
+    if config.sandbox_registry:
+        options["registry"] = config.sandbox_registry
+    if config.sandbox_pull_secret:
+        options["image_pull_secrets"] = (config.sandbox_pull_secret,)
+    return options
 
 
 def _make_backend(backend: str, options: dict[str, Any]) -> Backend:

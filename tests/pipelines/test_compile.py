@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from pipelines.commands import compile_command
 from pipelines.compile import compile_pipeline, read_compiled
 from pipelines.curriculum import RESOURCES, RETRIED, CurriculumShape
+from pipelines.local import spec_defaults
 from termrl.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "curriculum.yaml"
@@ -216,6 +217,32 @@ def test_compile_for_a_registry_references_only_its_images_and_places_gpu_stages
             assert config["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}, name
         else:
             assert "tolerations" not in config and "nodeSelector" not in config, name
+
+
+def test_compile_for_a_registry_runs_sandboxes_as_pods_pulling_task_environments_from_it(tmp_path):
+    out = tmp_path / "curriculum.yaml"
+    result = CliRunner().invoke(compile_command, ["--out", str(out), "--registry", "reg.example.com/ml",
+                                                  "--image-pull-secret", "regcred"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    spec, _ = read_compiled(out)
+    defaults = spec_defaults(spec)
+    assert {k: defaults[k] for k in ("sandbox_backend", "sandbox_namespace", "sandbox_registry",
+                                     "sandbox_pull_secret")} == {  # fmt: skip
+        "sandbox_backend": "kubernetes", "sandbox_namespace": "", "sandbox_registry": "reg.example.com/ml",
+        "sandbox_pull_secret": "regcred"}  # fmt: skip
+    sandboxed = 0
+    for name, task in spec.root.dag.tasks.items():
+        if _stage(name) not in ("verify", "demonstrate", "rollout", "evaluate"):
+            continue
+        sandboxed += 1
+        bound = {key: given.component_input_parameter for key, given in task.inputs.parameters.items()}
+        for parameter in ("sandbox_namespace", "sandbox_registry", "sandbox_pull_secret"):
+            assert bound[parameter] == parameter, (name, parameter)
+        assert "sandbox_backend" in bound.values(), name
+    assert sandboxed >= 6
+    # a local run keeps podman
+    assert spec_defaults(read_compiled(compile_pipeline("curriculum", tmp_path / "local.yaml"))[0])[
+        "sandbox_backend"] == "podman"  # fmt: skip
 
 
 @pytest.mark.parametrize("options", [[], ["--cpu-image", "termrl/stage-cpu:1", "--registry", "reg.example.com"],

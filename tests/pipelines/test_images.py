@@ -128,3 +128,59 @@ def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: 
             assert tag in _tags(registry, repository), base.name
     finally:
         subprocess.run(["podman", "rmi", "-f", local], capture_output=True, timeout=300)
+
+
+# --- task environments --------------------------------------------------------------------------
+
+
+def _compile(tmp_path: Path, name: str) -> Path:
+    from pipelines.compile import compile_pipeline
+
+    return compile_pipeline(name, tmp_path / f"{name}.yaml")
+
+
+def test_the_curriculum_synthesizes_training_and_held_out_tasks_with_the_run_s_arguments(tmp_path):
+    from pipelines.task_images import pipeline_synthesize_arguments
+
+    calls = pipeline_synthesize_arguments(_compile(tmp_path, "curriculum"), ["synth_count=5", "heldout_seed=7",
+                                                                             "synthesize.perturbation_rate=0"])  # fmt: skip
+    assert sorted((a["count"], a["seed"], a.get("exclude_families", "")) for a in calls.values()) == [
+        (5, 0, "sql-sqlite"), (28, 7, "")]  # fmt: skip
+    assert all(a["options"] == {"perturbation_rate": 0.0} for a in calls.values())
+
+
+def test_llm_written_tasks_cannot_be_built_ahead(tmp_path):
+    from pipelines.task_images import pipeline_synthesize_arguments
+
+    with pytest.raises(ConfigError, match="LLM-written tasks"):
+        pipeline_synthesize_arguments(_compile(tmp_path, "curriculum"), ["synth_llm_model=openai/gpt-4o"])
+
+
+def test_push_tasks_needs_a_pipeline_or_tasks():
+    result = CliRunner().invoke(images_group, ["push-tasks", "--registry", "reg.example.com"])
+    assert result.exit_code != 0 and "--pipeline" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+@pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
+def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(registry: str, tmp_path: Path):
+    """The nightly eval's tasks, synthesized here as its synthesize stage will: each environment lands at the
+    name the kubernetes backend computes for the task in the pod."""
+    import asyncio
+
+    from pipelines.task_images import synthesize_pipeline_tasks
+    from termrl.artifacts.tasks import load_tasks
+    from termrl.sandbox.kubernetes import KubernetesBackend
+    from termrl.sandbox.spec import SandboxSpec
+
+    pipeline = _compile(tmp_path, "nightly-eval")
+    result = CliRunner().invoke(images_group, ["push-tasks", "--pipeline", str(pipeline), "--set", "task_count=2",
+                                               "--registry", registry, "--no-tls-verify"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "pushed 2 task environment image(s)" in result.output
+    # the same tasks, as the synthesize stage in the run writes them; the names the pod pulls
+    (tasks,) = synthesize_pipeline_tasks(pipeline, ["task_count=2"], tmp_path / "again")
+    backend = KubernetesBackend(registry=registry, api=object())  # no API calls: only the image name
+    pulled = {asyncio.run(backend.build_image(SandboxSpec.from_task(t))) for t in load_tasks(tasks)}
+    assert pulled == {f"{registry}/termrl/env:{tag}" for tag in _tags(registry, "termrl/env")}

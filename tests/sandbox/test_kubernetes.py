@@ -60,6 +60,26 @@ def test_pod_manifest_is_locked_down_and_sized():
     }  # fmt: skip
 
 
+def test_pod_pulls_with_the_image_pull_secret():
+    spec = SandboxSpec(image="registry.local/termrl/env:abc")
+    pod = _as_model(pod_manifest(spec, spec.image, "termrl-x", image_pull_secrets=("regcred",)), "V1Pod")
+    assert [s.name for s in pod.spec.image_pull_secrets] == ["regcred"]
+    assert _as_model(pod_manifest(spec, spec.image, "termrl-x"), "V1Pod").spec.image_pull_secrets is None
+
+
+def test_stage_sandbox_fields_reach_only_the_kubernetes_backend():
+    from components.rollout.config import RolloutConfig
+    from termrl.sandbox.manager import SandboxManager, sandbox_options
+
+    config = RolloutConfig(sandbox_namespace="sb", sandbox_registry="reg.local/ml", sandbox_pull_secret="regcred")
+    assert sandbox_options("podman", config) == {}
+    options = sandbox_options("kubernetes", config)
+    assert options == {"namespace": "sb", "registry": "reg.local/ml", "image_pull_secrets": ("regcred",)}
+    backend = SandboxManager("kubernetes", api=object(), **options).backend
+    assert (backend.namespace, backend.registry, backend.image_pull_secrets) == ("sb", "reg.local/ml", ("regcred",))
+    assert sandbox_options("kubernetes", RolloutConfig()) == {}  # the backend's own defaults
+
+
 def test_network_policies_deny_all_but_egress_when_asked():
     none, egress = (_as_model(m, "V1NetworkPolicy") for m in network_policy_manifest("sandboxes"))
     assert none.spec.pod_selector.match_labels["termrl.network"] == "none"
