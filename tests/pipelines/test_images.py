@@ -184,3 +184,10 @@ def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(reg
     backend = KubernetesBackend(registry=registry, api=object())  # no API calls: only the image name
     pulled = {asyncio.run(backend.build_image(SandboxSpec.from_task(t))) for t in load_tasks(tasks)}
     assert pulled == {f"{registry}/termrl/env:{tag}" for tag in _tags(registry, "termrl/env")}
+
+
+def test_both_stage_images_carry_the_same_default_policy_package():
+    for name in images.STAGE_IMAGES:
+        dockerfile = (images.ROOT / "images" / name / "Dockerfile").read_text()
+        assert "find_default_gguf" in dockerfile, name  # the build fails without the policy's weights
+    assert images.POLICY_PACKAGE in (images.ROOT / "images/stage-gpu/Dockerfile").read_text()

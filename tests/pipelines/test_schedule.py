@@ -17,6 +17,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipelines.cluster import SERVICE_ACCOUNT
 from pipelines.commands import schedule
+from pipelines.local import spec_defaults
 from pipelines.schedule import argo_cron, kfp_cron, nightly_cron_workflow, round_trip
 from pipelines.versioning import source_version
 from termrl.errors import ConfigError
@@ -107,6 +108,8 @@ def test_kfp_recurring_run_request(kfp_peer):
     assert caching["eval · nightly"] is False
     images = {e["container"]["image"] for e in json_format.MessageToDict(spec.deployment_spec)["executors"].values()}
     assert images == {f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")}
+    defaults = spec_defaults(spec)  # the sandboxes are pods pulling task environments from the registry
+    assert (defaults["sandbox_backend"], defaults["sandbox_registry"]) == ("kubernetes", "reg.example.com")
 
 
 def test_kfp_recurring_run_carries_the_platform_spec(kfp_peer):
@@ -187,6 +190,11 @@ def test_argo_command_writes_yaml(tmp_path):
         [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
          {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}],
         {"nvidia.com/gpu.present": "true"})}  # fmt: skip
+    # the sandboxes are pods pulling the task environments from the registry, with the pull secret
+    verify_args = containers["verify"]["args"]
+    assert verify_args[-4:] == ["--set", "sandbox_registry=reg.example.com", "--set", "sandbox_pull_secret=regcred"]
+    assert containers["eval"]["args"][0].endswith("--set sandbox_registry=reg.example.com "
+                                                  "--set sandbox_pull_secret=regcred")  # fmt: skip
 
 
 def test_schedule_needs_exactly_one_target():
