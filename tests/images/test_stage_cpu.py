@@ -1,7 +1,9 @@
 """The CPU stage image builds with podman and runs a stage (slow: installs every dependency)."""
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ TAG = "pytest"
 @pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
 def test_cpu_image_builds_and_runs_a_stage():
     build = subprocess.run([str(ROOT / "images/stage-cpu/build.sh"), TAG], capture_output=True, text=True,
-                           timeout=3600)  # fmt: skip
+                           timeout=3600, env={**os.environ, "PYTHON": sys.executable})  # fmt: skip
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     image = f"localhost/termrl/stage-cpu:{TAG}"
     try:
