@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
+# docker-registry: a local registry the image tests push to (started by the tests on a free port).
 APT_PACKAGES=(podman runc fuse-overlayfs slirp4netns uidmap mmdebstrap bubblewrap
-              zstd iproute2 chromium sqlite3 git)
+              zstd iproute2 chromium sqlite3 git docker-registry)
 
 log() { printf '[setup] %s\n' "$*"; }
 
@@ -21,6 +22,11 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The package enables a registry service on :5000; the tests start their own.
+  if [[ " ${missing[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null \
+     && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  fi
 fi
 
 # podman on this machine: runc (crun fails on cgroups v1 hybrid), ulimits a fork
