@@ -6,7 +6,7 @@
 The pod is non-privileged (no privilege escalation, capabilities cut to
 Docker's default set, RuntimeDefault seccomp), mounts no service-account
 token and no service links, carries the spec's CPU and memory as requests
-and limits, ends at ``activeDeadlineSeconds`` (the lifetime) and is labelled
+and limits and its ``storage_mb`` as an ephemeral-storage limit, ends at ``activeDeadlineSeconds`` (the lifetime) and is labelled
 per task/group so a whole group can be listed or deleted. ``network: none``
 is a label that ``network_policy_manifest`` turns into a deny-all policy;
 egress pods get a policy allowing only egress. A pod's pids limit is a
@@ -161,12 +161,16 @@ def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str
     labels = {"termrl.sandbox": "1", "termrl.network": spec.network}
     labels.update({key: _label_value(value) for key, value in spec.labels.items()})
     resources = {"cpu": f"{int(spec.cpus * 1000)}m", "memory": f"{spec.memory_mb}Mi"}
+    # The kubelet evicts a pod that writes past the limit. The request is explicitly 0: left out, it
+    # would default to the limit and reserve storage_mb of node disk per pod.
+    storage = {"ephemeral-storage": f"{spec.storage_mb}Mi"} if spec.storage_mb else {}
+    no_storage = {"ephemeral-storage": "0"} if spec.storage_mb else {}
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
         "command": IDLE_COMMAND,
         "env": [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
-        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "resources": {"requests": dict(resources, **no_storage), "limits": dict(resources, **storage)},
         "securityContext": {
             "privileged": False,
             "allowPrivilegeEscalation": False,

@@ -19,7 +19,10 @@ never through a binary inside the container.
 Limits: ``--cpus``, ``--memory`` with equal ``--memory-swap`` (no swap),
 ``--pids-limit``, ``--timeout`` (the lifetime, enforced by conmon even if this
 process dies), ``--network=none`` unless egress, no-new-privileges, podman's
-default capability set (smaller than Docker's). An egress session gets a
+default capability set (smaller than Docker's), and ``storage_mb``: rootful
+podman runs the container on a root it mounts itself, the image under a
+writable layer on a sparse disk image of that size (``termrl.sandbox.disk_layer``;
+docker and rootless podman: no disk limit). An egress session gets a
 network stack of its own (slirp4netns, host loopback refused): no session
 reaches another or a service on the host's 127.0.0.1. Images of task
 environments are built on podman's private (bridge) network, which reaches the
@@ -53,6 +56,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, metrics, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
+from termrl.sandbox.disk_layer import DiskLayer, mount_layer, remove_stale, unmount_layer
 from termrl.sandbox.fresh import (
     collect,
     enter,
@@ -61,6 +65,7 @@ from termrl.sandbox.fresh import (
     pid_line_argv,
     split_pid_line,
 )
+from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
@@ -155,11 +160,13 @@ async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tup
 class PodmanSandbox(Sandbox):
     """A running container whose pid 1 is the shell supervisor."""
 
-    def __init__(self, binary: str, name: str, channel: ProcessChannel):
+    def __init__(self, binary: str, name: str, channel: ProcessChannel, *, layer: DiskLayer | None = None):
         self.binary = binary
         self.name = name
         self.backend = Path(binary).name
         self.channel = channel
+        self.layer = layer
+        """The root this container runs on, when termrl mounted it (``disk_layer``); None: podman's own."""
         self._init_pid: int | None = None
         self._config_env: dict[str, str] | None = None
 
@@ -268,6 +275,8 @@ class PodmanSandbox(Sandbox):
         return result
 
     async def changed_files(self) -> dict[str, str] | None:
+        if self.layer is not None:
+            return await asyncio.to_thread(overlay_changes, self.layer.upper, self.layer.lower)
         code, out = await _run([self.binary, "diff", "--format", "json", self.name], timeout=120)
         if code != 0:
             await self._raise_if_dead()
@@ -295,6 +304,9 @@ class PodmanSandbox(Sandbox):
             await asyncio.wait_for(self.channel.process.wait(), 10)
         except TimeoutError:
             self.channel.process.kill()
+        if self.layer is not None:
+            await asyncio.to_thread(unmount_layer, self.layer.directory)
+            self.layer = None
 
 
 class PodmanBackend(Backend):
@@ -309,6 +321,12 @@ class PodmanBackend(Backend):
         # directory: sessions run from here, never from the caller's directory.
         self.conmon_dir = cache_root() / "sandbox" / "podman"
         self.conmon_dir.mkdir(parents=True, exist_ok=True)
+        self.layers_dir = self.conmon_dir / "roots"
+        """Session roots (``disk_layer``), one folder per container name."""
+        self.own_roots = self.name == "podman" and os.geteuid() == 0
+        """Whether sessions run on a root termrl mounts (the disk limit); needs root and ``podman image mount``."""
+        self._images: dict[str, tuple[Path, dict]] = {}
+        self._image_locks: dict[str, asyncio.Lock] = {}
         self._engine_ok = False
         self._build_locks: dict[str, asyncio.Lock] = {}
         self._build_slots = asyncio.Semaphore(max_concurrent_builds)
@@ -412,8 +430,16 @@ class PodmanBackend(Backend):
             why = f"timed out after {spec.build_timeout_sec:g}s" if code == 124 else f"exit status {code}"
             raise EnvInitFailed(f"image build failed ({why})", log_tail=out.decode(errors="replace")[-4000:])
 
-    def run_argv(self, spec: SandboxSpec, image: str, name: str, token: str) -> list[str]:
-        """The ``podman run`` command line of one session (public for tests and bench)."""
+    def run_argv(
+        self, spec: SandboxSpec, image: str, name: str, token: str, *, rootfs: Path | None = None,
+        image_config: dict | None = None,
+    ) -> list[str]:
+        """The ``podman run`` command line of one session (public for tests and bench).
+
+        With ``rootfs`` the container runs on that folder (``--rootfs``) instead of ``image``, and
+        gets the image's environment, working directory and user from ``image_config`` (its
+        ``podman image inspect`` Config), which podman then cannot read itself.
+        """
         argv = [
             self.binary, "run", "--interactive", "--rm", "--name", name,
             "--log-driver=passthrough", "--hostname", "sandbox",
@@ -434,26 +460,69 @@ class PodmanBackend(Backend):
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SANDBOX_PATH}:ro"]
                 argv += [a for k, v in sorted(hostca.CA_ENV.items()) for a in ("--env", f"{k}={v}")]
-        for key, value in sorted(spec.env.items()):
+        env = dict(spec.env)
+        if rootfs is not None:
+            config = image_config or {}
+            env = {**dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item), **env}
+            if config.get("WorkingDir"):
+                argv += ["--workdir", config["WorkingDir"]]
+            if config.get("User"):
+                argv += ["--user", config["User"]]
+            argv.append("--rootfs")
+        for key, value in sorted(env.items()):
             argv += ["--env", f"{key}={value}"]
-        argv += ["--entrypoint", "bash", image, "-c", SUPERVISOR, "termrl-supervisor", token]
+        argv += ["--entrypoint", "bash", str(rootfs) if rootfs is not None else image,
+                 "-c", SUPERVISOR, "termrl-supervisor", token]  # fmt: skip
         return argv
+
+    async def _mounted_image(self, image: str) -> tuple[Path, dict]:
+        """(the image's rootfs, mounted by ``podman image mount``; its Config), once per image and backend.
+
+        The mount stays for the process's life, as bwrap's lower layers do: podman counts
+        mounts per image, so sessions in other processes are unaffected, and ``podman rmi``
+        does not wait for it. Two podman calls per session start would cost more than the
+        rest of the start under load.
+        """
+        async with self._image_locks.setdefault(image, asyncio.Lock()):
+            known = self._images.get(image)
+            if known is not None and os.path.ismount(known[0]):
+                return known
+            code, out = await _run([self.binary, "image", "inspect", "--format", "{{json .Config}}", image], timeout=60)
+            if code != 0:
+                raise EnvInitFailed(f"cannot inspect image {image}", log_tail=out.decode(errors="replace")[-2000:])
+            config = json.loads(out or b"{}") or {}
+            code, out = await _run([self.binary, "image", "mount", image], timeout=60)
+            if code != 0:
+                raise EnvInitFailed(f"cannot mount image {image}", log_tail=out.decode(errors="replace")[-2000:])
+            self._images[image] = (Path(out.decode().strip()), config)
+            return self._images[image]
+
+    async def _mount_root(self, spec: SandboxSpec, image: str, name: str) -> tuple[DiskLayer, dict]:
+        """A session root for ``image`` with a writable layer of ``spec.storage_mb`` (``disk_layer``), and
+        the image's Config; ``PodmanSandbox.destroy`` unmounts it."""
+        lower, config = await self._mounted_image(image)
+        layer = await asyncio.to_thread(mount_layer, self.layers_dir / name, lower, spec.storage_mb)
+        return layer, config
 
     async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[PodmanSandbox, Shell]:
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         token = Shell.new_token()
+        layer, config = await self._mount_root(spec, image, name) if self.own_roots else (None, None)
+        argv = self.run_argv(spec, image, name, token, rootfs=layer and layer.root, image_config=config)
         try:
             process = await asyncio.create_subprocess_exec(
-                *self.run_argv(spec, image, name, token),
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=self.conmon_dir,
             )
         except OSError as e:
+            if layer is not None:
+                await asyncio.to_thread(unmount_layer, layer.directory)
             raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
         channel = ProcessChannel(process)
-        sandbox = PodmanSandbox(self.binary, name, channel)
+        sandbox = PodmanSandbox(self.binary, name, channel, layer=layer)
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         setup = hostca.install_command() if spec.network == "egress" else ""
         try:
@@ -480,4 +549,9 @@ class PodmanBackend(Backend):
         ]
         if stale:
             await _run([self.binary, "rm", "--force", "--time", "0", *stale], timeout=300)
+        # Roots of containers that are gone (removed above, or by --rm after a crash of their owner).
+        code, out = await _run([self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"])
+        if code == 0:
+            live = set(out.decode(errors="replace").split())
+            await asyncio.to_thread(remove_stale, self.layers_dir, live)
         return len(stale)

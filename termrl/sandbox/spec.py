@@ -81,8 +81,8 @@ class SandboxSpec:
     pids: int = 512
     """Most processes and threads alive at once; a fork bomb stops here."""
     storage_mb: int = 10240
-    """Most the sandbox may write to its filesystem (bwrap: a sized upper layer; writes past it fail
-    with ENOSPC in that sandbox alone). 0: no limit."""
+    """Most the sandbox may write to its filesystem (bwrap and rootful podman: a sized upper layer; writes
+    past it fail with ENOSPC in that sandbox alone; kubernetes: an ephemeral-storage limit, past which the kubelet evicts the pod). 0: no limit."""
     lifetime_sec: float = 3600.0
     """The sandbox is destroyed this long after it started, whatever it is doing."""
     build_timeout_sec: float = 600.0

@@ -49,7 +49,8 @@ def test_pod_manifest_is_locked_down_and_sized():
     assert (pod.spec.host_network, pod.spec.host_pid, pod.spec.host_ipc) == (False, False, False)
     assert pod.spec.runtime_class_name == "gvisor"
     (container,) = pod.spec.containers
-    assert container.resources.limits == {"cpu": "500m", "memory": "768Mi"} == container.resources.requests
+    assert container.resources.requests == {"cpu": "500m", "memory": "768Mi", "ephemeral-storage": "0"}
+    assert container.resources.limits == {"cpu": "500m", "memory": "768Mi", "ephemeral-storage": "10240Mi"}
     assert container.security_context.privileged is False
     assert container.security_context.allow_privilege_escalation is False
     assert container.security_context.capabilities.drop == ["ALL"]

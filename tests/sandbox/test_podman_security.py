@@ -183,3 +183,36 @@ async def test_host_wide_kernel_settings_are_read_only(podman, base_images):
         write = await session.exec("v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern")
         assert write.exit_code != 0
         assert (await session.exec("cat /proc/keys 2>/dev/null | wc -c")).output == "0\n"
+
+
+def _loop_devices() -> int:
+    return len(subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines())
+
+
+async def test_disk_fill_fails_that_sandbox_alone(podman, base_images):
+    if os.geteuid() != 0:
+        pytest.skip("the podman disk limit mounts the container's root itself: rootful podman only")
+    before = _loop_devices()
+    spec = SandboxSpec(image=base_images, storage_mb=64)
+    async with await podman.create(spec) as full, await podman.create(spec) as other:
+        fill = await full.exec("dd if=/dev/zero of=/big bs=1M count=200 2>&1; du -m /big", timeout=60)
+        assert "No space left on device" in fill.output, fill.output
+        assert int(fill.output.split()[-2]) < 64
+        assert (await full.exec("echo still-usable")).output == "still-usable\n"
+        assert (await other.exec("head -c 10M /dev/zero > /root/ten && echo written")).output == "written\n"
+        assert (await full.changed_files() or {}).get("/big") == "A"  # the layer, read from the host
+        layer = full.sandbox.layer
+        assert layer is not None and (layer.directory / "disk.img").stat().st_blocks * 512 < 80 * 2**20  # sparse
+    assert not layer.directory.exists() and not os.path.ismount(layer.root)
+    assert _loop_devices() == before  # the loop devices went with the sandboxes
+
+
+async def test_an_image_keeps_its_environment_workdir_and_user(podman, base_images):
+    dockerfile = (b"FROM termrl/base:bookworm\nENV GREETING=hello\nRUN useradd -m player && mkdir /play"
+                  b" && chown player /play\nWORKDIR /play\nUSER player\n")  # fmt: skip
+    spec = SandboxSpec(environment_files=[TaskFile("Dockerfile", dockerfile)], workdir="/play")
+    async with await podman.create(spec) as session:
+        result = await session.exec('echo "$GREETING $(pwd) $(id -un)"; touch mine && echo wrote')
+        assert result.output == "hello /play player\nwrote\n", result.output
+        fresh = await session.exec_fresh("echo $GREETING; id -un", timeout=30)
+        assert fresh.output == "hello\nplayer\n", fresh.output
