@@ -89,7 +89,6 @@ import shlex
 import stat
 import tempfile
 import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -181,8 +180,8 @@ if [ ! -f "$f" ]; then echo special file; exit 4; fi
 IFS= read -r -d '' -n 256 text < "$f"
 printf '%s' "$text"
 """
-_OPENED: weakref.WeakKeyDictionary[object, TaskSandboxes] = weakref.WeakKeyDictionary()
-"""The TaskSandboxes each open session came from."""
+_OPENED: dict[int, TaskSandboxes] = {}
+"""The TaskSandboxes each open session (by id, while ``TaskSandboxes.open`` holds it) came from."""
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
 
@@ -412,7 +411,7 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
 
 async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOutcome:
     """Collect the artifacts, end the agent's sandbox, score in a fresh one fed only the artifacts."""
-    sandboxes = _OPENED.get(session)
+    sandboxes = _OPENED.get(id(session))
     if sandboxes is None:
         raise RewardFailed(f"task {task.id}: a separate verifier needs a session from TaskSandboxes.open")
     async with session.agent_stopped():
@@ -600,6 +599,9 @@ class TaskSandboxes:
         spec = self.spec(task, verifier=verifier)
         await self._build(spec)
         async with await self.manager.create(spec) as session:
-            _OPENED[session] = self  # how run_tests starts a separate verifier's sandbox
-            await remove_leftovers(session, user="0" if spec.user else None)
-            yield session
+            _OPENED[id(session)] = self  # how run_tests starts a separate verifier's sandbox
+            try:
+                await remove_leftovers(session, user="0" if spec.user else None)
+                yield session
+            finally:
+                _OPENED.pop(id(session), None)

@@ -137,3 +137,33 @@ def test_bad_run_config_fields_are_named(tmp_path, table, problem):
     (folder / "task.toml").write_text(table)
     with pytest.raises(TaskFormatError, match=re.escape(problem)):
         read_task_folder(folder)
+
+
+def _multi_step(tmp_path, toml: str):
+    folder = tmp_path / "t"
+    for path in ("environment", "tests", "steps/a/tests"):
+        (folder / path).mkdir(parents=True, exist_ok=True)
+    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
+    (folder / "steps" / "a" / "instruction.md").write_text("Do a.\n")
+    (folder / "steps" / "a" / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (folder / "task.toml").write_text('schema_version = "1.4"\n' + toml)
+    return folder
+
+
+def test_a_multi_step_task_needs_no_top_level_instruction_or_tests(tmp_path):
+    task = read_task_folder(_multi_step(tmp_path, '[[steps]]\nname = "a"\nmin_reward = {reward = 1.0}\n'))
+    assert task.instruction == "Do a.\n" and task.steps[0]["min_reward"] == {"reward": 1.0}
+    assert [f.path for f in task.step_files] == ["a/instruction.md", "a/tests/test.sh"]
+
+
+@pytest.mark.parametrize(("toml", "problem"), [
+    ('[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\n', "healthcheck are not supported in a step"),
+    ('[[steps]]\nname = "a"\n[steps.agent]\nuser = "x"\n', "agent.user are not supported"),
+    ('[[steps]]\nname = "a"\nmin_reward = {accuracy = 1.0}\n', "only 'reward' can be gated"),
+    ('[[steps]]\nname = "b"\n', "cannot read steps/b/instruction.md"),
+    ('multi_step_reward_strategy = "max"\n[[steps]]\nname = "a"\n', "multi_step_reward_strategy must be"),
+    ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "a"\n', "in a multi-step task is not supported"),
+])  # fmt: skip
+def test_bad_steps_are_named(tmp_path, toml, problem):
+    with pytest.raises(TaskFormatError, match=re.escape(problem)):
+        read_task_folder(_multi_step(tmp_path, toml))
