@@ -99,9 +99,10 @@ import yaml
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, TermrlError, TransientError
 from termrl.sandbox.session import relative_inside
-from termrl.sandbox.spec import SandboxSpec
+from termrl.sandbox.spec import SandboxSpec, resolve_env
 from termrl.tbcompat.testphase import prepare_test_phase
 from termrl.tbcompat.timing import warn_if_tight
+from termrl.verifierenv import collect_artifacts
 
 if TYPE_CHECKING:
     from termrl.sandbox.manager import SandboxManager
@@ -179,6 +180,8 @@ if [ ! -f "$f" ]; then echo special file; exit 4; fi
 IFS= read -r -d '' -n 256 text < "$f"
 printf '%s' "$text"
 """
+_OPENED: dict[int, TaskSandboxes] = {}
+"""The TaskSandboxes each open session (by id, while ``TaskSandboxes.open`` holds it) came from."""
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
 
@@ -198,8 +201,9 @@ class _Session(Protocol):
     async def exec(self, command: str, timeout: float = ...) -> _Result: ...
     async def exec_fresh(
         self, command: str, timeout: float = ..., *, env: dict[str, str] | None = ..., workdir: str | None = ...,
-        binds: dict[str, tuple[str, bool]] | None = ...,
+        binds: dict[str, tuple[str, bool]] | None = ..., user: str | None = ...,
     ) -> _Result: ...
+    async def close(self) -> None: ...
     def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
     async def changed_files(self) -> dict[str, str] | None: ...
@@ -265,6 +269,7 @@ async def run_solution(session: _Session, task: Task, *, timeout: float | None =
     timeout = timeout or task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
     if task.solution_files:
         await session.upload_files(task.solution_files, SOLUTION_DIR)
+    solution_env = {**resolve_env(task.env), **resolve_env(task.solution_env)}
     started = time.monotonic()
     outputs: list[str] = []
     exit_code: int | None = 0
@@ -272,7 +277,7 @@ async def run_solution(session: _Session, task: Task, *, timeout: float | None =
         remaining = timeout - (time.monotonic() - started)
         if remaining <= 0:
             return SolutionOutcome(None, True, time.monotonic() - started, "".join(outputs))
-        result = await session.exec(_in_workdir(session, step, {}), timeout=remaining)
+        result = await session.exec(_in_workdir(session, step, solution_env), timeout=remaining)
         outputs.append(result.output)
         exit_code = result.exit_code
         if result.timed_out:
@@ -387,29 +392,60 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
 
     Raises ``RewardFailed`` when the verifier directory cannot be prepared or
     the reward file is unusable; never turns an unusable reward into a pass.
+    A separate verifier (``task.verifier_mode``) closes ``session`` and scores in
+    a fresh sandbox; ``session`` must then come from ``TaskSandboxes.open``.
     """
     timeout = timeout or task.verifier_timeout_sec or DEFAULT_VERIFIER_TIMEOUT_SEC
+    if task.scoring not in ("reward-file", "pytest-report"):
+        raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
+    if task.steps:
+        raise RewardFailed(f"task {task.id} has {len(task.steps)} steps: score it step by step (termrl.multistep)")
+    if task.verifier_mode == "separate":
+        return await _run_separate(session, task, timeout)
     async with session.agent_stopped():
         tampering = await find_tampering(session)  # before the tests install anything themselves
         if tampering:
             log.warning("task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering))
-        started = time.monotonic()
-        prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
-        if prepare.exit_code != 0:
-            raise RewardFailed(f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
-        if task.scoring not in ("reward-file", "pytest-report"):
-            raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
-        env = {"TEST_DIR": TESTS_DIR, "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}
-        if session.private_binds:
-            with tempfile.TemporaryDirectory(prefix="termrl-scoring-") as host:
-                tests, verifier = _write_host_dirs(host, task.test_files)
-                result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir,
-                                                  binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)})  # fmt: skip
-                read_reward = lambda code: asyncio.to_thread(_read_host_reward, task, verifier, code)  # noqa: E731
-                return await _outcome(task, result, started, timeout, tampering, read_reward)
-        await session.upload_files(task.test_files, TESTS_DIR)
-        result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir)
-        return await _outcome(task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code))
+        return await _score(session, task, timeout, tampering)
+
+
+async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOutcome:
+    """Collect the artifacts, end the agent's sandbox, score in a fresh one fed only the artifacts."""
+    sandboxes = _OPENED.get(id(session))
+    if sandboxes is None:
+        raise RewardFailed(f"task {task.id}: a separate verifier needs a session from TaskSandboxes.open")
+    async with session.agent_stopped():
+        artifacts = await collect_artifacts(session, task)  # type: ignore[arg-type]
+    # The agent's processes end before the verifier starts (and its sandbox slot is free for the verifier's).
+    await session.close()
+    async with sandboxes.open(task, verifier=True) as fresh:
+        if artifacts:
+            await fresh.upload_files(artifacts, "/")
+        return await _score(fresh, task, timeout, ())
+
+
+async def _score(session: _Session, task: Task, timeout: float, tampering: tuple[str, ...]) -> TestOutcome:
+    """Steps 3 to 5 of the module docstring: fresh test directories, the tests, the reward."""
+    started = time.monotonic()
+    prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
+    if prepare.exit_code != 0:
+        raise RewardFailed(f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
+    env = {**resolve_env(task.env), **resolve_env(task.verifier_env), "TEST_DIR": TESTS_DIR,
+           "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}  # fmt: skip
+    user = task.verifier_user
+    if session.private_binds:
+        with tempfile.TemporaryDirectory(prefix="termrl-scoring-") as host:
+            tests, verifier = _write_host_dirs(host, task.test_files)
+            result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir,
+                                              binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)},
+                                              user=user)  # fmt: skip
+            read_reward = lambda code: asyncio.to_thread(_read_host_reward, task, verifier, code)  # noqa: E731
+            return await _outcome(task, result, started, timeout, tampering, read_reward)
+    await session.upload_files(task.test_files, TESTS_DIR)
+    if user is not None:  # the verifier's user writes the reward file
+        await session.exec_fresh(f"chmod 0777 {VERIFIER_DIR}", timeout=30)
+    result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir, user=user)
+    return await _outcome(task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code))
 
 
 async def _outcome(
@@ -475,17 +511,23 @@ def _read_host_reward(task: Task, verifier: str, test_exit_code: int | None) -> 
     return parse_reward(task.id, text)
 
 
-async def remove_leftovers(session: _Session) -> None:
+async def remove_leftovers(session: _Session, *, user: str | None = None) -> None:
     """Bring a fresh sandbox to the task's start state: no tests, no solution, no reward file.
 
     The image never contains them (``SandboxSpec.from_task``), but a Dockerfile
     may have created such paths; nobody working in the sandbox may find them.
     ``ResetFailed`` when they cannot be removed; a ``TransientError`` passes through.
+    ``user``: remove them as this user, through a fresh process (an agent that is not
+    root could not remove what the image's root left), not the agent's shell.
     """
     paths = " ".join(LEFTOVERS)
     checks = " && ".join(f"[ ! -e {p} ]" for p in LEFTOVERS)
+    command = f"rm -rf {paths}; {checks}"
     try:
-        result = await session.exec(f"rm -rf {paths}; {checks}", 30.0)
+        if user is None:
+            result = await session.exec(command, 30.0)
+        else:
+            result = await session.exec_fresh(command, 30.0, user=user)
     except TransientError:
         raise
     except TermrlError as exc:
@@ -508,11 +550,17 @@ class TaskSandboxes:
         self.lifetime_sec = lifetime_sec
         self._builds: dict[str, asyncio.Future[None]] = {}
 
-    def spec(self, task: Task) -> SandboxSpec:
-        """The task's sandbox: its environment and limits (never its tests or solution)."""
-        if self.lifetime_sec is None:
-            return SandboxSpec.from_task(task)
-        return SandboxSpec.from_task(task, lifetime_sec=self.lifetime_sec(task))
+    def spec(self, task: Task, *, verifier: bool = False) -> SandboxSpec:
+        """The task's sandbox: its environment and limits (never its tests or solution). ``verifier``: a separate
+        verifier's sandbox, the same but with no agent user (its tests pick their own) and its own network."""
+        overrides: dict[str, object] = {}
+        if verifier:
+            overrides["user"] = None
+            if task.verifier_network is not None:
+                overrides["network"] = "egress" if task.verifier_network == "public" else "none"
+        if self.lifetime_sec is not None:
+            overrides["lifetime_sec"] = self.lifetime_sec(task)
+        return SandboxSpec.from_task(task, **overrides)
 
     async def build(self, task: Task) -> None:
         """Build (or find cached) the task's image once per image key; a failed build is remembered and
@@ -545,11 +593,15 @@ class TaskSandboxes:
         future.set_result(None)
 
     @asynccontextmanager
-    async def open(self, task: Task) -> AsyncIterator[Session]:
+    async def open(self, task: Task, *, verifier: bool = False) -> AsyncIterator[Session]:
         """build(task), create a session, remove set-up leftovers and check they are gone (ResetFailed otherwise,
-        TransientError passes through), yield it, close it."""
-        spec = self.spec(task)
+        TransientError passes through), yield it, close it. ``verifier``: the sandbox of a separate verifier."""
+        spec = self.spec(task, verifier=verifier)
         await self._build(spec)
         async with await self.manager.create(spec) as session:
-            await remove_leftovers(session)
-            yield session
+            _OPENED[id(session)] = self  # how run_tests starts a separate verifier's sandbox
+            try:
+                await remove_leftovers(session, user="0" if spec.user else None)
+                yield session
+            finally:
+                _OPENED.pop(id(session), None)

@@ -8,6 +8,7 @@ One trial, the official way (Terminal-Bench's execution model):
     fresh sandbox from the task's image, set-up leftovers removed   (TaskSandboxes.open)
       ─► agent phase under task.agent_timeout_sec   (agent.act)
       ─► tests under task.verifier_timeout_sec       (termrl.taskrun.run_tests)
+      (a multi-step task: those two for each step in order, one reward: termrl.multistep)
       ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats
 
 A trial whose agent phase ended past its budget counts as failed and is
@@ -44,6 +45,7 @@ from components.eval.taxonomy import TrialFacts, call_stats, classify
 from termrl.artifacts.tasks import Task, load_tasks
 from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
+from termrl.multistep import below_min_reward, combine, task_steps
 from termrl.sandbox.manager import SandboxManager, sandbox_options
 from termrl.taskfolders import import_task_folders
 from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, run_tests
@@ -143,40 +145,65 @@ def trial_row(
     }
 
 
+def _add(total: AgentRun | None, part: AgentRun) -> AgentRun:
+    """The agent's work over the steps so far: ``part`` (the latest step's) added to ``total``."""
+    if total is None:
+        return part
+    return AgentRun(
+        stop_reason=part.stop_reason, chunks=total.chunks + part.chunks, turns=total.turns + part.turns,
+        prompt_tokens=total.prompt_tokens + part.prompt_tokens,
+        completion_tokens=total.completion_tokens + part.completion_tokens,
+        episode_tokens=total.episode_tokens + part.episode_tokens, timed_out=total.timed_out or part.timed_out,
+        failure_type=part.failure_type or total.failure_type, error=part.error or total.error,
+    )  # fmt: skip
+
+
 async def _run_one(
     sandboxes: TaskSandboxes, agent: Agent, config: EvalConfig, task: Task, trial: int
 ) -> dict[str, Any]:
-    budget = task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
+    """One trial: each step of the task (``termrl.multistep``; one for most tasks) acted on, then scored."""
     started = time.monotonic()
     run = AgentRun(stop_reason="error")
     agent_sec: float | None = None
     over_budget = False
+    scored = []
     try:
         async with sandboxes.open(task) as session:
             started = session.started  # not the wait for a free slot
-            agent_started = time.monotonic()
-            try:
-                run = await asyncio.wait_for(agent.act(session, task, trial, budget), hard_cap_sec(budget))
-            except TimeoutError:
-                agent_sec = time.monotonic() - agent_started
-                run = AgentRun(stop_reason="lifetime", timed_out=True, error=f"agent cancelled after {agent_sec:.0f}s")
-                return trial_row(config, task, trial, run, over_budget=True, tests_passed=None, reward=0.0,
-                                 agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
-            agent_sec = time.monotonic() - agent_started
-            over_budget = run.timed_out or agent_sec > budget
-            if run.failure_type in ("SandboxDied", "SandboxUnavailable"):
-                return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
-                                 reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
-            try:
-                outcome = await run_tests(session, task)
-            except TermrlError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
-                raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
+            total: AgentRun | None = None
+            agent_sec = 0.0
+            for index, step in enumerate(task_steps(task)):
+                budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
+                agent_started = time.monotonic()
+                try:
+                    part = await asyncio.wait_for(agent.act(session, step, trial, budget), hard_cap_sec(budget))
+                except TimeoutError:
+                    agent_sec += time.monotonic() - agent_started
+                    part = AgentRun(stop_reason="lifetime", timed_out=True,
+                                    error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s")  # fmt: skip
+                    run = _add(total, part)
+                    return trial_row(config, task, trial, run, over_budget=True, tests_passed=None, reward=0.0,
+                                     agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+                step_sec = time.monotonic() - agent_started
+                agent_sec += step_sec
+                total = run = _add(total, part)
+                over_budget = over_budget or part.timed_out or step_sec > budget
+                if part.failure_type in ("SandboxDied", "SandboxUnavailable"):
+                    return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
+                                     reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+                try:
+                    scored.append(await run_tests(session, step))
+                except TermrlError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
+                    raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
+                if below_min_reward(task, index, scored[-1]):
+                    break
     except TermrlError as exc:
         run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
         return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None, reward=0.0,
                          agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+    outcome = combine(task, scored)
     return trial_row(
         config, task, trial, run,
         over_budget=over_budget, tests_passed=outcome.passed, reward=outcome.reward,

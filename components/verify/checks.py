@@ -34,6 +34,7 @@ import yaml
 from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import TermrlError
+from termrl.multistep import run_steps
 from termrl.shellsteps import split_steps, without_step
 from termrl.taskrun import (
     SOLUTION_DIR,
@@ -90,13 +91,16 @@ async def _repeat(repeats: int, run: Callable[[], Awaitable[TestOutcome]]) -> li
 
 async def _solved_then_tested(sandboxes: TaskSandboxes, task: Task) -> TestOutcome:
     async with sandboxes.open(task) as session:
-        await run_solution(session, task)
-        return await run_tests(session, task)
+        return (await run_steps(session, task, lambda step: run_solution(session, step))).outcome
+
+
+async def _nothing(step: Task) -> None:
+    return None
 
 
 async def _tested_only(sandboxes: TaskSandboxes, task: Task) -> TestOutcome:
     async with sandboxes.open(task) as session:
-        return await run_tests(session, task)
+        return (await run_steps(session, task, _nothing)).outcome
 
 
 def _runs_outcome(

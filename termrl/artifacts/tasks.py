@@ -19,6 +19,18 @@ go at run time:
 that file and an empty command (see ``termrl.tasks.solution_steps``).
 ``adaptations`` records (as JSON) what termrl changed to run the task offline;
 the original bytes above are never edited.
+
+Version 1.1 added how Harbor (schema 1.4) runs a task beyond its Dockerfile:
+``docker_image`` (a prebuilt image run instead of building ``environment_files``),
+``workdir``, ``env`` (every process of the sandbox; ``${VAR}`` / ``${VAR:-default}``
+templates kept as written and resolved from the host when a sandbox starts),
+``solution_env``, ``verifier_env``, ``agent_user`` / ``verifier_user`` (None: the
+image's USER), ``verifier_mode`` (``separate``: the tests run in a fresh sandbox
+from the same image, fed the ``artifacts`` the agent left, after the
+``verifier_collect`` commands ran; ``verifier_network``: that sandbox's network),
+``steps`` and ``reward_strategy`` (a multi-step task). A 1.0 file reads with them
+null (as before: the image's defaults, a shared verifier, one step); dict and list
+columns are JSON text.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from termrl.artifacts.contract import ArtifactSchema, Rows, read_artifact, write_artifact
 
@@ -44,7 +57,7 @@ FILE_TYPE = pa.struct(
 
 TASKS = ArtifactSchema(
     name="tasks",
-    version="1.0",
+    version="1.1",
     schema=pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
@@ -71,9 +84,33 @@ TASKS = ArtifactSchema(
             pa.field("perturbations", pa.list_(pa.string())),
             pa.field("metadata", pa.string()),  # JSON: everything else the task file said
             pa.field("adaptations", pa.string()),  # JSON: what termrl changed to run it here
+            pa.field("docker_image", pa.string()),  # 1.1
+            pa.field("workdir", pa.string()),  # 1.1
+            pa.field("env", pa.string()),  # 1.1: JSON object
+            pa.field("solution_env", pa.string()),  # 1.1: JSON object
+            pa.field("verifier_env", pa.string()),  # 1.1: JSON object
+            pa.field("agent_user", pa.string()),  # 1.1
+            pa.field("verifier_user", pa.string()),  # 1.1
+            pa.field("verifier_mode", pa.string()),  # 1.1: shared | separate
+            pa.field("verifier_collect", pa.string()),  # 1.1: JSON list of {command, timeout_sec, user}
+            pa.field("artifacts", pa.string()),  # 1.1: JSON list of {source, exclude}
+            pa.field("verifier_network", pa.string()),  # 1.1: public | no-network (a separate verifier's own)
+            pa.field("steps", pa.string()),  # 1.1: JSON list of step configs
+            pa.field("reward_strategy", pa.string()),  # 1.1: mean | final (multi-step tasks)
+            pa.field("step_files", pa.list_(FILE_TYPE)),  # 1.1: the files under steps/ (multi-step tasks)
         ]
     ),
 )
+
+
+FILE_COLUMNS = ("environment_files", "solution_files", "test_files", "step_files")
+JSON_COLUMNS = {"metadata": dict, "adaptations": dict, "env": dict, "solution_env": dict, "verifier_env": dict,
+                "verifier_collect": list, "artifacts": list, "steps": list}  # fmt: skip
+"""Columns holding JSON text, and the empty value a null reads as."""
+ADDED_IN_1_1 = ("docker_image", "workdir", "env", "solution_env", "verifier_env", "agent_user", "verifier_user",
+                "verifier_mode", "verifier_collect", "artifacts", "verifier_network", "steps",
+                "reward_strategy", "step_files")  # fmt: skip
+"""Columns a 1.0 file lacks; ``read_tasks`` fills them with nulls."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +154,33 @@ class Task:
     perturbations: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     adaptations: dict[str, Any] = field(default_factory=dict)
+    docker_image: str | None = None
+    """A prebuilt image to run instead of building ``environment_files`` (Harbor's ``docker_image``)."""
+    workdir: str | None = None
+    """Working directory of the agent, solution and tests; None: the image's WORKDIR."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables of every process in the sandbox, templates unresolved (``termrl.taskenv``)."""
+    solution_env: dict[str, str] = field(default_factory=dict)
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    agent_user: str | None = None
+    """The user the agent's shell (and the solution) runs as; None: the image's USER."""
+    verifier_user: str | None = None
+    """The user the tests run as; None: the image's USER."""
+    verifier_mode: str | None = None
+    """``separate``: tests run in a fresh sandbox fed ``artifacts``; None or ``shared``: in the agent's."""
+    verifier_collect: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    verifier_network: str | None = None
+    """A separate verifier's network (``public`` or ``no-network``); None: the task's own (``allow_internet``)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """A multi-step task's steps, in order: ``name``, ``min_reward`` (float, a dict of reward keys, or
+    None), ``agent_timeout_sec``, ``verifier_timeout_sec``, ``verifier_env``, ``verifier_user``. Empty: a
+    single-step task. Each step runs as a task of its own (``termrl.taskrun.task_steps``)."""
+    reward_strategy: str | None = None
+    """How a multi-step task's reward follows from its steps': ``mean`` (Harbor's default) or ``final``."""
+    step_files: list[TaskFile] = field(default_factory=list)
+    """The files under ``steps/`` (``<name>/instruction.md``, ``<name>/tests/...``, ``<name>/solution/...``);
+    like tests and solutions, never part of the image."""
 
     def environment_file(self, path: str) -> TaskFile | None:
         return next((f for f in self.environment_files if f.path == path), None)
@@ -128,22 +192,22 @@ class Task:
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
-        for key in ("environment_files", "solution_files", "test_files"):
+        for key in FILE_COLUMNS:
             row[key] = [asdict(f) for f in getattr(self, key)]
-        row["metadata"] = json.dumps(self.metadata, sort_keys=True)
-        row["adaptations"] = json.dumps(self.adaptations, sort_keys=True)
+        for key in JSON_COLUMNS:
+            row[key] = json.dumps(getattr(self, key), sort_keys=True)
         return row
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Task:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in row.items() if k in known}
-        for key in ("environment_files", "solution_files", "test_files"):
+        for key in FILE_COLUMNS:
             values[key] = [TaskFile(**f) for f in values.get(key) or []]
         for key in ("tags", "perturbations"):
             values[key] = list(values.get(key) or [])
-        for key in ("metadata", "adaptations"):
-            values[key] = json.loads(values[key]) if values.get(key) else {}
+        for key, empty in JSON_COLUMNS.items():
+            values[key] = json.loads(values[key]) if values.get(key) else empty()
         return cls(**values)
 
 
@@ -153,8 +217,21 @@ def write_tasks(path: str | os.PathLike, rows: Rows) -> None:
 
 
 def read_tasks(path: str | os.PathLike) -> pa.Table:
-    """Read and validate a tasks artifact; unknown extra columns are kept."""
-    return read_artifact(path, TASKS)
+    """Read and validate a tasks artifact; unknown extra columns are kept, an older file gets the later
+    columns as nulls."""
+    try:
+        present = set(pq.read_schema(path).names)
+    except (OSError, pa.ArrowInvalid):
+        present = set(ADDED_IN_1_1)  # let read_artifact report the unreadable file
+    missing = [TASKS.schema.field(name) for name in ADDED_IN_1_1 if name not in present]
+    if not missing:
+        return read_artifact(path, TASKS)
+    older = pa.schema([f for f in TASKS.schema if f not in missing])
+    table = read_artifact(path, ArtifactSchema(TASKS.name, TASKS.version, older))
+    for column in missing:
+        table = table.append_column(column, pa.nulls(table.num_rows, column.type))
+    extra = [name for name in table.column_names if name not in TASKS.column_names]
+    return table.select(TASKS.column_names + extra)
 
 
 def save_tasks(path: str | os.PathLike, tasks: list[Task]) -> None:

@@ -67,7 +67,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
-from termrl.sandbox.fresh import enter, fresh_argv, fresh_env
+from termrl.sandbox.fresh import IDS_OF_COMMAND, enter, fresh_argv, fresh_env, parse_ids
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import DEFAULT_SIGINT, SUPERVISOR, ProcessChannel, Shell
@@ -246,12 +246,19 @@ class BwrapSandbox(Sandbox):
 
     async def exec_fresh(
         self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
+        ids = None
+        if user is not None:
+            out, code, _, _ = await self.exec_fresh(IDS_OF_COMMAND, env={"TERMRL_USER": user}, workdir="/",
+                                                    timeout=30, output_limit=4096)  # fmt: skip
+            ids = parse_ids(out) if code == 0 else None
+            if ids is None:
+                return f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n", 126, False, False
         result = await enter(
             self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
             cgroups=[str(c) for c in self.cgroups], seccomp=self.seccomp, env=fresh_env(self.env, env),
-            argv=fresh_argv(command, workdir), binds=binds, timeout=timeout, output_limit=output_limit,
+            argv=fresh_argv(command, workdir), binds=binds, timeout=timeout, output_limit=output_limit, user=ids,
         )  # fmt: skip
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"sandbox {self.name} is gone")
@@ -445,6 +452,8 @@ class BwrapBackend(Backend):
         return [*argv, "bash", "-c", SUPERVISOR, "termrl-supervisor", token]
 
     async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[BwrapSandbox, Shell]:
+        if spec.user:  # bwrap over a root-owned overlay runs as root; only fresh processes change user (enter.py)
+            raise EnvInitFailed(f"the bwrap backend cannot run the agent as user {spec.user!r}: use podman")
         egress = spec.network == "egress"
         if egress and shutil.which("slirp4netns") is None:
             raise SandboxUnavailable("slirp4netns is not installed (the bwrap backend needs it for egress)")

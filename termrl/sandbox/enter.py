@@ -16,7 +16,8 @@ binary the agent replaced runs with what the agent had, no more.
               sandbox's), each cloned host directory moved onto its sandbox path, then a
               user namespace of its own (ids mapped one to one by the parent)
             chroot to the target's root, stdin /dev/null
-            uid/gid/groups of the target
+            uid/gid/groups of the target (or the caller's ``user``: another uid gets
+              no capabilities at all, as after a setuid to it)
             bounding set: the target's, cut to what it holds; then the target's
             inheritable, permitted, effective and ambient sets
             no_new_privs, then the sandbox's seccomp filter
@@ -193,6 +194,10 @@ def main():
     config = json.loads(sys.argv[1])
     target = config["target"]
     creds = credentials(target)
+    if config.get("user"):
+        creds.update(config["user"])
+        if creds["uid"] != 0:  # a user other than root holds nothing, whatever the target held
+            creds.update(CapInh=0, CapPrm=0, CapEff=0, CapAmb=0)
     seccomp = bytes.fromhex(config["seccomp"])
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     for cgroup in config["cgroups"]:

@@ -30,8 +30,8 @@ from pathlib import Path
 from termrl.sandbox import procs
 from termrl.sandbox.shell import OutputCap
 
-__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "ENTER_SCRIPT", "collect", "enter", "fresh_argv", "fresh_env",
-           "pid_line_argv", "split_pid_line"]  # fmt: skip
+__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "ENTER_SCRIPT", "IDS_OF_COMMAND", "collect", "enter", "fresh_argv",
+           "fresh_env", "parse_ids", "pid_line_argv", "split_pid_line"]  # fmt: skip
 
 ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
 """Run by the host's Python to start a fresh process inside a sandbox it enters (bwrap, rootful podman)."""
@@ -53,6 +53,23 @@ def fresh_env(base: dict[str, str], extra: dict[str, str] | None) -> dict[str, s
         if not key or "=" in key or "\0" in key + env[key]:
             raise ValueError(f"not an environment variable: {key!r}")
     return env
+
+
+# $TERMRL_USER: a user name or uid. Prints "uid gid group..." (a uid with no passwd entry: itself, its gid the same).
+IDS_OF_COMMAND = """u=$TERMRL_USER
+if id -u -- "$u" >/dev/null 2>&1; then echo "$(id -u -- "$u") $(id -g -- "$u") $(id -G -- "$u")"
+elif [ -n "$u" ] && [ -z "${u//[0-9]/}" ]; then echo "$u $u"
+else echo "no such user: $u" >&2; exit 3; fi"""
+"""How ``enter`` learns a user's ids: asked inside the sandbox (its /etc/passwd and /etc/group, read by
+the sandbox's own ``id`` with the sandbox's privileges), never parsed by the host."""
+
+
+def parse_ids(output: str) -> dict[str, object] | None:
+    """``IDS_OF``'s line as ``enter``'s user override (uid, gid, groups); None if it is not one."""
+    fields = output.split()
+    if len(fields) < 2 or not all(f.isdigit() for f in fields):
+        return None
+    return {"uid": int(fields[0]), "gid": int(fields[1]), "groups": sorted({int(f) for f in fields[2:]})}
 
 
 def fresh_argv(command: str, workdir: str) -> list[str]:
@@ -132,13 +149,16 @@ async def enter(
     binds: dict[str, tuple[str, bool]] | None,
     timeout: float,
     output_limit: int,
+    user: dict[str, object] | None = None,
 ) -> tuple[str, int | None, bool, bool]:
     """Run ``argv`` in the sandbox of host process ``target`` through ``enter.py`` (its namespaces,
     root, credentials, these cgroups and seccomp filter; ``binds``: sandbox path → (host directory,
-    read-only), mounted for this process alone, in a user namespace of its own). Exit status 125/126: the helper failed before the command ran."""
+    read-only), mounted for this process alone, in a user namespace of its own; ``user``: ``parse_ids``'s ids
+instead of the target's, with no capabilities unless uid 0). Exit status 125/126: the helper failed before
+the command ran."""
     config = {
         "target": target, "cgroups": cgroups, "seccomp": seccomp.hex(), "machine": platform.machine(),
-        "env": env, "argv": argv, "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()],
+        "env": env, "argv": argv, "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()], "user": user,
     }  # fmt: skip
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-S", ENTER_SCRIPT, json.dumps(config),

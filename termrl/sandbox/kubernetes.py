@@ -321,7 +321,10 @@ class KubernetesSandbox(Sandbox):
     async def exec_fresh(
         self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
         binds: dict[str, tuple[str, bool]] | None = None,  # never given: private_binds is False (no host access to a pod)
+        user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
+        if user is not None:  # Kubernetes' exec API runs as the container's user only
+            return f"termrl: the kubernetes backend cannot run a process as user {user!r}\n", 126, False, False
         # The exec stream starts from the container's configured environment; `env` adds the caller's.
         mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"
         variables = [f"{k}={v}" for k, v in (env or {}).items()]
@@ -428,6 +431,8 @@ class KubernetesBackend(Backend):
         return f"{self.registry.rstrip('/')}/{spec.image_key}"
 
     async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[KubernetesSandbox, Shell]:
+        if spec.user:  # a pod's securityContext takes uids, and the exec API no user: not done yet
+            raise EnvInitFailed(f"the kubernetes backend cannot run the agent as user {spec.user!r}: use podman")
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 

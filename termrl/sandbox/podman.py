@@ -58,10 +58,12 @@ from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
 from termrl.sandbox.disk_layer import DiskLayer, mount_layer, remove_stale, unmount_layer
 from termrl.sandbox.fresh import (
+    IDS_OF_COMMAND,
     collect,
     enter,
     fresh_argv,
     fresh_env,
+    parse_ids,
     pid_line_argv,
     split_pid_line,
 )
@@ -160,8 +162,12 @@ async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tup
 class PodmanSandbox(Sandbox):
     """A running container whose pid 1 is the shell supervisor."""
 
-    def __init__(self, binary: str, name: str, channel: ProcessChannel, *, layer: DiskLayer | None = None):
+    def __init__(self, binary: str, name: str, channel: ProcessChannel, *, image_user: str | None = None,
+                 layer: DiskLayer | None = None):  # fmt: skip
         self.binary = binary
+        self.image_user = image_user
+        """The image's own USER, for fresh processes, when the shell runs as another (``SandboxSpec.user``):
+        ``podman exec`` would otherwise default to the shell's user. None: the container's user is the image's."""
         self.name = name
         self.backend = Path(binary).name
         self.channel = channel
@@ -214,16 +220,17 @@ class PodmanSandbox(Sandbox):
 
     async def exec_fresh(
         self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
+        user = user or self.image_user
         if binds:
             return await self._exec_entered(command, env=env, workdir=workdir, timeout=timeout,
-                                            output_limit=output_limit, binds=binds)  # fmt: skip
+                                            output_limit=output_limit, binds=binds, user=user)  # fmt: skip
         init, config_env = await self._inspect()
         variables = [f"{k}={v}" for k, v in fresh_env(config_env, env).items()]
         # The first line names the process's pid inside the container: how a timeout finds what to kill.
         mark = f"__TERMRL_FRESH_{secrets.token_hex(8)}"
-        argv = [self.binary, "exec", self.name,
+        argv = [self.binary, "exec", *(["--user", user] if user else []), self.name,
                 *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)])]  # fmt: skip
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
@@ -255,12 +262,19 @@ class PodmanSandbox(Sandbox):
 
     async def _exec_entered(
         self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]],
+        binds: dict[str, tuple[str, bool]], user: str | None,
     ) -> tuple[str, int | None, bool, bool]:
         """``exec_fresh`` with private binds: the host enters the container as ``enter.py`` enters a bwrap
         sandbox (``podman exec`` cannot give one process a mount namespace of its own). The process gets
         the container init's namespaces, root, user and capabilities, its cgroups, and the seccomp
         filter of ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
+        ids = None
+        if user is not None:  # the ids of the user, as the container's own `id` reports them
+            out, code, _, _ = await self.exec_fresh(IDS_OF_COMMAND, env={"TERMRL_USER": user}, workdir="/",
+                                                    timeout=30, output_limit=4096)  # fmt: skip
+            ids = parse_ids(out) if code == 0 else None
+            if ids is None:
+                return f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n", 126, False, False
         init, config_env = await self._inspect()
         try:
             cgroups = procs.cgroup_dirs(init)
@@ -269,7 +283,7 @@ class PodmanSandbox(Sandbox):
             raise SandboxDied(f"container {self.name} has no running process: {exc}") from exc
         result = await enter(init, cgroups=cgroups, seccomp=seccomp.program(), env=fresh_env(config_env, env),
                              argv=fresh_argv(command, workdir), binds=binds, timeout=timeout,
-                             output_limit=output_limit)  # fmt: skip
+                             output_limit=output_limit, user=ids)  # fmt: skip
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"container {self.name} is gone")
         return result
@@ -352,6 +366,7 @@ class PodmanBackend(Backend):
         """The image ``spec`` runs: its ``image``, or its environment built once and cached."""
         await self.ensure_engine()
         if spec.image is not None:
+            await self._ensure_local_image(spec.image)
             return spec.image
         await self._ensure_base_images(spec)
         tag = await self._image_tag(spec)
@@ -370,6 +385,20 @@ class PodmanBackend(Backend):
                 metrics.BUILDS.labels(self.name, "built").inc()
                 metrics.BUILD_SECONDS.labels(self.name).observe(time.monotonic() - started)
         return tag
+
+    async def _ensure_local_image(self, ref: str) -> None:
+        """A prebuilt image (a task's ``docker_image``, after its stand-in) must be here: a local base image
+        is built from its recipe; anything else that is missing stops the task (nothing is pulled)."""
+        recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
+        if recipe is not None and ref not in self._bases_seen:
+            async with self._base_builds:
+                if not await self.image_exists(ref):
+                    await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
+            self._bases_seen.add(ref)
+        if not await self.image_exists(ref):
+            why = (f"image {ref} is not in {self.binary}'s local storage and is not pulled (no registry is used): "
+                   f"load or build it first ({self.binary} load / {self.binary} build -t {ref})")
+            raise EnvInitFailed(why, log_tail=why)
 
     async def _ensure_base_images(self, spec: SandboxSpec) -> None:
         """Build the missing local base images (``BASE_IMAGES`` tags) the Dockerfile starts FROM."""
@@ -466,11 +495,13 @@ class PodmanBackend(Backend):
             env = {**dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item), **env}
             if config.get("WorkingDir"):
                 argv += ["--workdir", config["WorkingDir"]]
-            if config.get("User"):
+            if config.get("User") and not spec.user:
                 argv += ["--user", config["User"]]
             argv.append("--rootfs")
         for key, value in sorted(env.items()):
             argv += ["--env", f"{key}={value}"]
+        if spec.user:  # the supervisor, so the agent's every shell, runs as this user; no-new-privileges keeps it so
+            argv += ["--user", spec.user]
         argv += ["--entrypoint", "bash", str(rootfs) if rootfs is not None else image,
                  "-c", SUPERVISOR, "termrl-supervisor", token]  # fmt: skip
         return argv
@@ -522,7 +553,11 @@ class PodmanBackend(Backend):
                 await asyncio.to_thread(unmount_layer, layer.directory)
             raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
         channel = ProcessChannel(process)
-        sandbox = PodmanSandbox(self.binary, name, channel, layer=layer)
+        image_user = None
+        if spec.user:  # fresh processes run as the image's USER (root when it names none), not the shell's
+            image_user = (config or {}).get("User") if layer is not None else await self._image_user(image)
+            image_user = image_user or "0"
+        sandbox = PodmanSandbox(self.binary, name, channel, image_user=image_user, layer=layer)
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         setup = hostca.install_command() if spec.network == "egress" else ""
         try:
@@ -531,6 +566,11 @@ class PodmanBackend(Backend):
             await sandbox.destroy()
             raise EnvInitFailed(f"container for {image} did not start", log_tail=e.log_tail) from e
         return sandbox, shell
+
+    async def _image_user(self, image: str) -> str:
+        """The image's USER ('' when it names none)."""
+        code, out = await _run([self.binary, "image", "inspect", "--format", "{{.Config.User}}", image], timeout=60)
+        return out.decode(errors="replace").strip() if code == 0 else ""
 
     async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
         """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.

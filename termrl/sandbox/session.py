@@ -104,12 +104,13 @@ class Sandbox(ABC):
     @abstractmethod
     async def exec_fresh(
         self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         """Run ``command`` in a new process outside the agent's shell (``termrl.sandbox.fresh``), with
         the sandbox's own limits; (output, exit status or None, timed_out, truncated). ``binds``
         (sandbox path → (host directory, read-only); only where ``private_binds``): directories
-        mounted for this process alone, over existing directories of the sandbox."""
+        mounted for this process alone, over existing directories of the sandbox. ``user`` (a name
+        or uid of the sandbox): run as that user instead of the sandbox's own."""
 
     @abstractmethod
     async def stop_agent_processes(self) -> object:
@@ -302,7 +303,7 @@ class Session:
 
     async def exec_fresh(
         self, command: str, timeout: float = 60.0, *, env: dict[str, str] | None = None, workdir: str | None = None,
-        binds: dict[str, tuple[str, bool]] | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
     ) -> ExecResult:
         """Run ``command`` in a new process, not in the agent's shell (``termrl.sandbox.fresh``).
 
@@ -316,12 +317,14 @@ class Session:
         children, sees at those paths (which must exist); what it writes there is
         read from the host. The process runs in a user namespace of its own, out
         of reach of the sandbox's other processes (``termrl/sandbox/enter.py``).
+        ``user``: a name or uid of the sandbox to run as (default: the sandbox's
+        user; the agent's shell may run as another, ``SandboxSpec.user``).
         """
         if binds and not self.sandbox.private_binds:
             raise ValueError(f"the {self.backend} backend cannot give a process private directories")
         return await self._timed(lambda: self.sandbox.exec_fresh(
             command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit,
-            binds=binds,
+            binds=binds, user=user,
         ))  # fmt: skip
 
     async def changed_files(self) -> dict[str, str] | None:

@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from termrl.artifacts.tasks import TaskFile
-from termrl.errors import ConfigError
+from termrl.errors import ConfigError, EnvInitFailed
 from termrl.tbcompat.dockerfile import rewrite_from
 
 if TYPE_CHECKING:
     from termrl.artifacts.tasks import Task
 
-__all__ = ["ExecResult", "Network", "SandboxSpec", "environment_hash"]
+__all__ = ["ExecResult", "Network", "SandboxSpec", "environment_hash", "resolve_env"]
+
+_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
 
 Network = Literal["none", "egress"]
 
@@ -56,6 +61,32 @@ def environment_hash(files: list[TaskFile]) -> str:
     return digest.hexdigest()
 
 
+def resolve_env(env: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A task's ``env`` with Harbor's templates resolved from the host's environment.
+
+    A value that is exactly ``${VAR}`` or ``${VAR:-default}`` takes the host's
+    ``VAR`` (else the default); any other value is literal. A template with no
+    default whose variable the host lacks is an ``EnvInitFailed`` naming it
+    (Harbor refuses such a task the same way).
+    """
+    host = os.environ if host is None else host
+    resolved: dict[str, str] = {}
+    missing = []
+    for key, value in env.items():
+        match = _TEMPLATE.fullmatch(value)
+        if match is None:
+            resolved[key] = value
+        elif match.group(1) in host:
+            resolved[key] = host[match.group(1)]
+        elif match.group(2) is not None:
+            resolved[key] = match.group(2)
+        else:
+            missing.append(f"{key} = {value}")
+    if missing:
+        raise EnvInitFailed(f"task environment variables need host variables that are not set: {', '.join(missing)}")
+    return resolved
+
+
 def _rewritten(dockerfile: bytes, rewrites: dict[str, str]) -> bytes:
     text = dockerfile.decode(errors="surrogateescape")
     return rewrite_from(text, rewrites).encode(errors="surrogateescape")
@@ -72,7 +103,10 @@ class SandboxSpec:
     image: str | None = None
     environment_files: list[TaskFile] = field(default_factory=list)
     workdir: str | None = None
-    """Start directory of the shell; None keeps the image's WORKDIR."""
+    """Start directory of the shell and of fresh processes; None keeps the image's WORKDIR."""
+    user: str | None = None
+    """The user (name or uid) the agent's shell runs as; None: the image's USER. Fresh processes run as
+    the image's USER unless they name another (``Session.exec_fresh``)."""
     env: dict[str, str] = field(default_factory=dict)
     network: Network = "none"
     """"none": no network at all; "egress": outbound access, host CAs injected."""
@@ -138,11 +172,17 @@ class SandboxSpec:
         Only the environment goes in: test and solution files are never part
         of the image, so the agent cannot read them before scoring.
         """
+        rewrites = {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()}
         values: dict[str, object] = {
-            "environment_files": list(task.environment_files),
+            # A prebuilt image runs as it is (through its stand-in, as a FROM line would); else build the Dockerfile.
+            "image": rewrites.get(task.docker_image, task.docker_image) if task.docker_image else None,
+            "environment_files": [] if task.docker_image else list(task.environment_files),
+            "workdir": task.workdir,
+            "env": resolve_env(task.env),
+            "user": task.agent_user,
             "network": "egress" if task.allow_internet else "none",
             "labels": {"termrl.task": task.id},
-            "base_image_rewrites": {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()},
+            "base_image_rewrites": rewrites,
             "build_installers": {url: {"tool": e["tool"], "version": e.get("version")}
                                  for url, e in task.adaptations.get("build_installers", {}).items()},
         }

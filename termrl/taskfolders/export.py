@@ -50,10 +50,23 @@ def task_toml(task: Task) -> dict[str, Any]:
             "allow_internet": task.allow_internet,
         },
     }
+    sections["environment"].update(docker_image=task.docker_image, workdir=task.workdir, env=task.env or None)
+    sections["solution"] = {"env": task.solution_env or None}
+    sections["agent"]["user"] = _user(task.agent_user)
+    sections["verifier"].update(env=task.verifier_env or None, user=_user(task.verifier_user),
+                                environment_mode=task.verifier_mode, collect=task.verifier_collect or None)  # fmt: skip
     for section, values in sections.items():
         for key, value in values.items():
             if value is not None:
                 config.setdefault(section, {})[key] = value
+    if task.verifier_network is not None:
+        config.setdefault("verifier", {})["environment"] = {"network_mode": task.verifier_network}
+    if task.artifacts:
+        config["artifacts"] = [dict(a) for a in task.artifacts]
+    if task.steps:
+        config["steps"] = [_step_toml(step) for step in task.steps]
+    if task.reward_strategy is not None:
+        config["multi_step_reward_strategy"] = task.reward_strategy
 
     has_solve = any(f.path == "solve.sh" for f in task.solution_files)
     ours: dict[str, Any] = {}
@@ -82,6 +95,25 @@ def task_toml(task: Task) -> dict[str, Any]:
     return config
 
 
+def _step_toml(step: dict[str, Any]) -> dict[str, Any]:
+    """One ``[[steps]]`` table (``Task.steps``' entry, unset values left out)."""
+    out: dict[str, Any] = {"name": step["name"]}
+    if step.get("min_reward") is not None:
+        out["min_reward"] = step["min_reward"]
+    if step.get("agent_timeout_sec") is not None:
+        out["agent"] = {"timeout_sec": step["agent_timeout_sec"]}
+    verifier = {"timeout_sec": step.get("verifier_timeout_sec"), "env": step.get("verifier_env") or None,
+                "user": _user(step.get("verifier_user"))}  # fmt: skip
+    if any(v is not None for v in verifier.values()):
+        out["verifier"] = {k: v for k, v in verifier.items() if v is not None}
+    return out
+
+
+def _user(user: str | None) -> str | int | None:
+    """Harbor's user: a name, or a uid as a TOML integer (how a task states one)."""
+    return int(user) if user is not None and user.isdigit() else user
+
+
 def _write_files(base: Path, files: Iterable[TaskFile]) -> None:
     for file in files:
         target = base / file.path
@@ -106,6 +138,7 @@ def export_task(task: Task, out_dir: str | os.PathLike, *, overwrite: bool = Fal
         _write_files(staging / "environment", task.environment_files)
         _write_files(staging / "solution", task.solution_files)
         _write_files(staging / "tests", task.test_files)
+        _write_files(staging / "steps", task.step_files)
         os.chmod(staging, 0o755)
         if final.exists():
             shutil.rmtree(final)

@@ -36,6 +36,7 @@ from termrl.taskfolders.layout import (
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
 )
+from termrl.taskfolders.runconfig import run_config
 from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
 from termrl.tbcompat.adapt import with_adaptations
 
@@ -201,7 +202,8 @@ def _read_harbor(folder: Path) -> Task:
     except tomllib.TOMLDecodeError as exc:
         raise TaskFormatError(where, f"unreadable task.toml: {exc}") from exc
     instruction = _text(folder, "instruction.md")
-    if not instruction or not instruction.strip():
+    multi_step = "steps" in config
+    if not multi_step and (not instruction or not instruction.strip()):
         raise TaskFormatError(where, "no instruction (instruction.md missing or empty)")
     unsupported = unsupported_fields(config)
     if unsupported:
@@ -222,10 +224,14 @@ def _read_harbor(folder: Path) -> Task:
     if "test_command" in ours:
         if not _files(folder, folder / "tests"):
             raise TaskFormatError(where, "no tests (tests/ missing or empty)")
-    elif not (folder / "tests" / "test.sh").is_file():
+    elif not multi_step and not (folder / "tests" / "test.sh").is_file():
         raise TaskFormatError(where, "no tests (tests/test.sh missing)")
-    if not (folder / "environment" / "Dockerfile").is_file():
-        raise TaskFormatError(where, "no environment/Dockerfile")
+    run = run_config(folder, rest)  # a multi-step task: each step's tests checked there
+    step_files = _files(folder, folder / "steps")
+    if not instruction or not instruction.strip():  # a multi-step task needs none: its steps have theirs
+        instruction = next(f for f in step_files if f.path == f"{run['steps'][0]['name']}/instruction.md").data.decode()
+    if not run["docker_image"] and not (folder / "environment" / "Dockerfile").is_file():
+        raise TaskFormatError(where, "no environment/Dockerfile (and no [environment].docker_image)")
     tags = _pop(rest, "metadata", "tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise TaskFormatError(where, f"task.toml: [metadata].tags must be a list of strings, got {tags!r}")
@@ -240,12 +246,13 @@ def _read_harbor(folder: Path) -> Task:
         "cpus": _number(folder, "[environment].cpus", _pop(rest, "environment", "cpus"), float),
         "memory_mb": _number(folder, "[environment].memory_mb", _pop(rest, "environment", "memory_mb"), int),
         "storage_mb": _number(folder, "[environment].storage_mb", _pop(rest, "environment", "storage_mb"), int),
-        "allow_internet": _pop(rest, "environment", "allow_internet"),
     }
     if values["memory_mb"] is None and isinstance(rest.get("environment"), dict) and "memory" in rest["environment"]:
         values["memory_mb"] = _memory_mb(rest["environment"]["memory"])
+    run["allow_internet"] = bool(HARBOR_DEFAULTS["allow_internet"] if run["allow_internet"] is None
+                                 else run["allow_internet"])  # fmt: skip
     for key, default in HARBOR_DEFAULTS.items():
-        if values.get(key) is None:
+        if key != "allow_internet" and values.get(key) is None:
             values[key] = default
     unknown = set(ours) - set(TERMRL_KEYS)
     if unknown:
@@ -272,11 +279,12 @@ def _read_harbor(folder: Path) -> Task:
         cpus=values["cpus"],
         memory_mb=values["memory_mb"],
         storage_mb=values["storage_mb"],
-        allow_internet=bool(values["allow_internet"]),
         seed=ours.get("seed"),
         perturbations=list(ours.get("perturbations", [])),
         metadata=json.loads(json.dumps(rest, default=str, sort_keys=True)),
         adaptations=json.loads(ours.get("adaptations", "{}")),
+        step_files=step_files,
+        **run,
     )
 
 

@@ -7,6 +7,8 @@ Harbor's (a generated family's parameters: generator, format, port, ...) as
 ``[metadata.termrl.extra]``; import reads both back (and the top-level
 ``[termrl]`` table older exports wrote), so import → export → import is exact.
 
+Schema 1.4 fields termrl runs become ``Task`` fields (``termrl.taskfolders.runconfig``
+reads and checks them).
 Schema 1.4 fields termrl cannot honour yet stop the import with a message
 naming the field (``unsupported_fields``): they change how a task runs or is
 scored, and dropping one silently would score the task wrongly.
@@ -19,33 +21,22 @@ from typing import Any
 __all__ = ["HARBOR_TABLES", "TERMRL_TABLE", "split_extra", "unsupported_fields"]
 
 HARBOR_TABLES = frozenset({"version", "schema_version", "metadata", "agent", "verifier", "environment", "solution",
-                           "steps", "source"})  # fmt: skip
+                           "steps", "source", "task", "artifacts", "multi_step_reward_strategy"})  # fmt: skip
 """Top-level keys of Harbor's task.toml; anything else is kept under [metadata.termrl.extra]."""
 TERMRL_TABLE = "termrl"
 """termrl's own table, under [metadata]."""
 
 # (table, key) -> why termrl cannot run a task that sets it. ``None`` as the key: the whole table.
 _UNSUPPORTED: dict[tuple[str, str | None], str] = {
-    ("verifier", "environment_mode"): "a verifier in a separate environment fed by collect commands",
-    ("verifier", "collect"): "commands collecting artifacts for a separate verifier",
-    ("verifier", "artifacts"): "artifacts handed to a separate verifier",
-    ("verifier", "user"): "running the verifier as another user",
-    ("agent", "user"): "running the agent as another user",
-    ("agent", "network_mode"): "a per-phase network policy",
-    ("agent", "allowed_hosts"): "a per-phase list of allowed hosts",
-    ("verifier", "network_mode"): "a per-phase network policy",
-    ("verifier", "allowed_hosts"): "a per-phase list of allowed hosts",
-    ("environment", "network_mode"): "a network policy other than allow_internet",
-    ("environment", "allowed_hosts"): "a list of allowed hosts",
-    ("environment", "docker_image"): "a prebuilt image instead of environment/Dockerfile (no registry here)",
-    ("environment", "workdir"): "a working directory set outside the Dockerfile",
-    ("environment", "env"): "environment variables set outside the Dockerfile",
     ("environment", "healthcheck"): "a healthcheck before the agent starts",
-    ("solution", "env"): "environment variables for the reference solution",
-    ("steps", None): "multi-step tasks (steps, min_reward, multi_step_reward_strategy)",
+    ("environment", "mcp_servers"): "MCP servers for the agent",
+    ("environment", "skills_dir"): "agent skills copied into the agent's configuration",
+    ("environment", "os"): "a container OS other than linux",
     ("healthcheck", None): "a healthcheck before the agent starts",
 }
-_DEFAULT_VALUES: dict[tuple[str, str], Any] = {("verifier", "environment_mode"): "shared"}
+"""What ``termrl.taskfolders.runconfig`` does not check itself: the rest of 1.4 it reads and runs, or refuses
+with a reason of its own (per-phase networks, allowlists, a verifier image, steps' extras)."""
+_DEFAULT_VALUES: dict[tuple[str, str], Any] = {("environment", "mcp_servers"): [], ("environment", "os"): "linux"}
 """Values that ask for nothing termrl does not already do."""
 
 

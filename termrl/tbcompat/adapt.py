@@ -47,7 +47,8 @@ def adaptations_for(task: Task) -> dict[str, Any]:
     out: dict[str, Any] = {}
     notes: list[str] = []
     resolved: list[StandIn] = []
-    for ref in base_refs(task.dockerfile):
+    # A prebuilt docker_image is run as it is: it needs a stand-in just as a FROM line does.
+    for ref in [task.docker_image] if task.docker_image else base_refs(task.dockerfile):
         standin = resolve_base(ref)
         if standin is None:
             notes.append(f"no local stand-in for FROM {ref}: that image must exist locally to build")

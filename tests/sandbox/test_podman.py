@@ -233,3 +233,11 @@ async def test_rebuilding_a_base_image_rebuilds_the_task_images_on_it(podman):
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert label == "2"
+
+
+async def test_the_agent_shell_runs_as_the_spec_user_and_fresh_processes_as_asked(podman, base_images):
+    async with await podman.create(SandboxSpec(image=base_images, user="nobody")) as session:
+        assert (await session.exec("id -un")).output == "nobody\n"
+        assert (await session.exec_fresh("id -un")).output == "root\n"  # the image's USER
+        assert (await session.exec_fresh("id -un", user="nobody")).output == "nobody\n"
+        assert (await session.exec_fresh("id -un", user="no-such-user")).exit_code != 0

@@ -41,3 +41,22 @@ def test_from_task_takes_environment_and_limits_never_tests_or_solution():
     assert spec.image_key == f"termrl/env:{environment_hash([DOCKERFILE])[:24]}"
     none_task = Task(id="u", instruction="i", environment_files=[DOCKERFILE], cpus=None, memory_mb=None)
     assert (SandboxSpec.from_task(none_task).cpus, SandboxSpec.from_task(none_task).memory_mb) == (1.0, 2048)
+
+
+def test_task_env_templates_resolve_from_the_host_or_their_default():
+    from termrl.errors import EnvInitFailed
+    from termrl.sandbox.spec import resolve_env
+
+    env = {"A": "${HOST_A}", "B": "${HOST_B:-fallback}", "C": "literal ${x}"}
+    assert resolve_env(env, {"HOST_A": "1"}) == {"A": "1", "B": "fallback", "C": "literal ${x}"}
+    with pytest.raises(EnvInitFailed, match="A = \\$\\{HOST_A\\}"):
+        resolve_env(env, {})
+
+
+def test_a_harbor_1_4_task_maps_to_its_image_user_workdir_and_env():
+    task = Task(id="t", instruction="x", environment_files=[DOCKERFILE], docker_image="python:3.13",
+                adaptations={"base_images": {"python:3.13": {"image": "localhost/termrl/base:py"}}},
+                agent_user="agent", workdir="/srv", env={"MODE": "${NO_SUCH_VAR_HERE:-fast}"})  # fmt: skip
+    spec = SandboxSpec.from_task(task)
+    assert (spec.image, spec.environment_files) == ("localhost/termrl/base:py", [])  # the stand-in, nothing built
+    assert (spec.user, spec.workdir, spec.env) == ("agent", "/srv", {"MODE": "fast"})
