@@ -45,8 +45,8 @@ class EvalConfig:
     task_ids: list[str] = field(default_factory=list)
     """Evaluate only these task ids (empty: all tasks)."""
     concurrency: int = 2
-    """Sandboxes alive at once. This machine has about one core of real throughput, so a
-    small number keeps command timings honest; raise it on a cluster."""
+    """Sandboxes alive at once. On a machine with a core or two a small number keeps command
+    timings honest; raise it on a cluster."""
     build_concurrency: int = 1
     """Image builds at once before the trials start (each task's image is built once)."""
     backend: str = "podman"

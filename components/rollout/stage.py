@@ -80,7 +80,7 @@ def main(config: RolloutConfig) -> RolloutSummary:
 
 
 def make_engine(config: RolloutConfig) -> Engine:
-    """The policy on this machine's engine (transformers, fp32 on CPU)."""
+    """The policy on the local engine (transformers, fp32 on CPU)."""
     from termrl.llm.engines import make_engine as build
 
     return build("transformers", config.model, context_window=config.context_window)

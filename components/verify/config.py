@@ -54,7 +54,7 @@ class VerifyConfig:
     ``false_positive_risk``) but are too weak to gate on; add ``judges`` when the panel
     holds capable models."""
     concurrency: int = 2
-    """Sandboxes alive at once across all tasks (this machine has about one core)."""
+    """Sandboxes alive at once across all tasks (small: a verify on a laptop-sized machine)."""
     max_ablation_steps: int = 24
     """Ablate at most this many steps per solution (one fresh sandbox each); later steps are
     not probed and the ablation outcome says so."""

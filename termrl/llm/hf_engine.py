@@ -7,7 +7,7 @@ follow the attention mask so padding does not shift a row's positions. A row
 stops at the end-of-turn token, at a stop string (``</tool_call>``) or at
 its token budget; the batch stops when every row has.
 
-fp32 on CPU: this machine has no bf16 units, and bf16 matmuls run ~40× slower.
+fp32 on CPU: on CPUs without bf16 units, bf16 matmuls are many times slower.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The host's CA certificates, injected into builds and egress sandboxes at run time.
 
-Egress from this machine (and many clusters) goes through a TLS-inspecting
+Egress from many machines and clusters goes through a TLS-inspecting
 proxy whose CA is written at boot to ``/usr/local/share/ca-certificates``. A
 sandbox with network needs it, but a cached image must never contain it (the
 image outlives the CA and moves to other machines), so it is mounted when a

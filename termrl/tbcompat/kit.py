@@ -124,7 +124,7 @@ def _run(argv: list[str], what: str, *, stdin: str | None = None, env: dict[str,
     return done.stdout
 
 
-# pip reads the host's own pins (this machine caps torch); they say nothing about a sandbox.
+# pip reads the host's own pins (a PIP_CONSTRAINT capping torch, say); they say nothing about a sandbox.
 _PIP_ENV = {"PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 

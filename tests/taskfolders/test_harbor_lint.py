@@ -3,7 +3,7 @@
 Harbor (``harbor`` on the package index) needs Python >= 3.12. The test uses
 ``$TERMRL_HARBOR_PYTHON`` or the first ``python3.14``/``python3.13``/``python3.12``
 on PATH, installs Harbor into a fresh venv from the package index, and skips
-with that reason when there is no such Python (this machine has 3.11).
+with that reason when there is no such Python (the project itself runs on 3.11).
 """
 
 from __future__ import annotations
