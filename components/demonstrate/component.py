@@ -43,18 +43,22 @@ def demonstrate(
     import json
     import os
     import pathlib
+    import shutil
 
     from components.demonstrate.config import DemonstrateConfig
     from components.demonstrate.stage import main
+    from components.progress import progress_folder
     from termrl.agent.episode import AgentConfig
 
     out = pathlib.Path(demonstrations.path + ".parquet")
     summary = main(DemonstrateConfig(
         tasks=pathlib.Path(tasks.path), out=out, model=policy.path, backend=backend,
         concurrency=concurrency, agent=AgentConfig(prompt_style=prompt_style), progress=False,
+        parts=progress_folder("demonstrate", demonstrations.uri),
         sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
     ))  # fmt: skip
     os.replace(out, demonstrations.path)
+    shutil.rmtree(progress_folder("demonstrate", demonstrations.uri), ignore_errors=True)  # the artifact has it all
     values = {"demonstrate/tasks": float(summary.tasks), "demonstrate/kept": float(summary.demonstrations),
               "demonstrate/chunks": float(summary.chunks), "demonstrate/wall_s": summary.wall_s}  # fmt: skip
     values.update({f"demonstrate/none/{r}": float(n) for r, n in summary.dropped.items()})

@@ -38,11 +38,14 @@ class DemonstrateConfig:
     it must be the one rollout and eval run, so a demonstration is what that agent would have
     produced. ``max_turns`` is raised to fit the longest solution."""
     progress: bool = True
+    parts: Path | None = None
+    """The resume folder; None: beside ``out`` (``out`` + ``.parts``). The component puts it where
+    a retried pod finds it (``components.progress``)."""
 
     @property
     def parts_dir(self) -> Path:
         """One file per finished task (a demonstration or the reason there is none): the resume state."""
-        return self.out.with_name(self.out.name + ".parts")
+        return Path(self.parts) if self.parts is not None else self.out.with_name(self.out.name + ".parts")
 
     def validate(self) -> None:
         problems: list[str] = []

@@ -83,10 +83,13 @@ class EvalConfig:
     """Name of this run in the results and the report; None derives one from agent and model."""
     progress: bool = True
     """Show a progress bar over trials."""
+    parts: str = ""
+    """The resume folder; '' is beside ``out`` (``out`` + ``.parts``). The component puts it where
+    a retried pod finds it (``components.progress``)."""
 
     def parts_dir(self) -> Path:
         """Sidecar folder of the finished trials' rows, the resume state (``components.eval.resume``)."""
-        return Path(self.out).with_name(Path(self.out).name + ".parts")
+        return Path(self.parts) if self.parts else Path(self.out).with_name(Path(self.out).name + ".parts")
 
     def is_api_model(self) -> bool:
         return bool(self.model) and str(self.model).startswith(API_PREFIX)

@@ -3,8 +3,9 @@
 Imports live inside the function (it runs in the stage image). ``code_version``
 only feeds the cache key. The stage insists on a ``.parquet`` file name, which a
 KFP output path lacks, so the trajectories are written beside the artifact path
-and moved onto it; the resume sidecar stays in the task's own folder, so a
-retried task picks up the episodes that already finished.
+and moved onto it. The resume sidecar is kept where every attempt of the task
+finds it (``components.progress``), so a retry picks up the episodes that
+already finished.
 """
 
 from typing import Optional
@@ -70,6 +71,7 @@ def rollout(
     import os
     import pathlib
 
+    from components.progress import progress_folder
     from components.rollout.config import RolloutConfig
     from components.rollout.stage import main
     from termrl.settings import build_config
@@ -84,7 +86,7 @@ def rollout(
         anchoring=anchoring, prompt_style=prompt_style,
         demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
         anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
-        anchor_state_out=pathlib.Path(anchors.path),
+        anchor_state_out=pathlib.Path(anchors.path), parts=progress_folder("rollout", trajectories.uri),
     ), options))  # fmt: skip
     if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
         pathlib.Path(anchors.path).write_text("{}")

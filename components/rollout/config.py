@@ -142,11 +142,14 @@ class RolloutConfig:
     """Warn when more than this fraction of episodes failed (unrecoverable or transient)."""
     keep_parts: bool = False
     """Keep the sidecar folder of per-episode part files after the final merge."""
+    parts: Path | None = None
+    """The sidecar folder; None: beside ``out`` (``out`` + ``.parts``). The component puts it where
+    a retried pod finds it (``components.progress``)."""
 
     @property
     def parts_dir(self) -> Path:
         """Sidecar folder holding one Parquet part per finished episode (the resume state)."""
-        return self.out.with_name(self.out.name + ".parts")
+        return Path(self.parts) if self.parts is not None else self.out.with_name(self.out.name + ".parts")
 
     @property
     def metrics_path(self) -> Path:
