@@ -46,7 +46,7 @@ class Session:
             return Result("/app\n", self.reset_exit)
         return Result("ok")
 
-    async def exec_fresh(self, command: str, timeout: float = 60.0, *, env=None, workdir=None) -> Result:
+    async def exec_fresh(self, command: str, timeout: float = 60.0, *, env=None, workdir=None, user=None) -> Result:
         self.commands.append(f"fresh {command}")
         if not command.startswith("f=/logs/verifier/reward.txt"):
             return Result("ok")
