@@ -49,6 +49,10 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def clear(self) -> None:
+        self._entries.clear()
+        self.tokens = 0
+
     def match(self, prompt: Sequence[int]) -> tuple[int, KV | None]:
         """(n, KV of prompt[:n]) for the longest stored prefix; (0, None) when none.
 
