@@ -1,7 +1,7 @@
 """How often the policy answers in a usable call format, per system prompt style.
 
 Samples one first-turn response per task instruction (procedural easy tasks)
-under each prompt style of ``termrl.agent.toolcalls.PROMPTS``, parses it with
+under each prompt style of ``termrl.llm.toolcalls.PROMPTS``, parses it with
 the agent's own parser and prints, per style, the share of each call format
 (``tool-call``, ``fenced-bash``, ``malformed``, ``none``) and the failure rate
 (no usable call), side by side in one run:
@@ -18,10 +18,10 @@ from collections import Counter
 from components.synthesize.config import SynthesizeConfig
 from components.synthesize.dedup import NearDuplicateFilter
 from components.synthesize.generate import generate_tasks
-from termrl.agent.toolcalls import PROMPTS, parse_response, system_prompt
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.models import resolve_model_path
+from termrl.llm.toolcalls import PROMPTS, parse_response, system_prompt
 
 
 def main() -> None:

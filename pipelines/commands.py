@@ -1,7 +1,7 @@
 """``termrl run | compile | rerun | schedule | cluster``: the pipelines' command line.
 
-Each command is a thin call into ``pipelines.*``; the lead wires them into
-``termrl.cli`` (``main.add_command(run)`` and so on).
+Each command is a thin call into ``pipelines.*``; ``pipelines.cli``, the root
+command group, adds them (``main.add_command(run)`` and so on).
 """
 
 from __future__ import annotations

@@ -6,7 +6,12 @@
 Stage options also travel as JSON (a kfp ``dict`` parameter, a rerun's
 options): ``jsonable`` writes them, ``build_config`` types them back and
 builds the stage's config, the options winning over the component's own
-parameters.
+parameters. A stage command's ``--config FILE`` (YAML or JSON) is read by
+``read_settings_file``; every stage command layers its sources the same way:
+
+    the config's defaults < --config FILE < options given on the command line < --set KEY=VALUE
+
+(``given_options`` tells an option the user typed from a click default).
 
 A setting is typed by the target: a dataclass's field annotations, or a
 mapping's default values (a kfp pipeline's parameters). Unknown keys and
@@ -19,21 +24,29 @@ nor paths (lists, tuples, dicts) are read as YAML flow values
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import UnionType
 from typing import Any
 
+import click
+import yaml
+from click.core import ParameterSource
+
 from termrl.errors import ConfigError
 
 __all__ = [
     "build_config",
     "coerce_value",
+    "config_file_option",
     "field_types",
+    "given_options",
     "jsonable",
     "parse_settings",
     "parse_typed",
+    "read_settings_file",
     "split_item",
 ]
 
@@ -137,6 +150,8 @@ def jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
 def _from_json(name: str, value: Any, kind: Any) -> Any:
     if isinstance(value, str):
         return coerce_value(name, value, kind)
+    if isinstance(value, Mapping) and isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return build_config(kind, {}, value)  # a nested config (``agent: {prompt_style: hermes}``)
     options = {typing.get_origin(o) or o for o in _alternatives(kind)}
     if isinstance(value, list) and tuple in options:
         return tuple(value)
@@ -145,20 +160,59 @@ def _from_json(name: str, value: Any, kind: Any) -> Any:
     return value
 
 
-def build_config(config_class: type, explicit: Mapping[str, Any], options: Mapping[str, Any] | None) -> Any:
-    """``config_class(**explicit)`` with ``options`` (JSON values, unknown keys refused) on top."""
+
+
+def _typed(config_class: type, values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
+    """JSON-like ``values`` typed by ``config_class``'s fields; unknown keys refused, all at once.
+    ``source``: the file they came from (else they are kfp or rerun options)."""
     types = field_types(config_class)
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(types))
-    if unknown:
-        raise ConfigError([f"unknown {config_class.__name__} option {k!r}" for k in unknown])
-    problems: list[str] = []
+    where, noun = (f"{source}: ", "field") if source else ("", "option")
+    problems = [f"{where}unknown {config_class.__name__} {noun} {k!r}" for k in sorted(set(values) - set(types))]
     typed: dict[str, Any] = {}
-    for key, value in options.items():
+    for key in sorted(set(values) & set(types)):
         try:
-            typed[key] = _from_json(key, value, types[key])
+            typed[key] = _from_json(key, values[key], types[key])
         except ConfigError as exc:
-            problems.extend(exc.problems)
+            problems.extend(f"{where}{p}" for p in exc.problems)
     if problems:
         raise ConfigError(problems)
-    return config_class(**{**explicit, **typed})
+    return typed
+
+
+def build_config(config_class: type, explicit: Mapping[str, Any], options: Mapping[str, Any] | None) -> Any:
+    """``config_class(**explicit)`` with ``options`` (JSON values, unknown keys refused) on top."""
+    return config_class(**{**explicit, **_typed(config_class, dict(options or {}))})
+
+
+def read_settings_file(config_class: type, path: str | Path | None) -> dict[str, Any]:
+    """The fields set in the YAML or JSON file at ``path`` (None: none), typed by ``config_class``."""
+    if path is None:
+        return {}
+    try:
+        text = Path(path).read_text()
+        loaded = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if loaded is None:  # an empty file sets nothing
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"config file {path} must hold a mapping of {config_class.__name__} fields")
+    return _typed(config_class, loaded, str(path))
+
+
+def config_file_option(config_class: type) -> Any:
+    """The ``--config FILE`` option of a stage command whose config is ``config_class``."""
+    return click.option(
+        "--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+        help=f"YAML or JSON file of {config_class.__name__} fields. Precedence: defaults < this file "
+             "< the options given here < --set.",
+    )  # fmt: skip
+
+
+def given_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``options`` of the running click command that the user gave (command line or
+    environment), leaving out the ones that hold click's default: those must not override
+    a ``--config`` file."""
+    ctx = click.get_current_context()
+    defaulted = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return {key: value for key, value in options.items() if ctx.get_parameter_source(key) not in defaulted}

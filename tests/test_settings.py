@@ -64,3 +64,23 @@ def test_stage_options_survive_json_and_win_over_the_components_own_values():
     assert config.adam_betas == (0.8, 0.9)
     with pytest.raises(ConfigError, match="unknown TrainConfig option 'negative_wieght'"):
         build_config(TrainConfig, {}, {"negative_wieght": 0.5})
+
+
+def test_a_settings_file_is_typed_by_the_config_and_may_nest_configs(tmp_path):
+    from components.demonstrate.config import DemonstrateConfig
+    from termrl.settings import read_settings_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text("concurrency: '3'\nagent: {prompt_style: hermes, max_turns: 5}\n")
+    values = read_settings_file(DemonstrateConfig, path)
+    assert values["concurrency"] == 3
+    assert values["agent"].prompt_style == "hermes" and values["agent"].max_turns == 5
+    (tmp_path / "empty.yaml").write_text("")
+    assert read_settings_file(DemonstrateConfig, tmp_path / "empty.yaml") == {}
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="must hold a mapping of DemonstrateConfig fields"):
+        read_settings_file(DemonstrateConfig, tmp_path / "list.json")
+    (tmp_path / "bad.yaml").write_text("agent: {prompt_stile: x}\nconcurrency: many\n")
+    with pytest.raises(ConfigError) as info:
+        read_settings_file(DemonstrateConfig, tmp_path / "bad.yaml")
+    assert len(info.value.problems) == 2  # every problem at once, nested ones included

@@ -13,10 +13,10 @@ import click
 
 from components.demonstrate.config import DemonstrateConfig
 from termrl.agent.episode import AgentConfig
-from termrl.agent.toolcalls import PROMPTS
 from termrl.errors import TermrlError
+from termrl.llm.toolcalls import PROMPTS
 from termrl.sandbox.manager import BACKENDS
-from termrl.settings import parse_settings
+from termrl.settings import config_file_option, given_options, parse_settings, read_settings_file
 
 __all__ = ["demonstrate"]
 
@@ -32,15 +32,21 @@ __all__ = ["demonstrate"]
               help="Replays (sandboxes) alive at once.")
 @click.option("--prompt-style", type=click.Choice(PROMPTS), default=AgentConfig.prompt_style, show_default=True,
               help="The agent's system prompt (must match rollout and eval).")
+@config_file_option(DemonstrateConfig)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any DemonstrateConfig field (repeatable); wins over the options above.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def demonstrate(prompt_style: str, no_progress: bool, settings: tuple[str, ...], **options: object) -> None:
+def demonstrate(config_file: str | None, prompt_style: str, no_progress: bool, settings: tuple[str, ...],
+                **options: object) -> None:  # fmt: skip
     """Replay each task's golden solution as agent turns in a sandbox; keep those that pass."""
     from components.demonstrate.stage import main  # heavy: transformers, sandboxes
 
     try:
-        values = {"agent": AgentConfig(prompt_style=prompt_style), "progress": not no_progress, **options}
+        values = {**read_settings_file(DemonstrateConfig, config_file), **given_options(options)}
+        if given_options({"prompt_style": prompt_style}):
+            values["agent"] = dataclasses.replace(values.get("agent", AgentConfig()), prompt_style=prompt_style)
+        if no_progress:
+            values["progress"] = False
         config = dataclasses.replace(DemonstrateConfig(), **{**values, **parse_settings(DemonstrateConfig, settings)})
         summary = main(config)
     except TermrlError as exc:

@@ -14,7 +14,7 @@ import click
 from components.eval.config import AGENTS, EvalConfig
 from termrl.errors import TermrlError
 from termrl.sandbox.manager import BACKENDS
-from termrl.settings import parse_settings
+from termrl.settings import config_file_option, given_options, parse_settings, read_settings_file
 
 __all__ = ["eval_command", "report_command"]
 
@@ -45,17 +45,23 @@ def _percent(value: float | None) -> str:
 @click.option("--seed", type=int, default=EvalConfig.seed,
               help="Above temperature 0: trial t samples with seed+t (reproducible).")
 @click.option("--run-id", default=None, help="Name of this run in the results and the report.")
+@config_file_option(EvalConfig)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any EvalConfig field (repeatable); wins over the options above.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def eval_command(task_ids: tuple[str, ...], no_progress: bool, settings: tuple[str, ...], **options) -> None:
+def eval_command(config_file: str | None, task_ids: tuple[str, ...], no_progress: bool, settings: tuple[str, ...],
+                 **options) -> None:  # fmt: skip
     """Evaluate an agent on Terminal-Bench tasks in sandboxes; write results and a report."""
     # Imported here: `termrl --help` must not pay for torch, matplotlib or kfp.
     from components.eval.stage import main
 
     try:
-        options.update(parse_settings(EvalConfig, settings))
-        config = EvalConfig(**{"task_ids": list(task_ids), "progress": not no_progress, **options})
+        values = {**read_settings_file(EvalConfig, config_file), **given_options(options)}
+        if task_ids:
+            values["task_ids"] = list(task_ids)
+        if no_progress:
+            values["progress"] = False
+        config = EvalConfig(**{**values, **parse_settings(EvalConfig, settings)})
         summary = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

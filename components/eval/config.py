@@ -68,7 +68,7 @@ class EvalConfig:
     ``seed + t`` (reproducible, and the same draws for every policy compared). Greedy decoding
     needs none."""
     prompt_style: str = "compact"
-    """The agent's system prompt (``termrl.agent.toolcalls.PROMPTS``): the one the policy was
+    """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``): the one the policy was
     trained with (rollout and demonstrations use the same knob)."""
     max_batch_size: int = 32
     """Largest batch the transformers engine generates at once (concurrent episodes merge)."""

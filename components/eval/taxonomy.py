@@ -30,7 +30,7 @@ model:
 
 Tool-call statistics (``call_stats``) describe how the agent acts, failed or
 not: calls per turn, how many turns issued more than one call (parallel
-calls), and how many calls were read-only (``termrl.agent.toolcalls.is_read_only``:
+calls), and how many calls were read-only (``termrl.llm.toolcalls.is_read_only``:
 the calls the agent may run concurrently) versus state-changing.
 """
 
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from termrl.agent.toolcalls import ToolCall, is_read_only
+from termrl.llm.toolcalls import ToolCall, is_read_only
 
 __all__ = [
     "ENVIRONMENT_ERRORS",

@@ -8,6 +8,7 @@ KEY=VALUE`` reaches any ``Thresholds`` or ``Mitigations`` field (e.g.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -16,17 +17,24 @@ from components.health.config import HealthConfig
 from components.health.detectors import Thresholds
 from components.health.verdict import Mitigations
 from termrl.errors import TermrlError
-from termrl.settings import field_types, parse_typed
+from termrl.settings import (
+    config_file_option,
+    field_types,
+    given_options,
+    parse_typed,
+    read_settings_file,
+)
 
 __all__ = ["health"]
 
 
-def _overrides(settings: tuple[str, ...]) -> tuple[Thresholds, Mitigations]:
-    """``Thresholds`` and ``Mitigations`` with the ``--set`` values (their field names do not overlap)."""
-    thresholds, mitigations = field_types(Thresholds), field_types(Mitigations)
-    values = parse_typed({**thresholds, **mitigations}, settings)
-    return (Thresholds(**{k: v for k, v in values.items() if k in thresholds}),
-            Mitigations(**{k: v for k, v in values.items() if k in mitigations}))  # fmt: skip
+def _overrides(settings: tuple[str, ...], thresholds: Thresholds,
+               mitigations: Mitigations) -> tuple[Thresholds, Mitigations]:  # fmt: skip
+    """``thresholds`` and ``mitigations`` with the ``--set`` values (their field names do not overlap)."""
+    threshold_fields, mitigation_fields = field_types(Thresholds), field_types(Mitigations)
+    values = parse_typed({**threshold_fields, **mitigation_fields}, settings)
+    return (dataclasses.replace(thresholds, **{k: v for k, v in values.items() if k in threshold_fields}),
+            dataclasses.replace(mitigations, **{k: v for k, v in values.items() if k in mitigation_fields}))  # fmt: skip
 
 
 @click.command("health")
@@ -41,17 +49,19 @@ def _overrides(settings: tuple[str, ...]) -> tuple[Thresholds, Mitigations]:
               help="Label of the policy the first rollout ran (without --previous).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=HealthConfig.out,
               show_default=True, help="Health report (JSON) to write.")
+@config_file_option(HealthConfig)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Set a Thresholds or Mitigations field (repeatable).")
-def health(rollout_metrics: tuple[Path, ...], train: tuple[Path, ...], settings: tuple[str, ...],
-           **options: object) -> None:  # fmt: skip
+              help="Set a Thresholds or Mitigations field (repeatable); wins over the file.")
+def health(config_file: str | None, rollout_metrics: tuple[Path, ...], train: tuple[Path, ...],
+           settings: tuple[str, ...], **options: object) -> None:  # fmt: skip
     """Judge the curriculum after its latest iteration: healthy, mitigate or roll back."""
     from components.health.stage import main
 
     try:
-        thresholds, mitigations = _overrides(settings)
-        config = HealthConfig(rollout_metrics=list(rollout_metrics), train=list(train), thresholds=thresholds,
-                              mitigations=mitigations, **options)  # fmt: skip
+        values = {**read_settings_file(HealthConfig, config_file), **given_options(options)}
+        values["thresholds"], values["mitigations"] = _overrides(
+            settings, values.get("thresholds", Thresholds()), values.get("mitigations", Mitigations()))
+        config = HealthConfig(**{**values, "rollout_metrics": list(rollout_metrics), "train": list(train)})
         report = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

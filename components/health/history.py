@@ -43,7 +43,9 @@ class TrainKnobs:
     eps_low: float
     eps_high: float
     negative_weight: float
-    max_failed_response_tokens: int
+
+
+_KNOBS = {f.name for f in dataclasses.fields(TrainKnobs)}
 
 
 @dataclass(frozen=True)
@@ -110,5 +112,6 @@ class IterationMetrics:
         return cls(
             iteration=int(data["iteration"]), policy=str(data["policy"]), checkpoint=str(data["checkpoint"]),
             train=tuple(data["train"]), rollout=dict(data["rollout"]), tasks=dict(data["tasks"]),
-            knobs=TrainKnobs(**data["knobs"]), applied=dict(data.get("applied", {})), verdict=verdict,
+            knobs=TrainKnobs(**{k: v for k, v in data["knobs"].items() if k in _KNOBS}),  # older reports had more
+            applied=dict(data.get("applied", {})), verdict=verdict,
         )  # fmt: skip

@@ -8,6 +8,7 @@
       "settings": {"train.eps_high": 0.1, ...},     this verdict's changes
       "to_checkpoint": null | "<label>", "to_iteration": null | int,   rollback only (−1: start)
       "quarantine": [task ids newly quarantined],
+      "lifted": ["train.eps_high", ...],       settings dropped: the run's own options apply again
       "findings": [{"name", "severity", "reason", "mitigation", "evidence", "tasks"}, ...],
       "next_policy": "<label>",               what the next iteration's rollout should run
       "options": {"train": {...}, "rollout": {...}},  every setting in force for the next iteration
@@ -50,10 +51,12 @@ class HealthReport:
 
     @property
     def applied(self) -> dict[str, Any]:
-        """Every setting in force for the next iteration: all verdicts' changes, in order."""
+        """Every setting in force for the next iteration: all verdicts' changes and lifts, in order."""
         settings: dict[str, Any] = {}
         for v in self.verdicts:
             settings.update(v.settings)
+            for key in v.lifted:
+                settings.pop(key, None)
         return settings
 
     @property
@@ -98,6 +101,7 @@ class HealthReport:
         last = self.verdicts[-1]
         lines += [f"  {reason}" for reason in last.reasons]
         lines += [f"  set {key} = {value}" for key, value in last.settings.items()]
+        lines += [f"  lift {key}" for key in last.lifted]
         return lines
 
 

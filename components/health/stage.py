@@ -53,7 +53,7 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
         lr = config["learning_rate"] or max((r["lr"] for r in train if r["lr"] is not None), default=None)
         knobs = TrainKnobs(
             mode=config["mode"], learning_rate=lr, eps_low=config["eps_low"], eps_high=config["eps_high"],
-            negative_weight=config["negative_weight"], max_failed_response_tokens=config["max_failed_response_tokens"],
+            negative_weight=config["negative_weight"],
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"{train_folder / STATE_FILE}: no usable train config: {exc!r}") from exc

@@ -15,6 +15,12 @@ global treatment (lower ``negative_weight``, lower learning rate, quarantine)
 only when its targeted settings were already in force during the iteration
 just judged, i.e. applied after an earlier iteration, and the sign persists.
 Settings accumulate: a later verdict starts from the values already applied.
+
+Mitigations are lifted, not kept for the rest of the run: once ``lift_after``
+iterations in a row were healthy with them in force, a healthy verdict drops
+every training and penalty setting, and the run's own options apply again (a
+sign that comes back gets the targeted treatment first, as the first time).
+Quarantined tasks stay quarantined: they were culprits, not settings.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ __all__ = [
     "Mitigations",
     "Verdict",
     "culprit_tasks",
+    "liftable",
     "rollback_target",
     "stage_options",
     "verdict",
@@ -40,14 +47,17 @@ __all__ = [
 
 QUARANTINE = "rollout.quarantine"
 """Task ids the next rollouts leave out."""
+MAX_FAILED_TOKENS = "rollout.max_failed_response_tokens"
+"""Rollout masks failed episodes with more response tokens than this (``long_failure``)."""
 PENALTY_SETTINGS = {
     "loop": "rollout.loop_penalty",
     "destructive": "rollout.destructive_penalty",
     "test_access": "rollout.test_access_penalty",
     "tampering": "rollout.test_access_penalty",  # tampering starts with touching the tests' paths
 }
-"""The behaviour-shaping reward weight each monitored pattern turns on. These and ``QUARANTINE``
-are rollout options the rollout stage's config must carry (penalties off by default there)."""
+"""The behaviour-shaping reward weight each monitored pattern turns on. These, ``QUARANTINE`` and
+``MAX_FAILED_TOKENS`` are rollout options the rollout stage's config must carry (penalties off by
+default there)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,9 @@ class Mitigations:
     """Weight of a behaviour penalty when turned on, against an outcome reward of 1: large
     enough to break ties between otherwise equal episodes, small enough that passing the tests
     stays the signal that matters."""
+    lift_after: int = 2
+    """Healthy iterations in a row, with the mitigations in force, after which they are lifted
+    (0: never lift). Two, so that one lucky iteration does not undo a treatment."""
 
     def problems(self) -> list[str]:
         problems = [f"{name}={getattr(self, name)} must be in (0, 1)"
@@ -73,6 +86,8 @@ class Mitigations:
                     if not 0 < getattr(self, name) < 1]  # fmt: skip
         if self.min_eps <= 0 or self.penalty <= 0:
             problems.append("min_eps and penalty must be above 0")
+        if self.lift_after < 0:
+            problems.append(f"lift_after={self.lift_after} must be >= 0 (0: never lift)")
         return problems
 
 
@@ -93,6 +108,8 @@ class Verdict:
     quarantine: tuple[str, ...] = ()
     """The tasks this verdict newly quarantines (``settings`` holds the whole list)."""
     findings: tuple[Finding, ...] = ()
+    lifted: tuple[str, ...] = ()
+    """Settings this verdict lifts: from the next iteration on, the run's own options apply."""
 
     @property
     def reasons(self) -> list[str]:
@@ -103,7 +120,7 @@ class Verdict:
         return {
             "kind": self.kind, "action": self.action, "settings": self.settings,
             "to_checkpoint": self.to_checkpoint, "to_iteration": self.to_iteration,
-            "quarantine": list(self.quarantine), "reasons": self.reasons,
+            "quarantine": list(self.quarantine), "lifted": list(self.lifted), "reasons": self.reasons,
             "findings": [{"name": f.name, "severity": f.severity, "reason": f.reason, "mitigation": f.mitigation,
                           "evidence": {k: v if math.isfinite(v) else None for k, v in f.evidence.items()},
                           "tasks": list(f.tasks)} for f in self.findings],
@@ -114,16 +131,21 @@ class Verdict:
         findings = tuple(Finding(f["name"], f["severity"], f["reason"], f["mitigation"], dict(f["evidence"]),
                                  tuple(f["tasks"])) for f in data["findings"])  # fmt: skip
         return cls(data["kind"], data["action"], dict(data["settings"]), data["to_checkpoint"],
-                   data["to_iteration"], tuple(data["quarantine"]), findings)  # fmt: skip
+                   data["to_iteration"], tuple(data["quarantine"]), findings,
+                   tuple(data.get("lifted", ())))  # fmt: skip
 
 
 # --- treatments: (latest iteration, finding, mitigations) -> setting changes -----------------------
 
 def _current(latest: IterationMetrics, key: str) -> Any:
-    """A setting's value now: what an earlier verdict applied, else what the train stage ran with."""
+    """A setting's value now: what an earlier verdict applied, else what the stage ran with (train's
+    options; a rollout setting as its metrics report it, None when they do not)."""
     if key in latest.applied:
         return latest.applied[key]
-    return getattr(latest.knobs, key.removeprefix("train."))
+    stage, _, name = key.partition(".")
+    if stage == "rollout":
+        return latest.rollout.get(f"rollout/{name}")
+    return getattr(latest.knobs, name)
 
 
 def tighten_clipping(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
@@ -132,10 +154,13 @@ def tighten_clipping(latest: IterationMetrics, finding: Finding, m: Mitigations)
 
 
 def mask_extremes(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
-    """Mask failed trajectories longer than the tail was before it started to rise."""
-    current = _current(latest, "train.max_failed_response_tokens")
+    """Mask failed trajectories longer than the tail was before it started to rise (rollout's
+    mask & filter decides the long-failure mask; train reads its decision)."""
+    current = _current(latest, MAX_FAILED_TOKENS)
     baseline = int(finding.evidence["baseline_tokens"])
-    return {"train.max_failed_response_tokens": baseline if baseline < current else max(current // 2, 1)}
+    if current is None or baseline < current:
+        return {MAX_FAILED_TOKENS: baseline}
+    return {MAX_FAILED_TOKENS: max(int(current) // 2, 1)}
 
 
 def lower_learning_rate(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
@@ -237,6 +262,23 @@ def culprit_tasks(history: Sequence[IterationMetrics], since: int, t: Thresholds
     return culprits
 
 
+# --- lifting ---------------------------------------------------------------------------------------
+
+def liftable(latest: IterationMetrics, history: Sequence[IterationMetrics], m: Mitigations) -> tuple[str, ...]:
+    """The settings to lift after a healthy ``latest``: every one in force but the quarantine, once
+    ``lift_after`` iterations in a row (``latest`` included) were healthy. Settings take effect
+    from the iteration after their verdict, so the healthy ones all ran with them."""
+    in_force = tuple(sorted(key for key in latest.applied if key != QUARANTINE))
+    if not m.lift_after or not in_force:
+        return ()
+    healthy = 1  # latest: no findings
+    for h in reversed(history[:-1]):
+        if h.verdict != "healthy" or healthy >= m.lift_after:
+            break
+        healthy += 1
+    return in_force if healthy >= m.lift_after else ()
+
+
 # --- the verdict ---------------------------------------------------------------------------------
 
 def verdict(history: Sequence[IterationMetrics], thresholds: Thresholds,
@@ -245,9 +287,12 @@ def verdict(history: Sequence[IterationMetrics], thresholds: Thresholds,
     the latest carries the verdict it got, ``applied`` the settings it ran with)."""
     m = mitigations or Mitigations()
     findings = detect(history, thresholds)
-    if not findings:
-        return Verdict("healthy")
     latest = history[-1]
+    if not findings:
+        lifted = liftable(latest, history, m)
+        if not lifted:
+            return Verdict("healthy")
+        return Verdict("healthy", f"lift {', '.join(lifted)} after {m.lift_after} healthy iterations", lifted=lifted)
     settings, actions = _treat(latest, findings, m)
     already = set(latest.applied.get(QUARANTINE, ()))
     if any(f.name == "reward_collapse" for f in findings):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,7 @@ __all__ = [
     "BehaviourFlags",
     "Penalties",
     "behaviour_by_episode",
+    "episode_return",
     "behaviour_flags",
     "episode_commands",
     "has_loop",
@@ -132,6 +133,13 @@ def behaviour_flags(record: EpisodeRecord, loop_repeats: int) -> BehaviourFlags:
         destructive=any(is_destructive(c) for c, _, _ in commands),
         test_access=any(is_test_access(c) for c, _, _ in commands),
     )
+
+
+def episode_return(penalties: Penalties, loop_repeats: int) -> Callable[[EpisodeRecord], float]:
+    """What train's advantages see of an episode: its outcome reward plus its behaviour shaping."""
+    if not (penalties.loop or penalties.destructive or penalties.test_access):
+        return lambda record: record.reward  # shaping off: no need to read the commands
+    return lambda record: record.reward + penalties.shaping(behaviour_flags(record, loop_repeats))
 
 
 def behaviour_by_episode(

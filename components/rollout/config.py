@@ -89,7 +89,7 @@ class RolloutConfig:
     context_window: int | None = 4096
     """Tokens of prompt + response an episode may use; None takes the model's."""
     prompt_style: str = "compact"
-    """The agent's system prompt (``termrl.agent.toolcalls.PROMPTS``); the same in demonstrations
+    """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``); the same in demonstrations
     and eval."""
     temperature: float = 1.0
     """Sampling temperature: on-policy RL samples at 1.0 so μ matches the trained π."""

@@ -18,7 +18,8 @@ group (the long-tail problem the seed describes). Episodes already finished
 
 Dynamic sampling (DAPO's answer to groups without signal): a group whose
 episodes all earned the same reward has zero advantage everywhere and teaches
-nothing. With ``informative=True`` only groups whose rewards differ count
+nothing. With ``informative=True`` only groups whose returns (outcome reward
+plus behaviour shaping, which is what train's advantages see) differ count
 towards the batch, extra planned groups replace the uniform ones, and a group
 not yet started on a task that already gave a uniform group is skipped: a
 small policy's success on a task is close to all or nothing, so a second
@@ -91,9 +92,18 @@ def plan_groups(
     return plans
 
 
-def informative(group: Sequence[EpisodeRecord]) -> bool:
-    """The group's rewards differ, so its advantages are not all zero."""
-    return len({r.reward for r in group}) > 1
+EpisodeValue = Callable[[EpisodeRecord], float]
+"""An episode's return as train sees it (``behaviour.episode_return``: reward plus shaping)."""
+
+
+def _reward(record: EpisodeRecord) -> float:
+    return record.reward
+
+
+def informative(group: Sequence[EpisodeRecord], value: EpisodeValue = _reward) -> bool:
+    """The group's returns differ, so its advantages are not all zero. With behaviour shaping
+    on, two passes of which one looped differ too: ``value`` gives the return train uses."""
+    return len({value(r) for r in group}) > 1
 
 
 def complete_groups(records: Sequence[EpisodeRecord], group_size: int) -> list[list[EpisodeRecord]]:
@@ -108,13 +118,15 @@ def complete_groups(records: Sequence[EpisodeRecord], group_size: int) -> list[l
 
 
 def select_complete_groups(
-    records: Sequence[EpisodeRecord], group_size: int, needed: int, *, informative_first: bool = False
+    records: Sequence[EpisodeRecord], group_size: int, needed: int, *, informative_first: bool = False,
+    value: EpisodeValue = _reward,
 ) -> list[list[EpisodeRecord]]:
     """The batch: the first ``needed`` complete groups in completion order; with
-    ``informative_first`` the groups whose rewards differ come before the uniform ones."""
+    ``informative_first`` the groups whose returns (``value``) differ come before the uniform ones."""
     complete = complete_groups(records, group_size)
     if informative_first:
-        complete = [g for g in complete if informative(g)] + [g for g in complete if not informative(g)]
+        complete = ([g for g in complete if informative(g, value)]
+                    + [g for g in complete if not informative(g, value)])  # fmt: skip
     return complete[:needed]
 
 
@@ -143,6 +155,7 @@ class EnvManager:
         on_finished: Callable[[EpisodeRecord], None],
         finished: Sequence[EpisodeRecord] = (),
         informative: bool = False,
+        value: EpisodeValue = _reward,
     ) -> None:
         if needed > len(plans):
             raise ValueError(f"{needed} groups needed but only {len(plans)} planned")
@@ -154,6 +167,7 @@ class EnvManager:
         self._slots = asyncio.Semaphore(concurrency)
         self._records: list[EpisodeRecord] = list(finished)
         self.informative = informative
+        self.value = value
         self._running: dict[str, float] = {}  # episode id -> start (monotonic)
         self._started_groups = {r.ids.group_index for r in finished}
         self._skipped: set[str] = set()
@@ -161,14 +175,15 @@ class EnvManager:
 
     def _complete(self) -> list[list[EpisodeRecord]]:
         return select_complete_groups(self._records, self.group_size, self.needed,
-                                      informative_first=self.informative)  # fmt: skip
+                                      informative_first=self.informative, value=self.value)  # fmt: skip
 
     def _has_enough(self) -> bool:
         groups = self._complete()
-        return len(groups) >= self.needed and (not self.informative or informative(groups[-1]))
+        return len(groups) >= self.needed and (not self.informative or informative(groups[-1], self.value))
 
     def _uniform_tasks(self) -> set[str]:
-        return {g[0].task_id for g in complete_groups(self._records, self.group_size) if not informative(g)}
+        return {g[0].task_id for g in complete_groups(self._records, self.group_size)
+                if not informative(g, self.value)}  # fmt: skip
 
     async def _episode(self, plan: GroupPlan, ids: EpisodeIds) -> None:
         async with self._slots:

@@ -30,7 +30,7 @@ from components.rollout.anchors import (
     read_state,
     write_state,
 )
-from components.rollout.behaviour import behaviour_by_episode
+from components.rollout.behaviour import behaviour_by_episode, episode_return
 from components.rollout.cli_native import cli_native_step
 from components.rollout.config import RolloutConfig
 from components.rollout.env_manager import (
@@ -155,6 +155,7 @@ async def rollout(
             plans, group_size=config.group_size, needed=config.groups,
             concurrency=config.concurrency, run_episode=runner, on_finished=writer.write,
             finished=finished, informative=config.dynamic_sampling > 0,
+            value=episode_return(config.penalties, config.loop_repeats),
         ).run()  # fmt: skip
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
@@ -173,8 +174,9 @@ def _finish(
 ) -> RolloutSummary:
     """Mask & filter the batch on disk, write both artifacts, summarise."""
     finished = writer.load()
+    value = episode_return(config.penalties, config.loop_repeats)
     kept = select_complete_groups(finished, config.group_size, config.groups,
-                                  informative_first=config.dynamic_sampling > 0)  # fmt: skip
+                                  informative_first=config.dynamic_sampling > 0, value=value)  # fmt: skip
     rules = MaskRules(config.drop_ratio_limit, config.max_failed_response_tokens,
                       config.mask_max_turns)  # fmt: skip
     behaviour = behaviour_by_episode(kept, config.loop_repeats)
@@ -187,8 +189,9 @@ def _finish(
     extra["rollout/queued_cancelled"] = float(sum(c["state"] == "queued" for c in cancelled))
     extra["rollout/skipped_uniform_task"] = float(sum(c["state"] == "skipped" for c in cancelled))
     extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
-    extra["rollout/groups_informative"] = float(sum(informative(g) for g in kept))
+    extra["rollout/groups_informative"] = float(sum(informative(g, value) for g in kept))
     extra["rollout/quarantined_tasks"] = float(quarantined)
+    extra["rollout/max_failed_response_tokens"] = float(config.max_failed_response_tokens)  # the mask in force
     extra["rollout/wall_s"] = wall_s
     extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
     thresholds = MonitorThresholds(destructive_rate=config.warn_destructive_rate,

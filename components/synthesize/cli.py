@@ -7,7 +7,7 @@ import click
 from components.synthesize.config import SynthesizeConfig
 from components.synthesize.families import DIFFICULTIES, FAMILIES
 from termrl.errors import TermrlError
-from termrl.settings import parse_settings
+from termrl.settings import config_file_option, given_options, parse_settings, read_settings_file
 
 __all__ = ["synthesize"]
 
@@ -37,39 +37,28 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--llm-api-base", default=None, metavar="URL", help="OpenAI-compatible base URL for --llm.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The tasks artifact to write.")
+@config_file_option(SynthesizeConfig)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any SynthesizeConfig field (repeatable); wins over the options above.")
 def synthesize(
-    count: int,
-    seed: int,
+    config_file: str | None,
     families: tuple[str, ...],
     difficulties: tuple[str, ...],
-    perturbation_rate: float,
-    dedup_threshold: float,
-    llm_model: str | None,
-    llm_count: int,
-    llm_api_base: str | None,
     no_progress: bool,
-    out: str,
     settings: tuple[str, ...],
+    **options: object,
 ) -> None:
     """Generate terminal tasks (procedural families, optionally an LLM) into a tasks artifact."""
     from components.synthesize.stage import main
 
-    values = dict(
-        out=out,
-        count=count,
-        seed=seed,
-        families=_split(families),
-        difficulties=_split(difficulties) or DIFFICULTIES,
-        perturbation_rate=perturbation_rate,
-        dedup_threshold=dedup_threshold,
-        llm_model=llm_model,
-        llm_count=llm_count,
-        llm_api_base=llm_api_base,
-        progress=not no_progress,
-    )
     try:
+        values = {**read_settings_file(SynthesizeConfig, config_file), **given_options(options)}
+        if families:
+            values["families"] = _split(families)
+        if difficulties:
+            values["difficulties"] = _split(difficulties)
+        if no_progress:
+            values["progress"] = False
         main(SynthesizeConfig(**{**values, **parse_settings(SynthesizeConfig, settings)}))
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -12,7 +12,7 @@ import click
 
 from components.train.config import MODES, TrainConfig, load_config
 from termrl.errors import TermrlError
-from termrl.settings import parse_settings
+from termrl.settings import config_file_option, parse_settings
 
 __all__ = ["train"]
 
@@ -28,8 +28,7 @@ __all__ = ["train"]
               help="Checkpoint folder to write (the final model lands at its root).")
 @click.option("--mode", type=click.Choice(MODES), default=None,
               help="positive-only (phase 1) or full (phase 2). Default: positive-only.")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="YAML or JSON file with TrainConfig fields.")
+@config_file_option(TrainConfig)
 @click.option("--resume", is_flag=True, default=False,
               help="Continue from the latest checkpoint under --out.")
 @click.option("--objective", type=click.Choice(["ipa", "token"]), default=None,

@@ -9,16 +9,13 @@ distributed back-end) are computed in one place, ``resolved()``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from termrl.errors import ConfigError
-from termrl.settings import coerce_value, field_types
+from termrl.settings import build_config, read_settings_file
 
 __all__ = [
     "DISTRIBUTED",
@@ -92,9 +89,6 @@ class TrainConfig:
     Well above the measured llama.cpp-Q4 vs fp32 gap (mean 0.07), so quantisation noise
     passes while a chunk whose average token probability ratio leaves ~[0.6, 1.65] goes.
     Chunks without μ (an engine that reports no log-probabilities) are not checked."""
-    max_failed_response_tokens: int = 20_000
-    """Mask failed episodes whose response tokens (all chunks) exceed this: the seed's
-    20k rule against a few extreme failures dominating the gradient."""
     max_episode_tokens: int | None = None
     """Mask episodes whose full token stream is longer (reason ``too_long``); ``None``
     means the model's ``max_position_embeddings``."""
@@ -235,7 +229,7 @@ class TrainConfig:
             problems.append(f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)")
         if self.mismatch_threshold <= 0:
             problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
-        positive_ints = ["max_failed_response_tokens", "lora_rank", "lora_alpha",
+        positive_ints = ["lora_rank", "lora_alpha",
                          "micro_batch_size", "grad_accum_steps", "epochs", "keep_checkpoints"]
         for name in positive_ints:
             if getattr(self, name) < 1:
@@ -288,31 +282,5 @@ def load_config(path: str | os.PathLike | None = None, **overrides: Any) -> Trai
     Unknown keys are errors (all reported together): a misspelt knob must not be
     silently ignored.
     """
-    values: dict[str, Any] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text()
-            loaded = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping")
-        values.update(loaded)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ConfigError([f"unknown config key {k!r}" for k in unknown])
-    types = field_types(TrainConfig)
-    problems: list[str] = []
-    coerced: dict[str, Any] = {}
-    for key, value in values.items():
-        try:
-            coerced[key] = coerce_value(key, value, types[key]) if isinstance(value, str) else value
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ConfigError(problems)
-    if "adam_betas" in coerced and coerced["adam_betas"] is not None:
-        coerced["adam_betas"] = tuple(coerced["adam_betas"])
-    return TrainConfig(**coerced)
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return build_config(TrainConfig, read_settings_file(TrainConfig, path), given)

@@ -19,9 +19,10 @@ reason (the trainer counts them in the metrics as ``masked/<reason>``):
 
     placeholder   rollout could not produce a sample (env init failed, ...)
     drop          its group was dropped for a transient failure
-    <mask_reason> rollout's mask & filter masked it (its ``mask_reason``, else ``masked``)
+    <mask_reason> rollout's mask & filter masked it (its ``mask_reason``, else ``masked``);
+                  ``long_failure`` (a failure past the seed's 20k response tokens) is decided
+                  there, once, and still counts in its group's baseline: its reward is real
     untrainable   rollout flagged it not trainable
-    long_failure  a failed episode with more response tokens than the limit (seed: 20k)
     too_long      the token stream does not fit the model's context
     empty         no response tokens at all
 
@@ -50,7 +51,7 @@ from torch import Tensor
 from termrl.artifacts.trajectories import read_trajectories
 from termrl.errors import ArtifactError
 
-__all__ = ["SOURCES", "Episode", "exclusion_counts", "load_episodes"]
+__all__ = ["SCORED_MASKS", "SOURCES", "Episode", "exclusion_counts", "load_episodes"]
 
 _COLUMNS = [
     "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
@@ -59,6 +60,10 @@ _COLUMNS = [
 ]
 
 SOURCES = ("policy", "expert")
+
+SCORED_MASKS = ("long_failure",)
+"""Rollout mask reasons of episodes whose tests ran as usual: not trained on, but their
+reward belongs to their group's baseline (an over-long failure is still a failure)."""
 
 
 @dataclass
@@ -170,7 +175,7 @@ def _episode_from_rows(rows: list[dict]) -> Episode:
         shaping=0.0 if source == "expert" else float(first["shaping"] or 0.0),
         chunk_replayed=torch.tensor(replayed, dtype=torch.bool),
         exclusion=exclusion,
-        rollout_valid=exclusion is None,
+        rollout_valid=exclusion is None or exclusion in SCORED_MASKS,
     )
 
 
@@ -189,7 +194,6 @@ def _rollout_exclusion(row: dict) -> str | None:
 def load_episodes(
     path: str | os.PathLike,
     *,
-    max_failed_response_tokens: int,
     max_episode_tokens: int,
     demonstrations: str | os.PathLike | None = None,
 ) -> list[Episode]:
@@ -215,9 +219,7 @@ def load_episodes(
     for episode in episodes:
         if episode.exclusion is not None:
             continue
-        if not episode.success and episode.response_tokens > max_failed_response_tokens:
-            episode.exclusion = "long_failure"
-        elif episode.input_ids.numel() > max_episode_tokens:
+        if episode.input_ids.numel() > max_episode_tokens:
             episode.exclusion = "too_long"
         elif episode.response_tokens == 0:
             episode.exclusion = "empty"

@@ -217,7 +217,6 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     limit = config.max_episode_tokens or getattr(model_config, "max_position_embeddings", 1 << 30)
     episodes = load_episodes(
         config.trajectories,
-        max_failed_response_tokens=config.max_failed_response_tokens,
         max_episode_tokens=limit,
         demonstrations=config.demonstrations,
     )

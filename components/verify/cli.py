@@ -11,7 +11,7 @@ import click
 
 from components.verify.config import AGGREGATIONS, VerifyConfig
 from termrl.errors import TermrlError
-from termrl.settings import parse_settings
+from termrl.settings import config_file_option, given_options, parse_settings, read_settings_file
 
 __all__ = ["verify"]
 
@@ -81,20 +81,25 @@ def _csv(value: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--backend", "sandbox_backend", default=None, help="Sandbox backend. Default: podman."
 )
+@config_file_option(VerifyConfig)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any VerifyConfig field (repeatable); wins over the options above.")
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def verify(judges: str | None, require: str | None, no_progress: bool, settings: tuple[str, ...], **options) -> None:
+def verify(config_file: str | None, judges: str | None, require: str | None, no_progress: bool,
+           settings: tuple[str, ...], **options) -> None:  # fmt: skip
     """Admit only tasks whose tests pass the solution, fail the no-op, and check every step."""
-    values = {k: v for k, v in options.items() if v is not None}
+    from components.verify.stage import main  # heavy: sandboxes, models
+
+    try:
+        values = {**read_settings_file(VerifyConfig, config_file), **given_options(options)}
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
     if judges is not None:
         values["judges"] = _csv(judges)
     if require is not None:
         values["require"] = _csv(require)
     if no_progress:
         values["progress"] = False
-    from components.verify.stage import main  # heavy: sandboxes, models
-
     try:
         values.update(parse_settings(VerifyConfig, settings))
         verdicts = main(VerifyConfig(**values))

@@ -1,7 +1,8 @@
-"""The terminal agent shared by rollout and eval: tools, call format, episodes.
+"""The terminal agent shared by rollout and eval: episodes, demonstrations, a reference CLI.
 
-``termrl.agent.episode.run_episode`` is the one harness; ``toolcalls`` holds
-the Hermes tool-call format; ``reference_cli`` is an HTTP-only agent CLI.
+``termrl.agent.episode.run_episode`` is the one harness; the tools and the
+Hermes tool-call format it speaks are ``termrl.llm.toolcalls`` (the ModelProxy
+parses them too); ``reference_cli`` is an HTTP-only agent CLI.
 """
 
 __all__: list[str] = []

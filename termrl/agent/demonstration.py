@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from termrl.agent.toolcalls import ToolCall, render_tool_call
 from termrl.artifacts.tasks import Task
 from termrl.llm.engine import Engine, Generation, ParamsArg, Prompt, prompt_token_ids
+from termrl.llm.toolcalls import ToolCall, render_tool_call
 from termrl.shellsteps import split_steps
 from termrl.taskrun import SOLUTION_DIR, solution_steps
 

@@ -29,7 +29,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from termrl.agent.session import ExecOutcome, ExecSession
-from termrl.agent.toolcalls import (
+from termrl.errors import ConfigError, TermrlError, failure_type
+from termrl.llm.chat import ChatTokens
+from termrl.llm.engine import ChatMessages, Engine, Generation, SamplingParams
+from termrl.llm.toolcalls import (
     PROMPTS,
     CallFormat,
     ToolCall,
@@ -39,9 +42,6 @@ from termrl.agent.toolcalls import (
     system_prompt,
     truncate_middle,
 )
-from termrl.errors import ConfigError, TermrlError, failure_type
-from termrl.llm.chat import ChatTokens
-from termrl.llm.engine import ChatMessages, Engine, Generation, SamplingParams
 
 __all__ = ["AgentConfig", "Chunk", "EpisodeResult", "StopReason", "run_episode"]
 

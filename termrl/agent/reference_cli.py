@@ -23,7 +23,7 @@ from typing import Any
 import click
 import httpx
 
-from termrl.agent.toolcalls import TOOLS, parse_response, system_prompt, truncate_middle
+from termrl.llm.toolcalls import TOOLS, parse_response, system_prompt, truncate_middle
 
 __all__ = ["main", "run_agent"]
 

@@ -30,11 +30,11 @@ from typing import Any
 
 from aiohttp import web
 
-from termrl.agent.toolcalls import parse_response
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.chat import ChatTokens
 from termrl.llm.engine import TOOL_CALL_END, Engine, SamplingParams
 from termrl.llm.proxy_sessions import ProxySession, normalize_messages
+from termrl.llm.toolcalls import parse_response
 
 __all__ = ["ModelProxy"]
 

@@ -23,9 +23,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from termrl.agent.toolcalls import ToolCall, format_tool_responses, parse_response, render_tool_call
 from termrl.llm.chat import ChatTokens
 from termrl.llm.engine import ChatMessages, Generation
+from termrl.llm.toolcalls import ToolCall, format_tool_responses, parse_response, render_tool_call
 
 __all__ = ["ProxyCall", "ProxySession", "normalize_messages"]
 

@@ -35,6 +35,7 @@ from termrl.errors import EnvInitFailed, SandboxUnavailable
 __all__ = [
     "BASE_IMAGES",
     "BaseImage",
+    "NOBLE_PACKAGES",
     "STANDIN_PACKAGES",
     "build_base_images",
     "cache_root",
@@ -51,6 +52,8 @@ DEFAULT_PACKAGES = (
     # Terminal-Bench 1.0 run-tests.sh scripts that do not install pytest themselves.
     "python3-pytest",
 )  # fmt: skip
+
+_DOC_AND_MAN = ("/usr/share/doc/*", "/usr/share/man/*")
 
 # ENV/WORKDIR/CMD given to `podman import --change`; a Dockerfile base has these.
 DEFAULT_CONFIG = (
@@ -75,12 +78,15 @@ class BaseImage:
     aliases: tuple[str, ...] = ()
     # Files written into the rootfs (path -> text), e.g. /etc/pip.conf.
     files: dict[str, str] = field(default_factory=dict)
+    # dpkg path-exclude patterns (kept in the image: later apt installs skip them too).
+    dpkg_excludes: tuple[str, ...] = _DOC_AND_MAN
 
     @property
     def recipe_hash(self) -> str:
         recipe = {
             "v": 1,
             "suite": self.suite,
+            **({"dpkg_excludes": list(self.dpkg_excludes)} if self.dpkg_excludes != _DOC_AND_MAN else {}),
             "packages": sorted(self.packages),
             "config": list(self.config),
             "files": self.files,
@@ -92,16 +98,22 @@ class BaseImage:
         return (self.name, *self.aliases)
 
 
-# The stand-in for Terminal-Bench's base images (t-bench/python-3-13, t-bench/ubuntu-24-04:
-# a slim Python 3.13 or Ubuntu 24.04 with tmux and asciinema) and for python:3.13 /
-# ubuntu:24.04 style names: Debian trixie's python3 is 3.13. Kept as lean as those
-# images; termrl.tbcompat.standins maps names onto it and records the differences.
+# The stand-ins for Terminal-Bench's base images and the public names they are built from.
+# t-bench/python-3-13 and python:3.12+ (a slim Python 3.13 with tmux, asciinema): Debian
+# trixie's python3 is 3.13, `python`, `pip` and `pip3` on PATH as in the python images.
+# t-bench/ubuntu-24-04 and ubuntu:24.04: Ubuntu with tmux and asciinema, whose python3
+# comes with asciinema; Ubuntu has no `python` command and no pip, and enforces PEP 668.
+# Kept as lean as the originals; man pages are kept (man-db tasks install pages and run
+# mandb). termrl.tbcompat.standins maps names onto them and records every difference.
 STANDIN_PACKAGES = (
     "python3", "python3-pip", "python3-venv", "python-is-python3",
     "tmux", "asciinema", "curl", "ca-certificates",
 )  # fmt: skip
+NOBLE_PACKAGES = ("tmux", "asciinema", "ca-certificates")
 _STANDIN_NAMES = ("python:3.13", "python:3.13-slim", "python:3.13-slim-bookworm", "python:3.13-slim-trixie",
-                  "debian:trixie", "debian:trixie-slim", "ubuntu:24.04", "ubuntu:noble")  # fmt: skip
+                  "debian:trixie", "debian:trixie-slim")  # fmt: skip
+_NOBLE_NAMES = ("ubuntu:24.04", "ubuntu:noble")
+_NOBLE_CONFIG = tuple(c for c in DEFAULT_CONFIG if "BREAK_SYSTEM_PACKAGES" not in c)
 
 BASE_IMAGES: list[BaseImage] = [
     BaseImage(
@@ -120,6 +132,15 @@ BASE_IMAGES: list[BaseImage] = [
         # python:3.x images carry no EXTERNALLY-MANAGED marker: `uv pip install --system` works there.
         config=(*DEFAULT_CONFIG, "ENV UV_BREAK_SYSTEM_PACKAGES=1"),
         aliases=(*_STANDIN_NAMES, *(f"docker.io/library/{n}" for n in _STANDIN_NAMES)),
+        dpkg_excludes=("/usr/share/doc/*",),
+    ),
+    BaseImage(
+        name="termrl/standin:noble",
+        suite="trixie",
+        packages=NOBLE_PACKAGES,
+        config=_NOBLE_CONFIG,
+        aliases=(*_NOBLE_NAMES, *(f"docker.io/library/{n}" for n in _NOBLE_NAMES)),
+        dpkg_excludes=("/usr/share/doc/*",),
     ),
 ]
 
@@ -172,10 +193,9 @@ def _build_rootfs(image: BaseImage, out: Path, log: Callable[[str], None]) -> No
         argv = [
             "mmdebstrap", "--mode=root", "--variant=minbase", "--quiet",
             "--include=" + ",".join(image.packages),
-            # Documentation is dead weight in thousands of sandboxes.
-            "--dpkgopt=path-exclude=/usr/share/doc/*",
+            # Documentation is dead weight in thousands of sandboxes (stand-ins keep man pages: tasks read them).
+            *(f"--dpkgopt=path-exclude={pattern}" for pattern in image.dpkg_excludes),
             "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-            "--dpkgopt=path-exclude=/usr/share/man/*",
             *(f"--customize-hook={h}" for h in hooks),
             image.suite, str(partial),
         ]  # fmt: skip

@@ -44,6 +44,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.bwrap import DOCKER_CAPS
 from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.procs import SERVICE_GRACE_SEC
 from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, OutputCap, Shell
 from termrl.sandbox.spec import SandboxSpec
@@ -64,10 +65,13 @@ CONTAINER = "sandbox"
 # pid 1 reaps orphans and exits on SIGTERM.
 IDLE_COMMAND = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
-# Runs inside the pod: stop-helper stop | stop-helper cont PID:START...
-# stop: SIGSTOP every process but pid 1, this helper (and what it starts) and the services
-# (holders of a listening socket, and their descendants: termrl.sandbox.procs's rule), in
-# rounds until a round finds nothing new; prints PID:START of each process it stopped.
+# Runs inside the pod: stop-helper stop [GRACE] | stop-helper cont PID:START...
+# stop: first waits, at most GRACE seconds (integer), while a running process that is not a
+# service is younger than GRACE: a server the agent started last may still be on its way to
+# listening (termrl.sandbox.procs.SERVICE_GRACE_SEC, the host backends' wait). Then SIGSTOPs
+# every process but pid 1, this helper (and what it starts) and the services (holders of a
+# listening socket, and their descendants: termrl.sandbox.procs's rule), in rounds until a
+# round finds nothing new; prints PID:START of each process it stopped.
 # cont: SIGCONT each PID whose start time (field 22 of its stat) is still START.
 STOP_HELPER = r"""
 me=$$
@@ -79,16 +83,6 @@ if [ "$1" = cont ]; then
   done
   exit 0
 fi
-declare -A listening stopped
-for table in tcp tcp6 udp udp6; do
-  want=0A; [ "${table#udp}" != "$table" ] && want=07
-  { read -r _; while read -r _ _ _ st _ _ _ _ _ inode _; do
-      [ "$st" = "$want" ] && listening[$inode]=1
-    done; } 2>/dev/null < "/proc/net/$table"
-done
-{ read -r _; while read -r _ _ _ flags _ _ inode _; do
-    (( 16#$flags & 0x10000 )) && listening[$inode]=1
-  done; } 2>/dev/null < /proc/net/unix
 holds_listener() {
   local line ino
   while read -r line; do
@@ -98,8 +92,18 @@ holds_listener() {
   done < <(ls -l "/proc/$1/fd" 2>/dev/null)
   return 1
 }
-for round in 1 2 3 4 5 6 7 8 9 10; do
-  declare -A ppid=() state=() start=() service=()
+scan() {  # the process table (state, ppid, start) and the services, as of now
+  declare -gA listening=() ppid=() state=() start=() service=()
+  local table want st inode flags p d line
+  for table in tcp tcp6 udp udp6; do
+    want=0A; [ "${table#udp}" != "$table" ] && want=07
+    { read -r _; while read -r _ _ _ st _ _ _ _ _ inode _; do
+        [ "$st" = "$want" ] && listening[$inode]=1
+      done; } 2>/dev/null < "/proc/net/$table"
+  done
+  { read -r _; while read -r _ _ _ flags _ _ inode _; do
+      (( 16#$flags & 0x10000 )) && listening[$inode]=1
+    done; } 2>/dev/null < /proc/net/unix
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     read -r line 2>/dev/null < "$d/stat" || continue
@@ -107,16 +111,36 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
     state[$p]=$1 ppid[$p]=$2 start[$p]=${20}
   done
   for p in "${!state[@]}"; do holds_listener "$p" && service[$p]=1; done
+}
+stoppable() {  # running, not pid 1, not this helper's, not a service's
+  local q=$1
+  [ "$1" = 1 ] && return 1
+  case ${state[$1]} in T|t|Z|X) return 1 ;; esac
+  while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
+    [ "$q" = "$me" ] || [ -n "${service[$q]}" ] && return 1
+    q=${ppid[$q]}
+  done
+  return 0
+}
+uptime_cs() { local up; read -r up _ < /proc/uptime; REPLY=$(( ${up%.*} * 100 + 10#${up#*.} )); }
+grace_cs=$(( ${2:-0} * 100 ))
+exec {pause}<> <(:)  # read -t on a pipe nobody writes: a sleep without an external binary
+uptime_cs; until_cs=$(( REPLY + grace_cs ))
+while (( grace_cs > 0 )); do
+  scan; uptime_cs; young=0
+  for p in "${!state[@]}"; do  # /proc start times are in USER_HZ ticks, 100 a second
+    stoppable "$p" && (( REPLY - start[$p] < grace_cs )) && { young=1; break; }
+  done
+  (( young && REPLY < until_cs )) || break
+  read -t 0.2 -u "$pause" _
+done
+declare -A stopped
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  scan
   fresh=0
   for p in "${!state[@]}"; do
-    [ "$p" = 1 ] || [ -n "${stopped[$p]}" ] && continue
-    case ${state[$p]} in T|t|Z|X) continue ;; esac
-    q=$p skip=0
-    while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
-      if [ "$q" = "$me" ] || [ -n "${service[$q]}" ]; then skip=1; break; fi
-      q=${ppid[$q]}
-    done
-    ((skip)) && continue
+    [ -n "${stopped[$p]}" ] && continue
+    stoppable "$p" || continue
     kill -STOP "$p" 2>/dev/null && { stopped[$p]=1; echo "$p:${start[$p]}"; fresh=1; }
   done
   ((fresh)) || break
@@ -326,7 +350,7 @@ class KubernetesSandbox(Sandbox):
         return cap.text(), None if timed_out else (ws.returncode or 0), timed_out, cap.truncated
 
     async def stop_agent_processes(self) -> list[str]:
-        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop")
+        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)))
         return out.split()
 
     async def resume_agent_processes(self, stopped: object) -> None:

@@ -25,8 +25,9 @@ reaches another or a service on the host's 127.0.0.1. Images of task
 environments are built on podman's private (bridge) network, which reaches the
 package registries but not the host's loopback, and cached under ``termrl/env:<hash>``;
 a build gets the host's CA bundle mounted and ``UV_NATIVE_TLS=1`` as a
-stage ARG (uv otherwise ignores the system CA store), neither stored in the
-image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
+stage ARG (uv otherwise ignores the system CA store), and a task's recorded
+build-time installers (``termrl.tbcompat.installers``) served from a folder
+mounted over ``/usr/local/sbin``; none of these is stored in the image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
 a Terminal-Bench stand-in) is built first when missing.
 """
 
@@ -397,6 +398,15 @@ class PodmanBackend(Backend):
             ]  # fmt: skip
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SYSTEM_BUNDLE}:ro"]
+            if spec.build_installers:
+                # Imported here: tbcompat.installers imports termrl.sandbox (base_images, hostca).
+                from termrl.tbcompat.installers import SHIM_DIR, build_tools_dir
+
+                try:
+                    tools = await asyncio.to_thread(build_tools_dir, spec.build_installers)
+                except EnvInitFailed as exc:
+                    raise EnvInitFailed(f"build-time installers: {exc}", log_tail=exc.log_tail) from exc
+                argv += ["--volume", f"{tools}:{SHIM_DIR}:ro"]
             code, out = await _run([*argv, str(root)], timeout=spec.build_timeout_sec)
         if code != 0:
             why = f"timed out after {spec.build_timeout_sec:g}s" if code == 124 else f"exit status {code}"

@@ -11,6 +11,7 @@ to the builder (``build_files``), never in the task itself.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -88,6 +89,9 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     base_image_rewrites: dict[str, str] = field(default_factory=dict)
     """FROM name -> local stand-in, applied to the Dockerfile at build time."""
+    build_installers: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Installer URL -> the tool it installs: served from local copies during the build
+    (``termrl.tbcompat.installers``)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -111,7 +115,11 @@ class SandboxSpec:
         """A stable name for the image this spec runs (built or given)."""
         if self.image is not None:
             return self.image
-        return f"termrl/env:{environment_hash(self.build_files())[:24]}"
+        digest = environment_hash(self.build_files())
+        if self.build_installers:  # what the local installers put in the image is part of it
+            record = json.dumps(self.build_installers, sort_keys=True)
+            digest = hashlib.sha256(f"{digest}\0{record}".encode()).hexdigest()
+        return f"termrl/env:{digest[:24]}"
 
     def build_files(self) -> list[TaskFile]:
         """The build context as the builder gets it: the Dockerfile's FROM names rewritten."""
@@ -135,6 +143,8 @@ class SandboxSpec:
             "network": "egress" if task.allow_internet else "none",
             "labels": {"termrl.task": task.id},
             "base_image_rewrites": {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()},
+            "build_installers": {url: {"tool": e["tool"], "version": e.get("version")}
+                                 for url, e in task.adaptations.get("build_installers", {}).items()},
         }
         for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb), ("storage_mb", task.storage_mb),
                             ("build_timeout_sec", task.build_timeout_sec)):  # fmt: skip

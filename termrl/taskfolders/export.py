@@ -2,9 +2,10 @@
 
 The folder is written beside its final place and renamed into it, so a crash
 never leaves half a task. Row fields that Harbor has no home for (source,
-layout, commands, scoring, seed, perturbations, adaptations) go into a
-``[termrl]`` table, and only when they differ from what a plain Harbor folder
-implies — so exporting a Harbor task gives back its own ``task.toml`` keys,
+layout, commands, scoring, seed, perturbations, adaptations) go into
+``[metadata.termrl]``, and only when they differ from what a plain Harbor folder
+implies; top-level keys that are not Harbor's go into ``[metadata.termrl.extra]``
+(``termrl.taskfolders.schema``), so Harbor's linter finds only its own fields — so exporting a Harbor task gives back its own ``task.toml`` keys,
 and import → export → import gives identical rows for every task.
 """
 
@@ -23,13 +24,14 @@ import tomli_w
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.taskfolders.layout import HARBOR_SOLUTION_COMMAND, HARBOR_TEST_COMMAND
+from termrl.taskfolders.schema import TERMRL_TABLE, split_extra
 
 __all__ = ["export_task", "export_tasks", "task_toml"]
 
 
 def task_toml(task: Task) -> dict[str, Any]:
     """The task.toml content for ``task`` (its metadata merged with the mapped fields)."""
-    config: dict[str, Any] = copy.deepcopy(task.metadata)
+    config, extra = split_extra(copy.deepcopy(task.metadata))
     metadata = config.setdefault("metadata", {})
     if task.difficulty != "unknown":
         metadata["difficulty"] = task.difficulty
@@ -37,8 +39,6 @@ def task_toml(task: Task) -> dict[str, Any]:
         metadata["category"] = task.family
     if task.tags:
         metadata["tags"] = list(task.tags)
-    if not metadata:
-        del config["metadata"]
     sections = {
         "agent": {"timeout_sec": task.agent_timeout_sec},
         "verifier": {"timeout_sec": task.verifier_timeout_sec},
@@ -73,8 +73,12 @@ def task_toml(task: Task) -> dict[str, Any]:
         ours["perturbations"] = list(task.perturbations)
     if task.adaptations:
         ours["adaptations"] = json.dumps(task.adaptations, sort_keys=True)
+    if extra:
+        ours["extra"] = extra
     if ours:
-        config["termrl"] = ours
+        metadata[TERMRL_TABLE] = ours
+    if not metadata:
+        del config["metadata"]
     return config
 
 

@@ -4,7 +4,7 @@ Harbor (Terminal-Bench 2.x)::
 
     <task-id>/
     ├── instruction.md        the prompt
-    ├── task.toml             [metadata] [agent] [verifier] [environment] (+ our [termrl])
+    ├── task.toml             [metadata] [agent] [verifier] [environment] (+ our [metadata.termrl])
     ├── environment/          image build context
     │   └── Dockerfile
     ├── solution/solve.sh     reference solution (+ files), run as /solution/solve.sh
@@ -22,7 +22,7 @@ Legacy (Terminal-Bench 1.0)::
     └── tests/                pytest files; pass = >=1 PASSED and no FAILED/ERROR
 
 Imported legacy tasks keep their file names; on export they become a Harbor
-folder whose ``[termrl]`` table records the commands, so re-importing gives
+folder whose ``[metadata.termrl]`` table records the commands, so re-importing gives
 the same row.
 """
 
@@ -68,7 +68,7 @@ LEGACY_DEFAULTS = {
     "allow_internet": False,
 }
 
-# Keys of the [termrl] table in an exported task.toml: row fields with no Harbor home.
+# Keys of the [metadata.termrl] table in an exported task.toml: row fields with no Harbor home.
 TERMRL_KEYS = (
     "source",
     "layout",

@@ -36,6 +36,7 @@ from termrl.taskfolders.layout import (
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
 )
+from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
 from termrl.tbcompat.adapt import with_adaptations
 
 __all__ = ["ImportReport", "find_task_folders", "import_task_folders", "read_task_folder"]
@@ -202,10 +203,21 @@ def _read_harbor(folder: Path) -> Task:
     instruction = _text(folder, "instruction.md")
     if not instruction or not instruction.strip():
         raise TaskFormatError(where, "no instruction (instruction.md missing or empty)")
+    unsupported = unsupported_fields(config)
+    if unsupported:
+        raise TaskFormatError(where, "task.toml: " + "; ".join(unsupported))
     rest = copy.deepcopy(config)
-    ours = rest.pop("termrl", {})
+    # Exports before schema 1.4 wrote [termrl] at the top level; now it is [metadata.termrl].
+    ours = rest.pop(TERMRL_TABLE, None)
+    if ours is None:
+        ours = _pop(rest, "metadata", TERMRL_TABLE) or {}
     if not isinstance(ours, dict):
-        raise TaskFormatError(where, "task.toml: [termrl] must be a table")
+        raise TaskFormatError(where, "task.toml: [metadata.termrl] must be a table")
+    ours = dict(ours)
+    extra = ours.pop("extra", {})
+    if not isinstance(extra, dict) or set(extra) & HARBOR_TABLES:
+        raise TaskFormatError(where, "task.toml: [metadata.termrl.extra] must be a table of non-Harbor keys")
+    rest.update(extra)
     # An exported legacy task names its own test script in [termrl].test_command.
     if "test_command" in ours:
         if not _files(folder, folder / "tests"):

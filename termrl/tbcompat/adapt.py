@@ -8,6 +8,9 @@ returns the JSON kept in ``Task.adaptations``::
         "ghcr.io/laude-institute/t-bench/python-3-13:20250620":
           {"image": "termrl/standin:trixie", "differences": ["Debian trixie's python3 3.13 ..."]}
       },
+      "build_installers": {                  # installers the build fetches, served from local copies
+        "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
+      },
       "test_kit": {                          # the offline test kit (termrl.tbcompat.kit.KitSpec)
         "uv": "0.7.13", "python": "3.13", "glibc": "2.41", "arch": "x86_64",
         "groups": [["pytest==8.4.1"]], "found_in": ["run-tests.sh"]
@@ -16,7 +19,7 @@ returns the JSON kept in ``Task.adaptations``::
     }
 
 Keys appear only when needed, so a task that runs as written gets ``{}``.
-Builds read ``base_images`` (``SandboxSpec.from_task``), the test phase reads
+Builds read ``base_images`` and ``build_installers`` (``SandboxSpec.from_task``), the test phase reads
 ``test_kit`` (``termrl.taskrun.run_tests``); export writes the original
 files and this record beside them, so every step is reversible.
 """
@@ -28,13 +31,14 @@ from typing import Any
 
 from termrl.artifacts.tasks import Task
 from termrl.tbcompat.dockerfile import base_refs
+from termrl.tbcompat.installers import scan_installers
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION, KitSpec
 from termrl.tbcompat.scan import scan_scripts
 from termrl.tbcompat.standins import SUITES, StandIn, resolve_base
 
 __all__ = ["COMPUTED_KEYS", "adaptations_for", "with_adaptations"]
 
-COMPUTED_KEYS = ("base_images", "test_kit", "notes")
+COMPUTED_KEYS = ("base_images", "build_installers", "test_kit", "notes")
 """The adaptation keys this module owns; any other key on a task is kept as it is."""
 
 
@@ -51,6 +55,11 @@ def adaptations_for(task: Task) -> dict[str, Any]:
         resolved.append(standin)
         if standin.rewrite:
             out.setdefault("base_images", {})[ref] = {"image": standin.image, "differences": list(standin.differences)}
+
+    installers, problems = scan_installers(task.environment_files)
+    notes += problems
+    if installers:
+        out["build_installers"] = installers
 
     scan = scan_scripts(task.test_files)
     notes += scan.problems

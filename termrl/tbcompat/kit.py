@@ -17,7 +17,7 @@ uv and the wheels in place.
 Kits are built on the host from the package registries it may use, once per
 ``KitSpec``, and cached under ``$TERMRL_CACHE/tbcompat``:
 
-    uv/<version>-<arch>/{uv,uvx}        extracted from ``pip download uv==<version>``
+    uv/<version>-<arch>/{uv,uvx}        extracted from ``pip download uv==<version>`` (``tool_binaries``)
     kits/<key>/wheels/*.whl, manifest.json
 
 Each install command's requirements are resolved with ``uv pip compile
@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,7 @@ __all__ = [
     "kit_files",
     "remove_kit",
     "test_env",
+    "tool_binaries",
     "uv_binaries",
 ]
 
@@ -149,25 +151,42 @@ class _Locked:
 
 def uv_binaries(version: str, arch: str | None = None, log: Callable[[str], None] = lambda m: None) -> Path:
     """The folder holding ``uv`` and ``uvx`` of ``version`` (fetched from PyPI once)."""
+    return tool_binaries("uv", version, arch, log)
+
+
+def tool_binaries(tool: str, version: str | None, arch: str | None = None,
+                  log: Callable[[str], None] = lambda m: None) -> Path:  # fmt: skip
+    """The folder holding the executables of a binary-only PyPI package (uv, ruff) at ``version``.
+
+    astral ships the same static binaries in its wheels (``<tool>-<v>.data/scripts/``) as
+    its installers download. ``version`` None takes the newest on the index at the
+    first call and keeps it (``<tool>/latest-<arch>``), so later builds stay alike.
+    """
     arch = arch or platform.machine()
-    final = _tbcompat_cache() / "uv" / f"{version}-{arch}"
-    if (final / "uv").is_file():
+    final = _tbcompat_cache() / tool / f"{version or 'latest'}-{arch}"
+    if final.is_dir():  # renamed into place complete
         return final
     with _Locked(final.with_name(final.name + ".lock")):
-        if (final / "uv").is_file():
+        if final.is_dir():
             return final
-        log(f"fetching uv {version} ({arch}) from PyPI")
+        requirement = f"{tool}=={version}" if version else tool
+        log(f"fetching {requirement} ({arch}) from the package index")
         with tempfile.TemporaryDirectory(dir=final.parent) as tmp:
             platforms = [f"manylinux_2_17_{arch}", f"manylinux2014_{arch}"]
-            _pip_download([f"uv=={version}", *(a for p in platforms for a in ("--platform", p))],
-                          Path(tmp), f"pip download uv=={version}")  # fmt: skip
-            wheel = next(Path(tmp).glob("uv-*.whl"))
+            _pip_download([requirement, *(a for p in platforms for a in ("--platform", p))],
+                          Path(tmp), f"pip download {requirement}")  # fmt: skip
+            wheel = next(Path(tmp).glob(f"{tool}-*.whl"))
             staging = Path(tmp) / "bin"
             staging.mkdir()
             with zipfile.ZipFile(wheel) as archive:
-                for name in ("uv", "uvx"):
-                    (staging / name).write_bytes(archive.read(f"uv-{version}.data/scripts/{name}"))
-                    (staging / name).chmod(0o755)
+                scripts = [n for n in archive.namelist() if re.fullmatch(rf"{tool}-[^/]+\.data/scripts/[^/]+", n)]
+                if not scripts:
+                    raise EnvInitFailed(f"{wheel.name} holds no executables")
+                for name in scripts:
+                    target = staging / name.rsplit("/", 1)[1]
+                    target.write_bytes(archive.read(name))
+                    target.chmod(0o755)
+            (staging / "VERSION").write_text(wheel.name.split("-")[1])
             staging.rename(final)
     return final
 
@@ -282,11 +301,13 @@ def installer_env_file(bin_dir: str) -> bytes:
     ).encode()
 
 
-def _uv_toml() -> bytes:
+def _uv_toml(with_wheels: bool) -> bytes:
+    # uv refuses a find-links folder that does not exist: a kit without wheels names none.
+    links = f'find-links = ["{SANDBOX_KIT_DIR}/wheels"]\n' if with_wheels else ""
     return (
         "# termrl offline test kit: no index, only the kit's wheels, no network, no Python downloads\n"
         "no-index = true\n"
-        f'find-links = ["{SANDBOX_KIT_DIR}/wheels"]\n'
+        f"{links}"
         "offline = true\n"
         'python-downloads = "never"\n'
     ).encode()
@@ -295,7 +316,7 @@ def _uv_toml() -> bytes:
 def kit_files(spec: KitSpec, kit_dir: Path, home: str) -> list[TaskFile]:
     """The kit as files relative to ``/`` (uv goes to ``home``/.local/bin, like the installer's)."""
     base = SANDBOX_KIT_DIR.lstrip("/")
-    files = [TaskFile(f"{base}/uv.toml", _uv_toml())]
+    files = [TaskFile(f"{base}/uv.toml", _uv_toml(bool(spec.groups)))]
     files += [TaskFile(f"{base}/wheels/{w.name}", w.read_bytes()) for w in sorted((kit_dir / "wheels").glob("*.whl"))]
     if spec.uv:
         bin_dir = f"{home.rstrip('/')}/.local/bin"
@@ -307,12 +328,10 @@ def kit_files(spec: KitSpec, kit_dir: Path, home: str) -> list[TaskFile]:
 
 def test_env(spec: KitSpec) -> dict[str, str]:
     """Environment of the test phase when the kit is in place."""
-    return {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": f"{SANDBOX_KIT_DIR}/wheels",
-        "UV_CONFIG_FILE": f"{SANDBOX_KIT_DIR}/uv.toml",
-        "UV_PYTHON_DOWNLOADS": "never",
-    }
+    env = {"PIP_NO_INDEX": "1", "UV_CONFIG_FILE": f"{SANDBOX_KIT_DIR}/uv.toml", "UV_PYTHON_DOWNLOADS": "never"}
+    if spec.groups:
+        env["PIP_FIND_LINKS"] = f"{SANDBOX_KIT_DIR}/wheels"
+    return env
 
 
 test_env.__test__ = False  # type: ignore[attr-defined]  # not a pytest test

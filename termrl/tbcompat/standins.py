@@ -6,8 +6,9 @@ maps such a name onto one of the locally built ``BASE_IMAGES`` and says how
 the stand-in differs from the original, so the difference is recorded on the
 task instead of being discovered when a test fails:
 
-    t-bench/python-3-13, python:3.12+, debian:trixie, ubuntu:24.04  ->  termrl/standin:trixie
-    python:<=3.11, debian:bookworm, ubuntu:22.04 / 20.04             ->  termrl/base:bookworm
+    t-bench/python-3-13, python:3.12+, debian:trixie  ->  termrl/standin:trixie
+    t-bench/ubuntu-24-04, ubuntu:24.04                ->  termrl/standin:noble
+    python:<=3.11, debian:bookworm, ubuntu:22.04 / 20.04  ->  termrl/base:bookworm
 
 A name that already is a local base tag resolves to itself (nothing to
 rewrite). Names with no faithful stand-in (Alpine, other distributions,
@@ -21,15 +22,19 @@ from dataclasses import dataclass
 
 from termrl.sandbox.base_images import BASE_IMAGES, BaseImage
 
-__all__ = ["BOOKWORM", "SUITES", "TRIXIE", "StandIn", "normalize_ref", "resolve_base"]
+__all__ = ["BOOKWORM", "NOBLE", "SUITES", "TRIXIE", "StandIn", "normalize_ref", "resolve_base"]
 
 TRIXIE = "termrl/standin:trixie"
+NOBLE = "termrl/standin:noble"
 BOOKWORM = "termrl/base:bookworm"
 
 SUITES = {"bookworm": ("3.11", "2.36"), "trixie": ("3.13", "2.41")}
 """Debian suite -> (its python3 version, its glibc version): what wheels a stand-in takes."""
 
 _DEBIAN_APT = "Debian package names and versions for apt-get"
+_MAN_KEPT = ("man pages of preinstalled and apt-installed packages are kept (the official image's dpkg "
+             "excludes /usr/share/man/*)")
+_ENV_SET = "PIP_BREAK_SYSTEM_PACKAGES=1 and UV_BREAK_SYSTEM_PACKAGES=1 set (Debian's python3 is marked externally managed)"
 
 
 @dataclass(frozen=True)
@@ -77,17 +82,20 @@ def _python_image(ref: str, tag: str) -> StandIn | None:
     have = SUITES[_recipe(image).suite][0]
     wanted = f"3.{minor}" if minor is not None else "the newest 3.x"
     differences = [f"Debian's python3 {have} in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) "
-                   f"stands in for the official image's Python {wanted} in /usr/local"]  # fmt: skip
+                   f"stands in for the official image's Python {wanted} in /usr/local",
+                   "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)"]  # fmt: skip
     if "slim" not in tag:
         differences.append("no compilers or -dev headers (the full python image has them)")
     if image == BOOKWORM:
         differences.append("extra Debian tools preinstalled (git, jq, sqlite3, python3-pytest, ...)")
+    else:
+        differences += ["tmux, asciinema and curl preinstalled", _MAN_KEPT, _ENV_SET]
     differences.append(f"Debian {_recipe(image).suite} packages: {_DEBIAN_APT}")
     return _standin(ref, image, differences)
 
 
 _UBUNTU = (  # tag prefixes -> (stand-in, Ubuntu version, Ubuntu's python3)
-    (("24.04", "noble", "latest"), TRIXIE, "24.04", "3.12"),
+    (("24.04", "noble", "latest"), NOBLE, "24.04", "3.12"),
     (("22.04", "jammy"), BOOKWORM, "22.04", "3.10"),
     (("20.04", "focal"), BOOKWORM, "20.04", "3.8"),
 )
@@ -109,6 +117,10 @@ def _distro_image(ref: str, name: str, tag: str) -> StandIn | None:
         if _tag_is(tag, prefixes):
             suite = _recipe(image).suite
             have, glibc = SUITES[suite]
+            if image == NOBLE:
+                return _standin(ref, image, _noble_differences(
+                    f"tmux, asciinema and python3 {have} (asciinema's dependency) preinstalled; the official "
+                    "ubuntu:24.04 has none of them"))  # fmt: skip
             return _standin(ref, image, [
                 f"Debian {suite} stands in for Ubuntu {version}: {_DEBIAN_APT}, glibc {glibc}",
                 f"python3 {have} with pip and venv preinstalled (Ubuntu {version}'s python3 is {python})",
@@ -121,15 +133,26 @@ def _tbench_image(ref: str, name: str) -> StandIn | None:
         return _standin(ref, TRIXIE, [
             "Debian trixie's python3 3.13 in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) stands in "
             "for python:3.13-slim-bookworm's Python 3.13 in /usr/local",
+            "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
             f"Debian trixie packages instead of bookworm ones: {_DEBIAN_APT}",
-            "curl and python-is-python3 preinstalled",
+            "curl preinstalled",
+            _MAN_KEPT,
+            _ENV_SET,
         ])  # fmt: skip
     if name.endswith("/ubuntu-24-04"):
-        return _standin(ref, TRIXIE, [
-            f"Debian trixie stands in for Ubuntu 24.04: {_DEBIAN_APT}, glibc 2.41 (Ubuntu: 2.39)",
-            "python3 3.13 with pip and venv preinstalled (Ubuntu 24.04's python3 is 3.12)",
-        ])  # fmt: skip
+        return _standin(ref, NOBLE, _noble_differences(
+            "python3 3.13 (asciinema's dependency, as on the original) where Ubuntu 24.04 has 3.12"))  # fmt: skip
     return None
+
+
+def _noble_differences(python: str) -> list[str]:
+    return [
+        f"Debian trixie stands in for Ubuntu 24.04: {_DEBIAN_APT}, glibc 2.41 (Ubuntu: 2.39)",
+        python,
+        "no `python` command, no pip, PEP 668 enforced: as on Ubuntu",
+        "ca-certificates preinstalled",
+        _MAN_KEPT.replace("the official image's dpkg", "Ubuntu's minimized image"),
+    ]
 
 
 def resolve_base(ref: str) -> StandIn | None:

@@ -11,8 +11,8 @@ from termrl.agent.demonstration import (
     expert_responses,
 )
 from termrl.agent.episode import AgentConfig, run_episode
-from termrl.agent.toolcalls import parse_response
 from termrl.artifacts.tasks import Task, TaskFile
+from termrl.llm.toolcalls import parse_response
 from tests.agent.scripted import ScriptedEngine, ScriptedSession
 
 SOLVE = b"""#!/bin/bash

@@ -13,10 +13,10 @@ import json
 import pytest
 
 from termrl.agent.episode import AgentConfig, run_episode
-from termrl.agent.toolcalls import ToolCall, render_tool_call
 from termrl.errors import ConfigError, SandboxDied
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
+from termrl.llm.toolcalls import ToolCall, render_tool_call
 
 from .scripted import ScriptedEngine, ScriptedResult, ScriptedSession
 

@@ -6,9 +6,9 @@ import pytest
 
 from termrl.agent.episode import AgentConfig, run_episode
 from termrl.agent.session import ExecSession
-from termrl.agent.toolcalls import ToolCall, render_tool_call
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
+from termrl.llm.toolcalls import ToolCall, render_tool_call
 from termrl.sandbox import SandboxManager, SandboxSpec
 
 from .scripted import ScriptedEngine

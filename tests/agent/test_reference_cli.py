@@ -6,9 +6,9 @@ import asyncio
 import json
 import sys
 
-from termrl.agent.toolcalls import ToolCall, render_tool_call
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.proxy import ModelProxy
+from termrl.llm.toolcalls import ToolCall, render_tool_call
 
 from .scripted import ScriptedEngine
 

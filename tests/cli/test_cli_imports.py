@@ -10,7 +10,7 @@ HEAVY = ("torch", "transformers", "kfp", "matplotlib", "kubernetes")
 
 def test_help_loads_no_heavy_library():
     probe = (
-        "import sys; from click.testing import CliRunner; from termrl.cli import main; "
+        "import sys; from click.testing import CliRunner; from pipelines.cli import main; "
         "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
         "r = CliRunner().invoke(main, ['stage', 'train', '--help']); assert r.exit_code == 0, r.output; "
         f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"

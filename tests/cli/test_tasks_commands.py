@@ -13,7 +13,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "tasks"
 
 def termrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "termrl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
     )
 
 

@@ -8,9 +8,9 @@ import json
 import httpx
 import pytest
 
-from termrl.agent.toolcalls import TOOLS, ToolCall, render_tool_call
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.proxy import ModelProxy
+from termrl.llm.toolcalls import TOOLS, ToolCall, render_tool_call
 
 from ..agent.scripted import ScriptedEngine
 from .recording import Recording

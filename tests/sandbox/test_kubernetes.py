@@ -10,6 +10,7 @@ that pipes to a local bash supervisor.
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import threading
 
@@ -25,6 +26,7 @@ from termrl.sandbox.kubernetes import (
     network_policy_manifest,
     pod_manifest,
 )
+from termrl.sandbox.procs import SERVICE_GRACE_SEC
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Shell
 from termrl.sandbox.spec import SandboxSpec
 
@@ -185,6 +187,26 @@ async def test_stop_helper_stops_leftovers_but_not_services_inside_a_real_sandbo
         assert loop_pid in [entry.split(":")[0] for entry in stopped] and "1" not in [e.split(":")[0] for e in stopped]
         await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
         assert "T" not in (await session.exec(state)).output.split()
+
+
+@pytest.mark.podman
+async def test_stop_helper_waits_for_a_service_still_starting(podman, base_images):
+    """A server the agent started last binds its port seconds later: with the grace (what the
+    backend passes) the helper waits for it instead of freezing it on its way; without, it freezes it."""
+    helper = f"bash -c {_quote(STOP_HELPER)} stop-helper"
+    late = "nohup bash -c 'sleep 3; exec python3 -m http.server {port}' >/dev/null 2>&1 & echo $! > /tmp/late-{port}"
+    state = "grep State: /proc/$(cat /tmp/late-{port})/status | cut -f2 | cut -c1"
+    async with await podman.create(SandboxSpec(image=base_images)) as session:
+        await session.exec(late.format(port=8126))
+        stopped = (await session.exec_fresh(f"{helper} stop {math.ceil(SERVICE_GRACE_SEC)}", timeout=60)).output.split()
+        assert (await session.exec_fresh(state.format(port=8126))).output.strip() != "T"
+        assert (await session.exec_fresh("curl -fs -o /dev/null http://127.0.0.1:8126/")).exit_code == 0
+        await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
+
+        await session.exec(late.format(port=8127))
+        stopped = (await session.exec_fresh(f"{helper} stop 0", timeout=60)).output.split()
+        assert (await session.exec_fresh(state.format(port=8127))).output.strip() == "T"
+        await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
 
 
 def _quote(text: str) -> str:

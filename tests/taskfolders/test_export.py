@@ -57,7 +57,7 @@ def test_legacy_export_is_a_harbor_folder_that_records_its_commands(tmp_path):
     assert files["tests/run-tests.sh"] == ((FIXTURES / "legacy/reverse-words/run-tests.sh").read_bytes(), True)
     assert "tests/test_outputs.py" in files and "solution/solution.sh" in files
     config = tomllib.loads((exported / "task.toml").read_text())
-    assert config["termrl"] == {
+    assert config["metadata"]["termrl"] == {
         "layout": "legacy",
         "solution_command": "bash /solution/solution.sh",
         "test_command": "bash /tests/run-tests.sh",

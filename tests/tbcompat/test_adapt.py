@@ -13,7 +13,7 @@ from termrl.taskfolders import export_tasks, import_task_folders, read_task_fold
 from termrl.taskfolders.layout import LEGACY_ROOT_FILES
 from termrl.tbcompat.adapt import adaptations_for, with_adaptations
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION
-from termrl.tbcompat.standins import TRIXIE
+from termrl.tbcompat.standins import NOBLE, TRIXIE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TB = FIXTURES / "terminal-bench"
@@ -34,7 +34,7 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
     for task_id, (ref, uv, groups, found_in) in expected.items():
         adaptations = tasks[task_id].adaptations
         assert list(adaptations["base_images"]) == [ref]
-        assert adaptations["base_images"][ref]["image"] == TRIXIE
+        assert adaptations["base_images"][ref]["image"] == (NOBLE if "ubuntu" in ref else TRIXIE)
         assert adaptations["base_images"][ref]["differences"]
         kit = adaptations["test_kit"]
         assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (uv, "3.13", "2.41", groups, found_in)
@@ -120,3 +120,14 @@ def test_legacy_tasks_keep_the_official_test_layout(task_id):
     assert task.scoring == "pytest-report"
     assert "run-tests.sh" in {f.path for f in task.test_files}
     assert not any(f.path.startswith("tests/") or f.path == "run-tests.sh" for f in task.environment_files)
+
+
+def test_a_build_time_installer_is_recorded_and_keys_the_image():
+    task = read_task_folder(FIXTURES / "tb-corpus" / "uv-build-install")
+    assert task.adaptations["build_installers"] == {
+        "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
+    }
+    spec = SandboxSpec.from_task(task)
+    assert spec.build_installers == {"https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13"}}
+    plain = SandboxSpec.from_task(task, build_installers={})
+    assert spec.image_key != plain.image_key  # an image built with the local installers is another image

@@ -19,7 +19,7 @@ from components.eval.taxonomy import (
     longest_failed_repeat,
 )
 from termrl.agent.episode import AgentConfig, Chunk, run_episode
-from termrl.agent.toolcalls import ToolCall, render_tool_call
+from termrl.llm.toolcalls import ToolCall, render_tool_call
 from tests.agent.scripted import ScriptedEngine, ScriptedResult, ScriptedSession
 
 

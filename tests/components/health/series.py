@@ -34,8 +34,7 @@ __all__ = [
     "write_iteration",
 ]
 
-KNOBS = TrainKnobs(mode="full", learning_rate=1e-5, eps_low=0.2, eps_high=0.2, negative_weight=1.0,
-                   max_failed_response_tokens=20_000)  # fmt: skip
+KNOBS = TrainKnobs(mode="full", learning_rate=1e-5, eps_low=0.2, eps_high=0.2, negative_weight=1.0)
 TASK_PASS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
 PATTERN_RATE = {"loop": 0.12, "destructive": 0.01, "test_access": 0.02, "tampering": 0.0}
 GROUP_SIZE = 4
@@ -67,7 +66,8 @@ def make_iteration(i: int, rng: random.Random, *, improvement: float = 0.02, **f
                       "advantage_mean": statistics.fmean(step), "failed_max_response_tokens": failed_max})  # fmt: skip
     n = len(episodes)
     rollout = {"rollout/episodes": float(n), "rollout/success_rate": sum(e["reward"] for e in episodes) / n,
-               "rollout/reward_mean": sum(e["reward"] for e in episodes) / n}  # fmt: skip
+               "rollout/reward_mean": sum(e["reward"] for e in episodes) / n,
+               "rollout/max_failed_response_tokens": 20_000.0}  # fmt: skip
     rollout.update({f"rollout/{p}_episodes": float(sum(e[p] for e in episodes)) for p in PATTERNS})
     tasks: dict[str, dict[str, float]] = {}
     for t in range(len(TASK_PASS)):
@@ -158,7 +158,7 @@ def write_iteration(root: Path, h: IterationMetrics, *, config_lr: float | None 
     write_train_metrics(folder / "train_metrics.parquet", steps)
     config = {"trajectories": "t.parquet", "mode": h.knobs.mode, "eps_low": h.knobs.eps_low,
               "eps_high": h.knobs.eps_high, "negative_weight": h.knobs.negative_weight,
-              "max_failed_response_tokens": h.knobs.max_failed_response_tokens, "learning_rate": config_lr,
+              "learning_rate": config_lr,
               "finetune": "lora", "epochs": 1}  # fmt: skip
     (folder / "training_state").mkdir(parents=True)
     (folder / "training_state" / "state.json").write_text(json.dumps({"finetune": "lora", "config": config}))

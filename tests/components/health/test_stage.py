@@ -39,7 +39,7 @@ def test_a_collapse_after_healthy_iterations_rolls_back(tmp_path: Path, capsys: 
     assert history[1]["tasks"]["task-3"] == run[1].tasks["task-3"]
     assert len(history[1]["train"]) == 8 and set(history[1]["train"][0]) == set(TRAIN_COLUMNS)
     assert history[1]["knobs"] == {"mode": "full", "learning_rate": 1e-5, "eps_low": 0.2, "eps_high": 0.2,
-                                   "negative_weight": 1.0, "max_failed_response_tokens": 20_000}  # fmt: skip
+                                   "negative_weight": 1.0}  # fmt: skip
 
     second = tmp_path / "health-3.json"
     report = main(HealthConfig(rollout_metrics=[files[3][0]], train=[files[3][1]], previous=first, out=second))
@@ -69,16 +69,16 @@ def test_mitigations_accumulate_and_escalate_across_health_steps(tmp_path: Path)
     main(HealthConfig(rollout_metrics=[r for r, _ in files[:3]], train=[t / "train_metrics.parquet" for _, t in files[:3]],
                       out=first))  # fmt: skip
     data = json.loads(first.read_text())
-    assert data["verdict"] == "mitigate" and data["settings"] == {"train.max_failed_response_tokens": 400}
-    assert data["options"] == {"train": {"max_failed_response_tokens": 400}, "rollout": {}}
+    assert data["verdict"] == "mitigate" and data["settings"] == {"rollout.max_failed_response_tokens": 400}
+    assert data["options"] == {"train": {}, "rollout": {"max_failed_response_tokens": 400}}
 
     second = tmp_path / "health-3.json"
     main(HealthConfig(rollout_metrics=[files[3][0]], train=[files[3][1]], previous=first, out=second))
     data = json.loads(second.read_text())
     # the mask was in force for iteration 3 and the tail still grew (1300 → 4200 → 9000): global treatment
-    assert data["history"][3]["applied"] == {"train.max_failed_response_tokens": 400}
+    assert data["history"][3]["applied"] == {"rollout.max_failed_response_tokens": 400}
     assert data["verdict"] == "mitigate" and data["settings"] == {"train.negative_weight": 0.5}
-    assert data["options"] == {"train": {"max_failed_response_tokens": 400, "negative_weight": 0.5}, "rollout": {}}
+    assert data["options"] == {"train": {"negative_weight": 0.5}, "rollout": {"max_failed_response_tokens": 400}}
 
 
 def test_the_learning_rate_comes_from_the_config_when_set(tmp_path: Path) -> None:

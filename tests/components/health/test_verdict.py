@@ -47,25 +47,29 @@ def test_failed_length_tail_masks_the_extremes_first_then_reweights_negatives() 
 
     first = verdict(run, T)
     assert first.kind == "mitigate"
-    assert first.settings == {"train.max_failed_response_tokens": 400}  # the tail before it rose
+    assert first.settings == {"rollout.max_failed_response_tokens": 400}  # the tail before it rose
     assert first.action == "targeted mask_extremes for failed_length_tail"
     assert first.reasons[0].startswith("failed_length_tail: longest failed trajectory rose 400 → 1300 → 4200")
 
     # the mask was in force for the latest iteration and the sign persists: global treatment
-    again = verdict(_applied(run, train__max_failed_response_tokens=400), T)
+    again = verdict(_applied(run, rollout__max_failed_response_tokens=400), T)
     assert again.settings == {"train.negative_weight": 0.5}
     assert again.action == "global reweight_negatives for failed_length_tail"
 
     # positive-only mode gives negatives no weight: the learning rate is the global lever there
     positive_only = [dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, mode="positive-only")) for h in run]
-    assert verdict(_applied(positive_only, train__max_failed_response_tokens=400), T).settings == {
+    assert verdict(_applied(positive_only, rollout__max_failed_response_tokens=400), T).settings == {
         "train.learning_rate": 5e-6}
 
 
 def test_a_mask_already_below_the_tail_is_halved() -> None:
     run = tail_lengths(healthy_run(8, seed=5), [400, 1300, 4200], passed=[12, 13, 12])
-    low = [dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, max_failed_response_tokens=300)) for h in run]
-    assert verdict(low, T).settings == {"train.max_failed_response_tokens": 150}
+    low = [dataclasses.replace(h, rollout={**h.rollout, "rollout/max_failed_response_tokens": 300.0}) for h in run]
+    assert verdict(low, T).settings == {"rollout.max_failed_response_tokens": 150}
+    # rollout metrics that do not report the mask in force (older ones): the earlier tail
+    unknown = [dataclasses.replace(h, rollout={k: v for k, v in h.rollout.items()
+                                               if k != "rollout/max_failed_response_tokens"}) for h in run]  # fmt: skip
+    assert verdict(unknown, T).settings == {"rollout.max_failed_response_tokens": 400}
 
 
 def test_falling_advantage_tightens_clipping_then_lowers_the_learning_rate_step_by_step() -> None:
@@ -93,7 +97,7 @@ def test_several_signs_get_their_treatments_together() -> None:
     run = sink_advantage(tail_lengths(healthy_run(8, seed=3), [400, 1300, 4200], passed=[12, 13, 12]), 1.5)
     result = verdict(run, T)
     assert [f.name for f in result.findings] == ["falling_advantage", "failed_length_tail"]
-    assert result.settings == {"train.eps_low": 0.1, "train.eps_high": 0.1, "train.max_failed_response_tokens": 400}
+    assert result.settings == {"train.eps_low": 0.1, "train.eps_high": 0.1, "rollout.max_failed_response_tokens": 400}
     assert result.action == ("targeted tighten_clipping for falling_advantage; "
                              "targeted mask_extremes for failed_length_tail")  # fmt: skip
 
@@ -112,6 +116,35 @@ def test_behaviour_spike_turns_penalties_on_then_quarantines_the_tasks() -> None
     assert again.settings == {"rollout.quarantine": ["task-1", "task-2", "task-3", "task-4", "task-5", "task-6",
                                                      "task-9"]}  # fmt: skip
     assert again.quarantine == ("task-1", "task-2", "task-3", "task-4", "task-5", "task-6")  # newly
+
+
+# --- lifting -------------------------------------------------------------------------------------
+
+def test_mitigations_are_lifted_after_healthy_iterations_but_the_quarantine_stays() -> None:
+    settings = {"train__eps_high": 0.1, "train__learning_rate": 5e-6, "rollout__quarantine": ["task-3"]}
+    # iteration 5 was mitigated; 6 and 7 ran with the settings and found nothing
+    run = _applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), **settings)
+    result = verdict(run, T)
+    assert result.kind == "healthy" and result.settings == {}
+    assert result.lifted == ("train.eps_high", "train.learning_rate")
+    assert result.action == "lift train.eps_high, train.learning_rate after 2 healthy iterations"
+    assert Verdict.from_dict(result.to_dict()) == result
+
+    # one healthy iteration is not enough, and lift_after=0 never lifts
+    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhhm"), **settings), T) == Verdict("healthy")
+    assert verdict(run, T, Mitigations(lift_after=0)) == Verdict("healthy")
+    assert verdict(run, T, Mitigations(lift_after=3)).lifted == ()
+    # nothing in force but the quarantine: nothing to lift
+    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), rollout__quarantine=["a"]), T).lifted == ()
+
+
+def test_a_lifted_setting_leaves_the_next_iterations_options() -> None:
+    from components.health.report import HealthReport
+
+    report = HealthReport(verdicts=[Verdict("mitigate", settings={"train.eps_high": 0.1, "rollout.quarantine": ["a"]}),
+                                    Verdict("healthy"), Verdict("healthy", lifted=("train.eps_high",))])  # fmt: skip
+    assert report.applied == {"rollout.quarantine": ["a"]}
+    assert stage_options(report.applied) == {"train": {}, "rollout": {"quarantine": ["a"]}}
 
 
 # --- rollback --------------------------------------------------------------------------------------
@@ -169,12 +202,18 @@ def test_stage_options_split_settings_by_stage() -> None:
     assert stage_options({}) == {"train": {}, "rollout": {}}
 
 
-def test_settings_name_real_train_options() -> None:
-    from components.train.config import TrainConfig  # the names must match the stage they configure
+def test_settings_name_real_stage_options() -> None:
+    from components.health.verdict import MAX_FAILED_TOKENS, PENALTY_SETTINGS, QUARANTINE
+    from components.rollout.config import (
+        RolloutConfig,  # the names must match the stage they configure
+    )
+    from components.train.config import TrainConfig
 
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    keys = {"eps_low", "eps_high", "learning_rate", "negative_weight", "max_failed_response_tokens"}
-    assert keys <= fields
+    fields = {"train": {f.name for f in dataclasses.fields(TrainConfig)},
+              "rollout": {f.name for f in dataclasses.fields(RolloutConfig)}}  # fmt: skip
+    keys = {"train.eps_low", "train.eps_high", "train.learning_rate", "train.negative_weight",
+            MAX_FAILED_TOKENS, QUARANTINE, *PENALTY_SETTINGS.values()}  # fmt: skip
+    assert {key for key in keys if key.partition(".")[2] not in fields[key.partition(".")[0]]} == set()
 
 
 def test_verdict_round_trips_through_its_dict() -> None:

@@ -11,6 +11,7 @@ from components.rollout.behaviour import (
     Penalties,
     behaviour_by_episode,
     behaviour_flags,
+    episode_return,
 )
 from tests.components.rollout.records import record
 
@@ -66,3 +67,21 @@ def test_flags_are_computed_per_episode_of_the_batch():
     flags = behaviour_by_episode(groups, 3)
     assert sorted(flags) == ["g0-e0", "g0-e1", "g1-e0"]
     assert [flags[e].destructive for e in ("g0-e0", "g0-e1", "g1-e0")] == [False, True, False]
+
+
+def test_with_shaping_on_two_passes_of_which_one_looped_are_a_group_with_signal():
+    from components.rollout.env_manager import informative, select_complete_groups
+
+    clean = record(1, 0, commands=("make",), finished_at=5.0)
+    looped = record(1, 1, commands=("make", "make", "make", "make"), exit_codes=(2, 2, 2, 0), finished_at=5.0)
+    uniform = [record(0, 0, finished_at=1.0), record(0, 1, finished_at=1.0)]
+    group = [clean, looped]
+    assert not informative(group)  # both passed: equal rewards
+    value = episode_return(ON, loop_repeats=3)
+    assert value(clean) == 1.0 and value(looped) == pytest.approx(0.9)
+    assert informative(group, value)
+    assert not informative(group, episode_return(Penalties(), loop_repeats=3))  # shaping off
+    # dynamic sampling puts the shaped group first, though the uniform one finished first
+    kept = select_complete_groups(uniform + group, 2, 1, informative_first=True, value=value)
+    assert kept == [group]
+    assert select_complete_groups(uniform + group, 2, 1, informative_first=True) == [uniform]  # rewards only

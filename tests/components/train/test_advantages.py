@@ -60,7 +60,7 @@ def test_shaping_gives_a_group_of_equal_outcomes_a_signal(tmp_path):
                                  reward=1.0, shaping=loop_shaping if name == "looped" else 0.0)
         path = tmp_path / f"t{loop_shaping}.parquet"
         write_trajectories(path, data)
-        episodes = load_episodes(path, max_failed_response_tokens=100, max_episode_tokens=100)
+        episodes = load_episodes(path, max_episode_tokens=100)
         stats = prepare_episodes(episodes, TrainConfig(mode="full"))
         assert stats["data/shaped"] == (1 if loop_shaping else 0)
         return {e.episode_id: e.advantage for e in episodes}

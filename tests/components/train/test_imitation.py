@@ -41,7 +41,7 @@ def three_chunks(offset: int = 0) -> list[tuple[list[int], list[int]]]:
 
 def load(tmp_path: Path, data: list[dict], **config) -> list:
     write_trajectories(tmp_path / "t.parquet", data)
-    episodes = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=100, max_episode_tokens=100)
+    episodes = load_episodes(tmp_path / "t.parquet", max_episode_tokens=100)
     prepare_episodes(episodes, TrainConfig(**config))
     return episodes
 

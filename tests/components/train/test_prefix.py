@@ -44,7 +44,7 @@ def episodes(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
                              logprobs=[[-1.0] * len(r) for _, r in chunks], reward=float(i))
     path = tmp_path_factory.mktemp("prefix") / "t.parquet"
     write_trajectories(path, rows)
-    loaded = load_episodes(path, max_failed_response_tokens=1000, max_episode_tokens=10_000)
+    loaded = load_episodes(path, max_episode_tokens=10_000)
     for e in loaded:
         e.old_logprobs = torch.zeros(e.response_tokens)
         e.chunk_advantages = torch.zeros(e.num_chunks)

@@ -23,7 +23,7 @@ async def test_train_takes_log_pi_at_the_temperature_the_rollout_sampled_at(tiny
     rows = episode_rows(episode_id="e", group_id="g", chunks=[(list(prompt), gen.token_ids)],
                         logprobs=[gen.logprobs], reward=1.0)  # fmt: skip
     write_trajectories(tmp_path / "t.parquet", rows)
-    [episode] = load_episodes(tmp_path / "t.parquet", max_failed_response_tokens=1000, max_episode_tokens=10_000)
+    [episode] = load_episodes(tmp_path / "t.parquet", max_episode_tokens=10_000)
     batch = collate([episode], [torch.ones(episode.num_chunks)], pad_id=0)
     model = load_policy(str(tiny_model_dir), finetune="full", lora_rank=8, lora_alpha=16,
                         lora_target_modules="all-linear").eval()  # fmt: skip

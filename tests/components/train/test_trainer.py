@@ -88,21 +88,22 @@ def test_masks_are_counted_and_excluded(tiny_model_dir, tmp_path):
         "un": {"trainable": False},
     }.items():
         extra += episode_rows(episode_id=name, group_id="gx", chunks=chunks, logprobs=mu, reward=1.0, **flags)
-    # a failed episode longer than the (lowered) limit, in a group with a success
+    # a failed episode rollout masked as over long, in a group with a success
     long_chunks = [(chunks[0][0], encode(tokenizer, " ls" * 40))]
     extra += episode_rows(episode_id="long", group_id="gl", chunks=long_chunks,
-                          logprobs=model_logprobs(model, long_chunks), reward=0.0)
+                          logprobs=model_logprobs(model, long_chunks), reward=0.0,
+                          masked=True, mask_reason="long_failure")
     extra += episode_rows(episode_id="short", group_id="gl", chunks=chunks, logprobs=mu, reward=1.0)
     extra += episode_rows(episode_id="shifted", group_id="gl", chunks=chunks, logprobs=shifted, reward=1.0)
     traj = write_toy_set(tmp_path / "t.parquet", tiny_model_dir, groups=1, extra=extra)
-    rows = run(traj, tiny_model_dir, tmp_path / "out", mode="full", max_failed_response_tokens=30, epochs=1)
+    rows = run(traj, tiny_model_dir, tmp_path / "out", mode="full", epochs=1)
     first = rows[0]
     assert first["masked_placeholder"] == 1
     assert first["masked/drop"] == 1
     assert first["masked/max_turns"] == 1
     assert first["masked/untrainable"] == 1
     assert first["masked_length"] == 1 and first["masked/long_failure"] == 1
-    assert first["failed_max_response_tokens"] == len(long_chunks[0][1]) > 30
+    assert first["failed_max_response_tokens"] == len(long_chunks[0][1])  # it still counts as a failure
     assert first["masked_mismatch"] == 1
     assert first["mismatch_max"] == pytest.approx(1.0, abs=1e-4)
     # group gl: rewards [0 (long), 1, 1] -> the long failure still sets the baseline, but is not trained;

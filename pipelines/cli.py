@@ -1,9 +1,10 @@
-"""The `termrl` command line. Each command is a thin call into the library.
+"""The `termrl` command line: the root command group. Each command is a thin call into its layer.
 
-This module is the entry layer: besides termrl's own commands it gathers the
-stage commands (``termrl stage <name>`` = ``python -m components.<name>``) and
-the pipeline commands. It is the one place in ``termrl`` that imports
-``components`` and ``pipelines``; library modules never do.
+It gathers the library's commands (``termrl tasks``, ``sandbox``, ``model``,
+``tbcompat``), the stage commands (``termrl stage <name>`` = ``python -m
+components.<name>``) and the pipeline commands. It lives in ``pipelines``, the
+top layer, because it imports all three: imports flow pipelines → components →
+termrl, never back (``tests/test_layers.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from termrl.agent.toolcalls import (
+from termrl.llm.toolcalls import (
     ToolCall,
     format_tool_responses,
     is_read_only,

@@ -1,0 +1,54 @@
+"""Imports flow one way: pipelines → components → termrl.
+
+The library (``termrl``) never imports a stage or a pipeline; a stage never
+imports another stage (shared stage code lives in plain modules beside the
+stage packages, such as ``components/images.py``). Every import counts,
+including those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Every module name ``path`` imports (absolute imports; relative ones are resolved)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                yield f"{base}.{node.module}" if node.module else base
+            elif node.module:
+                yield node.module
+
+
+def _modules(top: str) -> list[Path]:
+    return sorted((ROOT / top).rglob("*.py"))
+
+
+def test_the_library_imports_no_stage_and_no_pipeline() -> None:
+    offending = [f"{path.relative_to(ROOT)} imports {name}"
+                 for path in _modules("termrl") for name in _imports(path)
+                 if name.split(".")[0] in ("components", "pipelines")]  # fmt: skip
+    assert offending == []
+
+
+def test_a_stage_imports_no_other_stage_and_no_pipeline() -> None:
+    stages = {p.name for p in (ROOT / "components").iterdir() if (p / "__init__.py").is_file()}
+    offending = []
+    for stage in sorted(stages):
+        for path in _modules(f"components/{stage}"):
+            for name in _imports(path):
+                parts = name.split(".")
+                other_stage = parts[0] == "components" and len(parts) > 1 and parts[1] in stages - {stage}
+                if other_stage or parts[0] == "pipelines":
+                    offending.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offending == []
+
