@@ -80,11 +80,16 @@ def main(config: RolloutConfig) -> RolloutSummary:
 
 
 def make_engine(config: RolloutConfig) -> Engine:
-    """The policy on this machine's engine: transformers, fp32 on CPU, continuous batching
-    (episodes join and leave the running batch between decode steps; each turn reuses the
-    KV of the episode's previous turns)."""
-    from termrl.llm.continuous import ContinuousEngine
+    """The policy on this machine's engine (transformers, fp32 on CPU), batched as
+    ``config.engine`` says: ``continuous`` (the default, see the README's measurements) or
+    ``batching`` (whole-batch calls; ``_agent_step`` puts the batching front on it)."""
     from termrl.llm.models import resolve_model_path
+
+    if config.engine == "batching":
+        from termrl.llm.engines import make_engine as build
+
+        return build("transformers", config.model, context_window=config.context_window)
+    from termrl.llm.continuous import ContinuousEngine
 
     return ContinuousEngine(resolve_model_path(config.model), max_batch_size=max(config.concurrency, 1),
                             context_window=config.context_window)  # fmt: skip

@@ -45,6 +45,8 @@ class PrefixCache:
         self.tokens = 0
         self._entries: OrderedDict[int, tuple[list[int], KV]] = OrderedDict()
         self._next_key = 0
+        #: Prompts that found a stored prefix (benchmarks and tests).
+        self.hits = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,6 +70,7 @@ class PrefixCache:
         if best_key is None or n <= 0:
             return 0, None
         tokens, kv = self._entries[best_key]
+        self.hits += 1
         if n == len(tokens):
             del self._entries[best_key]
             self.tokens -= len(tokens)

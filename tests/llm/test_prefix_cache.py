@@ -27,6 +27,7 @@ def test_the_longest_prefix_wins_and_is_cut_to_the_shared_part() -> None:
     n, kv = cache.match([1, 2, 3, 7, 8])
     assert n == 3 and kv is not None
     assert kv[0][0].flatten().tolist() == [1, 2, 3] and kv[1][1].flatten().tolist() == [-1, -2, -3]
+    assert cache.hits == 1
     assert len(cache) == 2  # a partial match leaves the entry for others (the shared system prompt)
 
 
