@@ -42,7 +42,7 @@ from components.rollout.config import RolloutConfig
 from components.rollout.episode import AgentStep, EpisodeIds, RecordingSession
 from termrl.artifacts.tasks import Task
 from termrl.errors import NetworkError, TermrlError
-from termrl.llm.batching import BatchingEngine
+from termrl.llm.engine import Engine
 from termrl.llm.proxy import ModelProxy
 
 __all__ = ["REFERENCE_CLI", "CliEpisodeResult", "cli_native_step"]
@@ -140,7 +140,7 @@ def _fill_exit_codes(chunks: list[dict[str, Any]], log: list[Any]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def cli_native_step(config: RolloutConfig, engine: BatchingEngine) -> AsyncIterator[AgentStep]:
+async def cli_native_step(config: RolloutConfig, engine: Engine) -> AsyncIterator[AgentStep]:
     """Start the proxy, the exec bridge and the shim; yield the per-episode agent step."""
     template = config.cli_agent_command or REFERENCE_CLI
     bridge = _ExecBridge(config.exec_timeout_s)

@@ -23,9 +23,10 @@ from termrl.agent.episode import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
 
-__all__ = ["MODES", "RolloutConfig"]
+__all__ = ["ENGINES", "MODES", "RolloutConfig"]
 
 MODES = ("roll-managed", "cli-native")
+ENGINES = ("continuous", "batching")
 
 
 @dataclass
@@ -43,6 +44,13 @@ class RolloutConfig:
     mode: str = "roll-managed"
     """``roll-managed``: termrl's agent loop drives the episode. ``cli-native``: the reference
     agent CLI drives it through the ModelProxy, whose recorded chunks become the trajectory."""
+    engine: str = "continuous"
+    """How the CPU engine batches the episodes' turns. ``continuous``: episodes join and leave
+    one running batch between decode steps, and each turn reuses the KV cache of the episode's
+    earlier turns (``termrl.llm.continuous``). ``batching``: concurrent turns are merged into
+    whole-batch ``generate`` calls that wait for their longest member, every prompt prefilled
+    from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request;
+    ``bench/rollout_engine.py`` measures them side by side (README, Tests and benchmarks)."""
     policy_version: int = 0
     """Stored on every row so the trainer can tell how stale a sample is."""
 
@@ -191,6 +199,8 @@ class RolloutConfig:
         problems: list[str] = []
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.engine not in ENGINES:
+            problems.append(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
         for name in ("group_size", "groups", "concurrency", "max_turns", "max_new_tokens",
                      "loop_repeats"):  # fmt: skip
             if getattr(self, name) < 1:

@@ -80,10 +80,19 @@ def main(config: RolloutConfig) -> RolloutSummary:
 
 
 def make_engine(config: RolloutConfig) -> Engine:
-    """The policy on the local engine (transformers, fp32 on CPU)."""
-    from termrl.llm.engines import make_engine as build
+    """The policy on the local engine (transformers, fp32 on CPU), batched as
+    ``config.engine`` says: ``continuous`` (the default, see the README's measurements) or
+    ``batching`` (whole-batch calls; ``_agent_step`` puts the batching front on it)."""
+    from termrl.llm.models import resolve_model_path
 
-    return build("transformers", config.model, context_window=config.context_window)
+    if config.engine == "batching":
+        from termrl.llm.engines import make_engine as build
+
+        return build("transformers", config.model, context_window=config.context_window)
+    from termrl.llm.continuous import ContinuousEngine
+
+    return ContinuousEngine(resolve_model_path(config.model), max_batch_size=max(config.concurrency, 1),
+                            context_window=config.context_window)  # fmt: skip
 
 
 def without_quarantined(tasks: list[Task], quarantine: tuple[str, ...]) -> list[Task]:
@@ -110,7 +119,7 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
 async def _agent_step(
     config: RolloutConfig, engine: Engine, demonstrations: dict[str, list[str]]
 ) -> AsyncIterator[AgentStep]:
-    batching = engine if isinstance(engine, BatchingEngine) else BatchingEngine(
+    batching = engine if engine.merges_requests else BatchingEngine(
         engine, max_batch_size=max(config.concurrency, 1))
     if config.mode == "roll-managed":
         try:

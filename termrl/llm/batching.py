@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,10 +39,13 @@ class _Request:
     prompt: Prompt
     params: SamplingParams
     future: asyncio.Future[Generation] = field(repr=False)
+    queued_at: float = field(default_factory=time.perf_counter)
 
 
 class BatchingEngine(Engine):
     """Wrap an engine so that concurrent ``generate`` calls are merged into batches."""
+
+    merges_requests = True
 
     def __init__(self, engine: Engine, *, max_batch_size: int = 32, max_wait_s: float = 0.01):
         self.engine = engine
@@ -95,6 +99,7 @@ class BatchingEngine(Engine):
             if not group:
                 continue
             self.batch_sizes.append(len(group))
+            sent = time.perf_counter()
             try:
                 results = await self.engine.generate(
                     [r.prompt for r in group], [r.params for r in group]
@@ -106,6 +111,7 @@ class BatchingEngine(Engine):
                 continue
             for request, result in zip(group, results, strict=True):
                 if not request.future.done():
+                    result.meta["queue_ms"] = (sent - request.queued_at) * 1000.0
                     request.future.set_result(result)
 
     async def aclose(self) -> None:

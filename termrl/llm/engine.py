@@ -121,6 +121,9 @@ class Engine(abc.ABC):
     context_window: int = 8192
     #: The model name reported by /v1/models and stored with results.
     model_name: str = "model"
+    #: True when concurrent single-prompt calls are already merged into batches
+    #: (the batching front, continuous batching): callers need no batching front.
+    merges_requests: bool = False
 
     @abc.abstractmethod
     async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:

@@ -179,6 +179,7 @@ class TransformersEngine(Engine):
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         finish: list[FinishReason | None] = [None] * batch
+        finished_at = [0.0] * batch
         dev = self.device
         with torch.inference_mode():
             out = self.model(
@@ -188,6 +189,7 @@ class TransformersEngine(Engine):
                 use_cache=True,
                 **self._last_logits_only,
             )
+            prefilled = time.perf_counter()
             last_pos = positions[:, -1]  # [B]
             for _ in range(max(budgets)):
                 picked, picked_logp = sampler(out.logits[:, -1, :].cpu())  # [B], [B]
@@ -207,6 +209,8 @@ class TransformersEngine(Engine):
                         finish[row] = "stop"
                     elif len(tokens[row]) >= budgets[row]:
                         finish[row] = "length"
+                    if finish[row] is not None:
+                        finished_at[row] = time.perf_counter()
                 if all(f is not None for f in finish):
                     break
                 mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=-1)
@@ -231,6 +235,13 @@ class TransformersEngine(Engine):
                 prompt_ids=prompts[row],
                 exact_tokens=True,
                 gen_ms=gen_ms,
+                # Where the time went (rollout benchmarks): the shared prefill, then this
+                # row's own decoding; the rest of gen_ms it waited for longer rows.
+                meta={
+                    "prefill_ms": (prefilled - started) * 1000.0,
+                    "decode_ms": (finished_at[row] - prefilled) * 1000.0,
+                    "batch": batch,
+                },
             )
             for row in range(batch)
         ]

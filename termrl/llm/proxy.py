@@ -66,7 +66,7 @@ class ModelProxy:
             raise ValueError("the ModelProxy needs an engine that takes token ids")
         self.engine = (
             engine
-            if isinstance(engine, BatchingEngine)
+            if engine.merges_requests
             else BatchingEngine(engine, max_batch_size=max_batch_size, max_wait_s=max_wait_s)
         )
         self.chat = ChatTokens(engine.tokenizer)

@@ -1,4 +1,8 @@
-"""The transformers engine on the tiny model: batching, stops, logprobs, seeds."""
+"""The transformers engines on the tiny model: batching, stops, logprobs, seeds.
+
+Every test runs on the whole-batch engine and on its continuous-batching
+subclass: both promise the same rows.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ import pytest
 import torch
 
 from termrl.errors import ModelError
+from termrl.llm.continuous import ContinuousEngine
 from termrl.llm.engine import SamplingParams, prompt_token_ids
 from termrl.llm.hf_engine import TransformersEngine, sample_next
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir) -> TransformersEngine:
-    return TransformersEngine(tiny_model_dir)
+@pytest.fixture(scope="module", params=[TransformersEngine, ContinuousEngine])
+def engine(request, tiny_model_dir) -> TransformersEngine:
+    return request.param(tiny_model_dir)
 
 
 def full_forward_logprobs(engine: TransformersEngine, prompt: list[int], response: list[int]):
@@ -70,8 +75,9 @@ async def test_stop_strings_and_eos_end_a_row(engine) -> None:
     assert gen.text == engine.tokenizer.decode(probe.token_ids[:k])  # eos not in the text
 
 
-async def test_budget_is_clamped_to_the_context_window(tiny_model_dir) -> None:
-    engine = TransformersEngine(tiny_model_dir, context_window=40)
+@pytest.mark.parametrize("kind", [TransformersEngine, ContinuousEngine])
+async def test_budget_is_clamped_to_the_context_window(tiny_model_dir, kind) -> None:
+    engine = kind(tiny_model_dir, context_window=40)
     [gen] = await engine.generate([list(range(1, 31))], SamplingParams(max_new_tokens=100))
     assert len(gen.token_ids) == 10 and gen.finish_reason == "length"
     with pytest.raises(ModelError, match="no room"):

@@ -13,15 +13,15 @@ from termrl.errors import ConfigError
 
 def test_validate_lists_every_problem(tmp_path):
     config = RolloutConfig(tasks=tmp_path / "missing.parquet", out=Path("t.csv"), mode="batch",
-                           group_size=0, redundancy=-1, drop_ratio_limit=1.5, max_new_tokens=512,
+                           engine="vllm", group_size=0, redundancy=-1, drop_ratio_limit=1.5, max_new_tokens=512,
                            context_window=256)
     with pytest.raises(ConfigError) as error:
         config.validate()
     text = "\n".join(error.value.problems)
-    for fragment in ("mode must be one of", "group_size must be at least 1", "redundancy must not",
+    for fragment in ("mode must be one of", "engine must be one of", "group_size must be at least 1", "redundancy must not",
                      "drop_ratio_limit", "context_window must be larger", ".parquet", "does not exist"):
         assert fragment in text
-    assert len(error.value.problems) == 7
+    assert len(error.value.problems) == 8
 
 
 def test_derived_values(tmp_path):

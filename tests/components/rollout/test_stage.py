@@ -17,9 +17,10 @@ from collections import defaultdict
 import pytest
 
 from components.rollout.config import RolloutConfig
-from components.rollout.stage import rollout
+from components.rollout.stage import make_engine, rollout
 from termrl.artifacts import read_rollout_metrics, read_trajectories, save_tasks
 from termrl.llm.batching import BatchingEngine
+from termrl.llm.continuous import ContinuousEngine
 from termrl.llm.hf_engine import TransformersEngine
 from tests.components.rollout.policy import (
     ScriptedPolicy,
@@ -151,6 +152,31 @@ async def test_tiny_model_roll_managed_rollout(base_image, tiny_model_dir, tmp_p
     assert (first["mode"], first["policy_version"]) == ("roll-managed", 3)
     # Every generate call went through the batching front (a cancelled straggler's too).
     assert sum(engine.batch_sizes) >= sum(len(rows) for rows in episodes.values())
+
+
+@pytest.mark.ci
+async def test_the_stage_engine_continuous_batching_rollout(base_image, tiny_model_dir, tmp_path):
+    tasks = [word_task("cb-a", "ant"), word_task("cb-b", "bee")]
+    out = tmp_path / "trajectories.parquet"
+    config = RolloutConfig(tasks=out, out=out, model=str(tiny_model_dir), group_size=2, groups=2,
+                           redundancy=0, concurrency=4, max_turns=3, max_new_tokens=24,
+                           context_window=2048, exec_timeout_s=10.0)  # fmt: skip
+    engine = make_engine(config)  # the default: continuous batching with KV reuse
+    assert isinstance(engine, ContinuousEngine)
+    summary = await rollout(config, tasks, engine)
+    episodes = _episodes(out)
+    assert len(episodes) == 4 == summary.episodes
+    _check_token_columns(episodes)
+    # The four episodes shared the running batch, and later turns (and the shared system
+    # prompt) came from the prefix cache.
+    assert max(engine.step_sizes) > 1
+    assert engine.prefix_cache.hits > 0
+
+
+def test_the_batching_engine_is_a_config_away(tiny_model_dir, tmp_path):
+    config = RolloutConfig(model=str(tiny_model_dir), engine="batching")
+    engine = make_engine(config)
+    assert isinstance(engine, TransformersEngine) and not engine.merges_requests
 
 
 async def test_cli_native_rollout_runs_the_reference_cli_against_the_proxy(
