@@ -36,7 +36,7 @@ from termrl.taskfolders.layout import (
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
 )
-from termrl.taskfolders.runconfig import run_config
+from termrl.taskfolders.runconfig import pop_field, run_config
 from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
 from termrl.tbcompat.adapt import with_adaptations
 
@@ -177,16 +177,6 @@ def _number(folder: Path, where: str, value: Any, kind: type) -> Any:
     return kind(value)
 
 
-def _pop(table: dict[str, Any], section: str, key: str) -> Any:
-    inner = table.get(section)
-    if not isinstance(inner, dict):
-        return None
-    value = inner.pop(key, None)
-    if not inner:
-        del table[section]
-    return value
-
-
 def _memory_mb(text: str) -> int | None:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
     if not match:
@@ -212,7 +202,7 @@ def _read_harbor(folder: Path) -> Task:
     # Exports before schema 1.4 wrote [termrl] at the top level; now it is [metadata.termrl].
     ours = rest.pop(TERMRL_TABLE, None)
     if ours is None:
-        ours = _pop(rest, "metadata", TERMRL_TABLE) or {}
+        ours = pop_field(rest, "metadata", TERMRL_TABLE) or {}
     if not isinstance(ours, dict):
         raise TaskFormatError(where, "task.toml: [metadata.termrl] must be a table")
     ours = dict(ours)
@@ -232,20 +222,20 @@ def _read_harbor(folder: Path) -> Task:
         instruction = next(f for f in step_files if f.path == f"{run['steps'][0]['name']}/instruction.md").data.decode()
     if not run["docker_image"] and not (folder / "environment" / "Dockerfile").is_file():
         raise TaskFormatError(where, "no environment/Dockerfile (and no [environment].docker_image)")
-    tags = _pop(rest, "metadata", "tags") or []
+    tags = pop_field(rest, "metadata", "tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise TaskFormatError(where, f"task.toml: [metadata].tags must be a list of strings, got {tags!r}")
     values: dict[str, Any] = {
-        "difficulty": _pop(rest, "metadata", "difficulty"),
-        "family": _pop(rest, "metadata", "category"),
-        "agent_timeout_sec": _number(folder, "[agent].timeout_sec", _pop(rest, "agent", "timeout_sec"), float),
-        "verifier_timeout_sec": _number(folder, "[verifier].timeout_sec", _pop(rest, "verifier", "timeout_sec"), float),
+        "difficulty": pop_field(rest, "metadata", "difficulty"),
+        "family": pop_field(rest, "metadata", "category"),
+        "agent_timeout_sec": _number(folder, "[agent].timeout_sec", pop_field(rest, "agent", "timeout_sec"), float),
+        "verifier_timeout_sec": _number(folder, "[verifier].timeout_sec", pop_field(rest, "verifier", "timeout_sec"), float),
         "build_timeout_sec": _number(
-            folder, "[environment].build_timeout_sec", _pop(rest, "environment", "build_timeout_sec"), float
+            folder, "[environment].build_timeout_sec", pop_field(rest, "environment", "build_timeout_sec"), float
         ),
-        "cpus": _number(folder, "[environment].cpus", _pop(rest, "environment", "cpus"), float),
-        "memory_mb": _number(folder, "[environment].memory_mb", _pop(rest, "environment", "memory_mb"), int),
-        "storage_mb": _number(folder, "[environment].storage_mb", _pop(rest, "environment", "storage_mb"), int),
+        "cpus": _number(folder, "[environment].cpus", pop_field(rest, "environment", "cpus"), float),
+        "memory_mb": _number(folder, "[environment].memory_mb", pop_field(rest, "environment", "memory_mb"), int),
+        "storage_mb": _number(folder, "[environment].storage_mb", pop_field(rest, "environment", "storage_mb"), int),
     }
     if values["memory_mb"] is None and isinstance(rest.get("environment"), dict) and "memory" in rest["environment"]:
         values["memory_mb"] = _memory_mb(rest["environment"]["memory"])

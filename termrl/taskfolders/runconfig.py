@@ -29,7 +29,7 @@ from typing import Any
 
 from termrl.errors import TaskFormatError
 
-__all__ = ["NETWORK_MODES", "REWARD_STRATEGIES", "run_config"]
+__all__ = ["NETWORK_MODES", "REWARD_STRATEGIES", "pop_field", "run_config"]
 
 NETWORK_MODES = ("public", "no-network")
 """Harbor's network modes termrl runs (``allowlist`` needs host filtering it does not have)."""
@@ -40,7 +40,8 @@ _STEP_VERIFIER_KEYS = {"timeout_sec", "env", "user"}
 _STEP_ENTRIES = {"instruction.md", "tests", "solution"}
 
 
-def _pop(table: dict[str, Any], section: str, key: str) -> Any:
+def pop_field(table: dict[str, Any], section: str, key: str) -> Any:
+    """``table[section][key]``, removed (and the section when it empties); None when absent."""
     inner = table.get(section)
     if not isinstance(inner, dict):
         return None
@@ -80,9 +81,9 @@ def _timeout(folder: Path, where: str, value: Any) -> float | None:
 
 def _network(folder: Path, rest: dict[str, Any]) -> tuple[bool | None, str | None]:
     """(allow_internet, the environment's network mode) after reconciling the two fields."""
-    allow = _pop(rest, "environment", "allow_internet")
-    mode = _pop(rest, "environment", "network_mode")
-    hosts = _pop(rest, "environment", "allowed_hosts")
+    allow = pop_field(rest, "environment", "allow_internet")
+    mode = pop_field(rest, "environment", "network_mode")
+    hosts = pop_field(rest, "environment", "allowed_hosts")
     if hosts:
         raise _fail(folder, f"[environment].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported: "
                             "termrl's sandboxes have no network or full egress")  # fmt: skip
@@ -97,8 +98,8 @@ def _network(folder: Path, rest: dict[str, Any]) -> tuple[bool | None, str | Non
 
 def _phase_network(folder: Path, rest: dict[str, Any], phase: str, baseline: str) -> None:
     """A per-phase override may only restate ``baseline`` (one network per sandbox, for its life)."""
-    mode = _pop(rest, phase, "network_mode")
-    hosts = _pop(rest, phase, "allowed_hosts")
+    mode = pop_field(rest, phase, "network_mode")
+    hosts = pop_field(rest, phase, "allowed_hosts")
     if hosts:
         raise _fail(folder, f"[{phase}].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported")
     if mode is not None and mode != baseline:
@@ -108,7 +109,7 @@ def _phase_network(folder: Path, rest: dict[str, Any], phase: str, baseline: str
 
 
 def _verifier_network(folder: Path, rest: dict[str, Any], mode: str | None) -> str | None:
-    table = _pop(rest, "verifier", "environment")
+    table = pop_field(rest, "verifier", "environment")
     if table is None:
         return None
     if not isinstance(table, dict):
@@ -127,7 +128,7 @@ def _verifier_network(folder: Path, rest: dict[str, Any], mode: str | None) -> s
 
 
 def _collect(folder: Path, rest: dict[str, Any]) -> list[dict[str, Any]]:
-    collect = _pop(rest, "verifier", "collect") or []
+    collect = pop_field(rest, "verifier", "collect") or []
     if not isinstance(collect, list):
         raise _fail(folder, f"[[verifier.collect]] must be a list of tables, got {collect!r}")
     for entry in collect:
@@ -230,7 +231,7 @@ def _steps(folder: Path, rest: dict[str, Any], mode: str | None) -> tuple[list[d
 
 def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
     """The ``Task`` fields of the run configuration, popped from ``rest`` (see the module docstring)."""
-    mode = _pop(rest, "verifier", "environment_mode")
+    mode = pop_field(rest, "verifier", "environment_mode")
     if mode not in (None, "shared", "separate"):
         raise _fail(folder, f"[verifier].environment_mode must be 'shared' or 'separate', got {mode!r}")
     verifier_network = _verifier_network(folder, rest, mode)
@@ -241,8 +242,8 @@ def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
         raise _fail(folder, "[verifier].network_mode is a shared verifier's phase override; a separate verifier "
                             "takes [verifier.environment].network_mode")  # fmt: skip
     _phase_network(folder, rest, "verifier", baseline)
-    image = _pop(rest, "environment", "docker_image")
-    workdir = _pop(rest, "environment", "workdir")
+    image = pop_field(rest, "environment", "docker_image")
+    workdir = pop_field(rest, "environment", "workdir")
     for name, value in (("[environment].docker_image", image), ("[environment].workdir", workdir)):
         if value is not None and (not isinstance(value, str) or not value):
             raise _fail(folder, f"{name} must be a non-empty string, got {value!r}")
@@ -253,11 +254,11 @@ def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
         "allow_internet": allow_internet,
         "docker_image": image,
         "workdir": workdir,
-        "env": _string_map(folder, "[environment].env", _pop(rest, "environment", "env")),
-        "solution_env": _string_map(folder, "[solution].env", _pop(rest, "solution", "env")),
-        "verifier_env": _string_map(folder, "[verifier].env", _pop(rest, "verifier", "env")),
-        "agent_user": _user(folder, "[agent].user", _pop(rest, "agent", "user")),
-        "verifier_user": _user(folder, "[verifier].user", _pop(rest, "verifier", "user")),
+        "env": _string_map(folder, "[environment].env", pop_field(rest, "environment", "env")),
+        "solution_env": _string_map(folder, "[solution].env", pop_field(rest, "solution", "env")),
+        "verifier_env": _string_map(folder, "[verifier].env", pop_field(rest, "verifier", "env")),
+        "agent_user": _user(folder, "[agent].user", pop_field(rest, "agent", "user")),
+        "verifier_user": _user(folder, "[verifier].user", pop_field(rest, "verifier", "user")),
         "verifier_mode": mode,
         "verifier_collect": _collect(folder, rest),
         "artifacts": _artifacts(folder, rest),
