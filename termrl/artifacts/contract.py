@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from termrl.errors import ArtifactError, SchemaMismatch
 
-__all__ = ["ArtifactSchema", "Rows", "read_artifact", "write_artifact", "artifact_info"]
+__all__ = ["ArtifactSchema", "Rows", "artifact_info", "read_artifact", "read_artifact_with_added", "write_artifact"]
 
 NAME_KEY = b"termrl.artifact"
 VERSION_KEY = b"termrl.schema_version"
@@ -201,3 +201,22 @@ def read_artifact(path: str | os.PathLike, spec: ArtifactSchema) -> pa.Table:
         raise ArtifactError(f"{path}: cannot read Parquet file: {exc}") from exc
     table = _conform(table, spec, str(path), fill_missing=False)
     return table.replace_schema_metadata(None)
+
+
+def read_artifact_with_added(path: str | os.PathLike, spec: ArtifactSchema, added: Iterable[str]) -> pa.Table:
+    """``read_artifact`` for a schema that gained the columns ``added`` in later versions: a file
+    written before them reads with those columns as nulls. Unknown extra columns are kept, last."""
+    added = list(added)
+    try:
+        present = set(pq.read_schema(path).names)
+    except (OSError, pa.ArrowInvalid):
+        present = set(added)  # let read_artifact report the unreadable file
+    missing = [spec.schema.field(name) for name in added if name not in present]
+    if not missing:
+        return read_artifact(path, spec)
+    older = pa.schema([f for f in spec.schema if f not in missing])
+    table = read_artifact(path, ArtifactSchema(spec.name, spec.version, older))
+    for column in missing:
+        table = table.append_column(column, pa.nulls(table.num_rows, column.type))
+    extra = [name for name in table.column_names if name not in spec.column_names]
+    return table.select(spec.column_names + extra)

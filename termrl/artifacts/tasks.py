@@ -41,9 +41,13 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from termrl.artifacts.contract import ArtifactSchema, Rows, read_artifact, write_artifact
+from termrl.artifacts.contract import (
+    ArtifactSchema,
+    Rows,
+    read_artifact_with_added,
+    write_artifact,
+)
 
 __all__ = ["TASKS", "Task", "TaskFile", "load_tasks", "read_tasks", "save_tasks", "write_tasks"]
 
@@ -219,19 +223,7 @@ def write_tasks(path: str | os.PathLike, rows: Rows) -> None:
 def read_tasks(path: str | os.PathLike) -> pa.Table:
     """Read and validate a tasks artifact; unknown extra columns are kept, an older file gets the later
     columns as nulls."""
-    try:
-        present = set(pq.read_schema(path).names)
-    except (OSError, pa.ArrowInvalid):
-        present = set(ADDED_IN_1_1)  # let read_artifact report the unreadable file
-    missing = [TASKS.schema.field(name) for name in ADDED_IN_1_1 if name not in present]
-    if not missing:
-        return read_artifact(path, TASKS)
-    older = pa.schema([f for f in TASKS.schema if f not in missing])
-    table = read_artifact(path, ArtifactSchema(TASKS.name, TASKS.version, older))
-    for column in missing:
-        table = table.append_column(column, pa.nulls(table.num_rows, column.type))
-    extra = [name for name in table.column_names if name not in TASKS.column_names]
-    return table.select(TASKS.column_names + extra)
+    return read_artifact_with_added(path, TASKS, ADDED_IN_1_1)
 
 
 def save_tasks(path: str | os.PathLike, tasks: list[Task]) -> None:

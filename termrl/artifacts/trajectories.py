@@ -49,9 +49,13 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from termrl.artifacts.contract import ArtifactSchema, Rows, read_artifact, write_artifact
+from termrl.artifacts.contract import (
+    ArtifactSchema,
+    Rows,
+    read_artifact_with_added,
+    write_artifact,
+)
 
 __all__ = ["TRAJECTORIES", "read_trajectories", "write_trajectories"]
 
@@ -112,16 +116,4 @@ def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
 
 def read_trajectories(path: str | os.PathLike) -> pa.Table:
     """Read and validate a trajectories artifact; an older file gets the later columns as nulls."""
-    try:
-        present = set(pq.read_schema(path).names)
-    except (OSError, pa.ArrowInvalid):
-        present = set(_ADDED)  # let read_artifact report the unreadable file
-    missing = [TRAJECTORIES.schema.field(name) for name in _ADDED if name not in present]
-    if not missing:
-        return read_artifact(path, TRAJECTORIES)
-    older = pa.schema([f for f in TRAJECTORIES.schema if f not in missing])
-    table = read_artifact(path, ArtifactSchema(TRAJECTORIES.name, TRAJECTORIES.version, older))
-    for field in missing:
-        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-    extra = [name for name in table.column_names if name not in TRAJECTORIES.column_names]
-    return table.select(TRAJECTORIES.column_names + extra)
+    return read_artifact_with_added(path, TRAJECTORIES, _ADDED)
