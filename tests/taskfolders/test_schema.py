@@ -45,6 +45,18 @@ def test_exports_with_a_top_level_termrl_table_still_import(tmp_path):
     assert (back.source, back.seed, back.metadata["generator"]) == ("synthetic", 7, "g")
 
 
+def _task_folder(tmp_path, task_toml: str):
+    """The smallest task folder that reads, with ``task_toml`` as its task.toml."""
+    folder = tmp_path / "t"
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "instruction.md").write_text("Do it.\n")
+    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
+    (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (folder / "task.toml").write_text(task_toml)
+    return folder
+
+
 @pytest.mark.parametrize(("table", "field"), [
     ("[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n", "[agent].allowed_hosts"),
     ("[environment]\nnetwork_mode = \"allowlist\"\n", "[environment].network_mode"),
@@ -55,13 +67,7 @@ def test_exports_with_a_top_level_termrl_table_still_import(tmp_path):
      "[verifier.environment] keys ['docker_image']"),
 ])  # fmt: skip
 def test_schema_fields_termrl_cannot_run_stop_the_import_by_name(tmp_path, table, field):
-    folder = tmp_path / "t"
-    (folder / "environment").mkdir(parents=True)
-    (folder / "tests").mkdir()
-    (folder / "instruction.md").write_text("Do it.\n")
-    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
-    (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
-    (folder / "task.toml").write_text('version = "1.4"\n' + table)
+    folder = _task_folder(tmp_path, 'version = "1.4"\n' + table)
     with pytest.raises(TaskFormatError, match=re.escape(field) + ".* not supported"):
         read_task_folder(folder)
     (folder / "task.toml").write_text('version = "1.4"\n[verifier]\nenvironment_mode = "shared"\n')
@@ -128,13 +134,7 @@ def test_run_config_fields_import_into_the_task_and_export_back(tmp_path):
     ('[environment.env]\nN = 1\n', "table of strings"),
 ])  # fmt: skip
 def test_bad_run_config_fields_are_named(tmp_path, table, problem):
-    folder = tmp_path / "t"
-    (folder / "environment").mkdir(parents=True)
-    (folder / "tests").mkdir()
-    (folder / "instruction.md").write_text("Do it.\n")
-    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
-    (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
-    (folder / "task.toml").write_text(table)
+    folder = _task_folder(tmp_path, table)
     with pytest.raises(TaskFormatError, match=re.escape(problem)):
         read_task_folder(folder)
 
