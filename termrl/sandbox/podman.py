@@ -389,12 +389,7 @@ class PodmanBackend(Backend):
     async def _ensure_local_image(self, ref: str) -> None:
         """A prebuilt image (a task's ``docker_image``, after its stand-in) must be here: a local base image
         is built from its recipe; anything else that is missing stops the task (nothing is pulled)."""
-        recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
-        if recipe is not None and ref not in self._bases_seen:
-            async with self._base_builds:
-                if not await self.image_exists(ref):
-                    await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
-            self._bases_seen.add(ref)
+        await self._build_base_if_missing(ref)
         if not await self.image_exists(ref):
             why = (f"image {ref} is not in {self.binary}'s local storage and is not pulled (no registry is used): "
                    f"load or build it first ({self.binary} load / {self.binary} build -t {ref})")
@@ -403,13 +398,17 @@ class PodmanBackend(Backend):
     async def _ensure_base_images(self, spec: SandboxSpec) -> None:
         """Build the missing local base images (``BASE_IMAGES`` tags) the Dockerfile starts FROM."""
         for ref in base_image_refs(spec):
-            recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
-            if recipe is None or ref in self._bases_seen:
-                continue
-            async with self._base_builds:
-                if not await self.image_exists(ref):
-                    await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
-            self._bases_seen.add(ref)
+            await self._build_base_if_missing(ref)
+
+    async def _build_base_if_missing(self, ref: str) -> None:
+        """Build ``ref`` from its recipe when it is a local base image (``BASE_IMAGES``) not built yet."""
+        recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
+        if recipe is None or ref in self._bases_seen:
+            return
+        async with self._base_builds:
+            if not await self.image_exists(ref):
+                await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
+        self._bases_seen.add(ref)
 
     async def _image_tag(self, spec: SandboxSpec) -> str:
         """``spec.image_key`` salted with the ids of the local images its Dockerfile starts
