@@ -20,11 +20,11 @@ from components.train.cli import train
 from components.verify.cli import verify
 from pipelines.commands import cluster, compile_command, rerun, run, schedule
 from pipelines.image_commands import images_group
+from pipelines.tbcompat_commands import tbcompat
 from termrl import __version__
 from termrl.llm.commands import model
 from termrl.sandbox.commands import sandbox
 from termrl.taskfolders.commands import tasks
-from termrl.tbcompat.commands import tbcompat
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -52,3 +52,48 @@ def test_a_stage_imports_no_other_stage_and_no_pipeline() -> None:
                     offending.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offending == []
 
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """termrl subpackage -> the other termrl subpackages it imports (modules at the top count as their own)."""
+    graph: dict[str, set[str]] = {}
+    for path in _modules("termrl"):
+        parts = path.relative_to(ROOT / "termrl").with_suffix("").parts
+        here = parts[0]
+        graph.setdefault(here, set())
+        for name in _imports(path):
+            words = name.split(".")
+            if words[0] == "termrl" and len(words) > 1 and words[1] != here:
+                graph[here].add(words[1])
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle among the packages (as a path that ends where it starts), or []."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return [*path[path.index(nxt):], nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = "done"
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return []
+
+
+def test_the_library_packages_import_each_other_without_a_cycle() -> None:
+    # sandbox is below tbcompat (stand-ins and the test kit build on its base images and build
+    # tools), tbcompat is below taskfolders (a folder is adapted as it is read), and so on.
+    assert _cycle(_package_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []

@@ -29,7 +29,7 @@ environments are built on podman's private (bridge) network, which reaches the
 package registries but not the host's loopback, and cached under ``termrl/env:<hash>``;
 a build gets the host's CA bundle mounted and ``UV_NATIVE_TLS=1`` as a
 stage ARG (uv otherwise ignores the system CA store), and a task's recorded
-build-time installers (``termrl.tbcompat.installers``) served from a folder
+build-time installers (``termrl.sandbox.build_tools``) served from a folder
 mounted over ``/usr/local/sbin``; none of these is stored in the image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
 a Terminal-Bench stand-in) is built first when missing.
 """
@@ -56,7 +56,9 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, metrics, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
+from termrl.sandbox.build_tools import SHIM_DIR, build_tools_dir
 from termrl.sandbox.disk_layer import DiskLayer, mount_layer, remove_stale, unmount_layer
+from termrl.sandbox.dockerfile import base_refs, declare_build_args
 from termrl.sandbox.fresh import (
     IDS_OF_COMMAND,
     collect,
@@ -71,7 +73,6 @@ from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
-from termrl.tbcompat.dockerfile import base_refs, declare_build_args
 
 __all__ = ["BUILD_NETWORK", "EGRESS_NETWORK", "PodmanBackend", "PodmanSandbox"]
 
@@ -445,9 +446,6 @@ class PodmanBackend(Backend):
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SYSTEM_BUNDLE}:ro"]
             if spec.build_installers:
-                # Imported here: tbcompat.installers imports termrl.sandbox (base_images, hostca).
-                from termrl.tbcompat.installers import SHIM_DIR, build_tools_dir
-
                 try:
                     tools = await asyncio.to_thread(build_tools_dir, spec.build_installers)
                 except EnvInitFailed as exc:

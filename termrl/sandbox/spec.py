@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import ConfigError, EnvInitFailed
-from termrl.tbcompat.dockerfile import rewrite_from
+from termrl.sandbox.dockerfile import rewrite_from
 
 if TYPE_CHECKING:
     from termrl.artifacts.tasks import Task
@@ -125,7 +125,7 @@ class SandboxSpec:
     """FROM name -> local stand-in, applied to the Dockerfile at build time."""
     build_installers: dict[str, dict[str, object]] = field(default_factory=dict)
     """Installer URL -> the tool it installs: served from local copies during the build
-    (``termrl.tbcompat.installers``)."""
+    (``termrl.tbcompat.installers`` records them, ``termrl.sandbox.build_tools`` serves them)."""
 
     def __post_init__(self) -> None:
         problems = []

@@ -7,17 +7,20 @@ what it changed in ``Task.adaptations``, and applies it only where it runs —
 the task's bytes never change and export writes them back as they were:
 
     import   adapt.with_adaptations(task)     stand-ins for FROM names, the test kit's spec, notes
-    build    dockerfile.rewrite_from(...)     FROM names -> local stand-ins (SandboxSpec.build_files)
+    build    SandboxSpec.build_files()        FROM names -> local stand-ins (termrl.sandbox.dockerfile),
+                                              recorded installer URLs served offline (sandbox.build_tools)
     test     testphase.prepare_test_phase()   uv + pinned wheels + offline config copied in,
                                               PIP_NO_INDEX / PIP_FIND_LINKS / UV_CONFIG_FILE set
     check    timing.warn_if_tight(...)        a reference run over 80 % of a timeout
 
 Modules: ``standins`` (which local base image stands in for a name, and how
-it differs), ``scan`` (what the test scripts download), ``kit`` (fetching and
-caching the offline kit on the host), ``commands`` (``termrl tbcompat``).
+it differs), ``scan`` (what the test scripts download), ``installers`` (what
+the build context downloads), ``kit`` (fetching and caching the offline kit on
+the host). The ``termrl tbcompat`` commands live in ``pipelines/tbcompat_commands.py``,
+above ``termrl.taskfolders``, whose folder reader they use.
 
-Nothing is imported here: ``termrl.sandbox`` imports ``tbcompat.dockerfile``,
-and ``tbcompat`` imports ``termrl.sandbox``; import the submodules directly.
+``tbcompat`` builds on ``termrl.sandbox`` (base images, build tools), never the
+other way round. Nothing is imported here; import the submodules directly.
 """
 
 __all__: list[str] = []

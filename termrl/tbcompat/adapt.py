@@ -30,7 +30,7 @@ import platform
 from typing import Any
 
 from termrl.artifacts.tasks import Task
-from termrl.tbcompat.dockerfile import base_refs
+from termrl.sandbox.dockerfile import base_refs
 from termrl.tbcompat.installers import scan_installers
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION, KitSpec
 from termrl.tbcompat.scan import scan_scripts

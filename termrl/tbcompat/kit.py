@@ -30,18 +30,13 @@ Python, glibc and architecture. Air-gapped clusters ship this cache (see
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import platform
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,17 +48,23 @@ from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed
 from termrl.sandbox import hostca
 from termrl.sandbox.base_images import cache_root
+from termrl.sandbox.build_tools import (
+    FileLock,
+    fetch_cache,
+    installer_env_file,
+    pip_download,
+    run_fetch,
+    tool_binaries,
+)
 
 __all__ = [
     "DEFAULT_UV_VERSION",
     "SANDBOX_KIT_DIR",
     "KitSpec",
     "ensure_kit",
-    "installer_env_file",
     "kit_files",
     "remove_kit",
     "test_env",
-    "tool_binaries",
     "uv_binaries",
 ]
 
@@ -71,7 +72,6 @@ DEFAULT_UV_VERSION = "0.7.13"
 """uv for scripts that use uv without a versioned installer line (Terminal-Bench 1.0's pin)."""
 SANDBOX_KIT_DIR = "/opt/termrl-testkit"
 KIT_FORMAT = 1
-_FETCH_TIMEOUT_SEC = 900.0
 
 
 @dataclass(frozen=True)
@@ -108,87 +108,9 @@ class KitSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _tbcompat_cache() -> Path:
-    return cache_root() / "tbcompat"
-
-
-def _run(argv: list[str], what: str, *, stdin: str | None = None, env: dict[str, str] | None = None) -> str:
-    try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=_FETCH_TIMEOUT_SEC,
-                              env={**os.environ, **(env or {})})  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise EnvInitFailed(f"offline test kit: {what} timed out") from exc
-    if done.returncode != 0:
-        raise EnvInitFailed(f"offline test kit: {what} failed (exit status {done.returncode})",
-                            log_tail=(done.stdout + done.stderr)[-3000:])  # fmt: skip
-    return done.stdout
-
-
-# pip reads the host's own pins (a PIP_CONSTRAINT capping torch, say); they say nothing about a sandbox.
-_PIP_ENV = {"PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-
-
-def _pip_download(args: list[str], dest: Path, what: str) -> None:
-    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-          "-d", str(dest), *args], what, env=_PIP_ENV)  # fmt: skip
-
-
-class _Locked:
-    """An exclusive lock file: one fetch per kit across threads and processes."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-
-    def __enter__(self) -> None:
-        self.handle = open(self.path, "w")  # noqa: SIM115 - held until __exit__
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
-
-
 def uv_binaries(version: str, arch: str | None = None, log: Callable[[str], None] = lambda m: None) -> Path:
     """The folder holding ``uv`` and ``uvx`` of ``version`` (fetched from PyPI once)."""
     return tool_binaries("uv", version, arch, log)
-
-
-def tool_binaries(tool: str, version: str | None, arch: str | None = None,
-                  log: Callable[[str], None] = lambda m: None) -> Path:  # fmt: skip
-    """The folder holding the executables of a binary-only PyPI package (uv, ruff) at ``version``.
-
-    astral ships the same static binaries in its wheels (``<tool>-<v>.data/scripts/``) as
-    its installers download. ``version`` None takes the newest on the index at the
-    first call and keeps it (``<tool>/latest-<arch>``), so later builds stay alike.
-    """
-    arch = arch or platform.machine()
-    final = _tbcompat_cache() / tool / f"{version or 'latest'}-{arch}"
-    if final.is_dir():  # renamed into place complete
-        return final
-    with _Locked(final.with_name(final.name + ".lock")):
-        if final.is_dir():
-            return final
-        requirement = f"{tool}=={version}" if version else tool
-        log(f"fetching {requirement} ({arch}) from the package index")
-        with tempfile.TemporaryDirectory(dir=final.parent) as tmp:
-            platforms = [f"manylinux_2_17_{arch}", f"manylinux2014_{arch}"]
-            _pip_download([requirement, *(a for p in platforms for a in ("--platform", p))],
-                          Path(tmp), f"pip download {requirement}")  # fmt: skip
-            wheel = next(Path(tmp).glob(f"{tool}-*.whl"))
-            staging = Path(tmp) / "bin"
-            staging.mkdir()
-            with zipfile.ZipFile(wheel) as archive:
-                scripts = [n for n in archive.namelist() if re.fullmatch(rf"{tool}-[^/]+\.data/scripts/[^/]+", n)]
-                if not scripts:
-                    raise EnvInitFailed(f"{wheel.name} holds no executables")
-                for name in scripts:
-                    target = staging / name.rsplit("/", 1)[1]
-                    target.write_bytes(archive.read(name))
-                    target.chmod(0o755)
-            (staging / "VERSION").write_text(wheel.name.split("-")[1])
-            staging.rename(final)
-    return final
 
 
 def _platforms(glibc: str, arch: str) -> list[str]:
@@ -208,16 +130,16 @@ def _target_environment(spec: KitSpec) -> dict[str, str]:
 
 def _resolve(uv: Path, spec: KitSpec, group: tuple[str, ...]) -> list[str]:
     """Every pin (``name==version ; marker``) the group needs on any platform, for the sandbox's Python."""
-    env = {"UV_CACHE_DIR": str(_tbcompat_cache() / "uv-cache")}
+    env = {"UV_CACHE_DIR": str(fetch_cache() / "uv-cache")}
     bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
     if bundle is not None:
         env["SSL_CERT_FILE"] = str(bundle)
     # uv ignores pip's configuration; a mirror given to pip by environment is honoured.
     if os.environ.get("PIP_INDEX_URL") and not os.environ.get("UV_DEFAULT_INDEX"):
         env["UV_DEFAULT_INDEX"] = os.environ["PIP_INDEX_URL"]
-    out = _run([str(uv / "uv"), "pip", "compile", "-", "--universal", "--python-version", spec.python,
-                "--no-header", "--no-annotate", "--quiet"],
-               f"resolving {' '.join(group)}", stdin="\n".join(group) + "\n", env=env)  # fmt: skip
+    out = run_fetch([str(uv / "uv"), "pip", "compile", "-", "--universal", "--python-version", spec.python,
+                     "--no-header", "--no-annotate", "--quiet"],
+                    f"offline test kit: resolving {' '.join(group)}", stdin="\n".join(group) + "\n", env=env)  # fmt: skip
     return [line.strip() for line in out.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
 
 
@@ -227,7 +149,7 @@ def _fetch_wheels(spec: KitSpec, pins: list[str], dest: Path) -> list[str]:
     linux = [a for p in _platforms(spec.glibc, spec.arch) for a in ("--platform", p)]
     bare = sorted({p.split(";")[0].strip() for p in pins})
     try:
-        _pip_download([*target, *linux, *bare], dest, "pip download of the test wheels")
+        pip_download([*target, *linux, *bare], dest, "offline test kit: pip download of the test wheels")
         return []
     except EnvInitFailed:
         pass  # find out which one, and whether the sandbox needs it
@@ -241,7 +163,7 @@ def _fetch_wheels(spec: KitSpec, pins: list[str], dest: Path) -> list[str]:
         attempts = [linux] if needed else [linux, ["--platform", "win_amd64"], ["--platform", "macosx_11_0_arm64"]]
         for platforms in attempts:
             try:
-                _pip_download([*target, *platforms, name], dest, f"pip download {name}")
+                pip_download([*target, *platforms, name], dest, f"offline test kit: pip download {name}")
                 break
             except EnvInitFailed as exc:
                 error = exc
@@ -259,10 +181,10 @@ def ensure_kit(spec: KitSpec, log: Callable[[str], None] = lambda m: None) -> Pa
     Blocking (run it in a thread from async code). Raises ``EnvInitFailed``
     when a wheel the sandbox needs cannot be fetched.
     """
-    final = _tbcompat_cache() / "kits" / spec.key
+    final = fetch_cache() / "kits" / spec.key
     if (final / "manifest.json").is_file():
         return final
-    with _Locked(final.with_name(final.name + ".lock")):
+    with FileLock(final.with_name(final.name + ".lock")):
         if (final / "manifest.json").is_file():
             return final
         started = time.monotonic()
@@ -282,23 +204,6 @@ def ensure_kit(spec: KitSpec, log: Callable[[str], None] = lambda m: None) -> Pa
             staging.rename(final)
         log(f"test kit {spec.key} ready in {time.monotonic() - started:.0f}s")
     return final
-
-
-def installer_env_file(bin_dir: str) -> bytes:
-    """The ``env`` file astral's uv installer writes beside uv (puts ``bin_dir`` on PATH once)."""
-    return (
-        "#!/bin/sh\n"
-        "# add binaries to PATH if they aren't added yet\n"
-        "# affix colons on either side of $PATH to simplify matching\n"
-        'case ":${PATH}:" in\n'
-        f'    *:"{bin_dir}":*)\n'
-        "        ;;\n"
-        "    *)\n"
-        "        # Prepending path in case a system-installed binary needs to be overridden\n"
-        f'        export PATH="{bin_dir}:$PATH"\n'
-        "        ;;\n"
-        "esac\n"
-    ).encode()
 
 
 def _uv_toml(with_wheels: bool) -> bytes:
@@ -339,4 +244,4 @@ test_env.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 def remove_kit(spec: KitSpec) -> None:
     """Drop a cached kit (the next ``ensure_kit`` fetches it again)."""
-    shutil.rmtree(_tbcompat_cache() / "kits" / spec.key, ignore_errors=True)
+    shutil.rmtree(fetch_cache() / "kits" / spec.key, ignore_errors=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipelines.tbcompat_commands import tbcompat
 from termrl.artifacts.eval_results import write_eval_results
-from termrl.tbcompat.commands import tbcompat
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

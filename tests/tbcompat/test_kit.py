@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from termrl.errors import EnvInitFailed
+from termrl.sandbox.build_tools import installer_env_file
 from termrl.tbcompat.kit import (
     SANDBOX_KIT_DIR,
     KitSpec,
     _platforms,
     ensure_kit,
-    installer_env_file,
     kit_files,
     test_env,
 )

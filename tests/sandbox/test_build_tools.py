@@ -16,7 +16,8 @@ import subprocess
 import pytest
 
 from termrl.artifacts.tasks import TaskFile
-from termrl.tbcompat.installers import build_tools_dir, scan_installers
+from termrl.sandbox.build_tools import build_tools_dir
+from termrl.tbcompat.installers import scan_installers
 
 UV_URL = "https://astral.sh/uv/0.7.13/install.sh"
 

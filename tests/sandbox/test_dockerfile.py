@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from termrl.tbcompat.dockerfile import base_refs, declare_build_args, rewrite_from
+from termrl.sandbox.dockerfile import base_refs, declare_build_args, rewrite_from
 
 MULTI_STAGE = """\
 # syntax=docker/dockerfile:1
