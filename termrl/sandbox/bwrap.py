@@ -271,8 +271,12 @@ class BwrapSandbox(Sandbox):
         upper = Path(f"/proc/{self.channel.process.pid}/root") / self.session_dir.relative_to("/") / "layer" / "upper"
         return await asyncio.to_thread(overlay_changes, upper, self.lower)
 
-    async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
-        return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1))
+    async def stop_agent_processes(self, shell_pid: int | None) -> list[procs.StoppedProcess]:
+        settled = [self.host_pid(2)]  # the supervisor
+        if shell_pid is not None:
+            with contextlib.suppress(SandboxDied):  # a shell that is gone is not waited for anyway
+                settled.append(self.host_pid(shell_pid))
+        return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1), settled=settled)
 
     async def resume_agent_processes(self, stopped: object) -> None:
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]

@@ -65,10 +65,11 @@ CONTAINER = "sandbox"
 # pid 1 reaps orphans and exits on SIGTERM.
 IDLE_COMMAND = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
-# Runs inside the pod: stop-helper stop [GRACE] | stop-helper cont PID:START...
+# Runs inside the pod: stop-helper stop [GRACE [SHELL_PID]] | stop-helper cont PID:START...
 # stop: first waits, at most GRACE seconds (integer), while a running process that is not a
 # service is younger than GRACE: a server the agent started last may still be on its way to
-# listening (termrl.sandbox.procs.SERVICE_GRACE_SEC, the host backends' wait). Then SIGSTOPs
+# listening (termrl.sandbox.procs.SERVICE_GRACE_SEC, the host backends' wait; SHELL_PID, the agent's
+# shell, is never waited for: it is as young as the pod). Then SIGSTOPs
 # every process but pid 1, this helper (and what it starts) and the services (holders of a
 # listening socket, and their descendants: termrl.sandbox.procs's rule), in rounds until a
 # round finds nothing new; prints PID:START of each process it stopped.
@@ -124,12 +125,19 @@ stoppable() {  # running, not pid 1, not this helper's, not a service's
 }
 uptime_cs() { local up; read -r up _ < /proc/uptime; REPLY=$(( ${up%.*} * 100 + 10#${up#*.} )); }
 grace_cs=$(( ${2:-0} * 100 ))
+declare -A settled  # the agent's shell: as young as the pod, never a service starting up
+for p in "${@:3}"; do settled[$p]=1; done
+idle_of_init() {  # pid 1's own `sleep 3600` (IDLE_COMMAND): as young as the pod too
+  local args
+  [ "${ppid[$1]}" = 1 ] && mapfile -d '' args 2>/dev/null < "/proc/$1/cmdline" && [ "${args[*]}" = "sleep 3600" ]
+}
 exec {pause}<> <(:)  # read -t on a pipe nobody writes: a sleep without an external binary
 uptime_cs; until_cs=$(( REPLY + grace_cs ))
 while (( grace_cs > 0 )); do
   scan; uptime_cs; young=0
   for p in "${!state[@]}"; do  # /proc start times are in USER_HZ ticks, 100 a second
-    stoppable "$p" && (( REPLY - start[$p] < grace_cs )) && { young=1; break; }
+    [ -z "${settled[$p]}" ] && ! idle_of_init "$p" && stoppable "$p" && (( REPLY - start[$p] < grace_cs )) \
+      && { young=1; break; }
   done
   (( young && REPLY < until_cs )) || break
   read -t 0.2 -u "$pause" _
@@ -359,8 +367,9 @@ class KubernetesSandbox(Sandbox):
             cap.add(pending)
         return cap.text(), None if timed_out else (ws.returncode or 0), timed_out, cap.truncated
 
-    async def stop_agent_processes(self) -> list[str]:
-        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)))
+    async def stop_agent_processes(self, shell_pid: int | None) -> list[str]:
+        settled = [] if shell_pid is None else [str(shell_pid)]
+        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)), *settled)
         return out.split()
 
     async def resume_agent_processes(self, stopped: object) -> None:

@@ -299,9 +299,14 @@ class PodmanSandbox(Sandbox):
         diff = json.loads(out or b"{}")
         return {**{p: "C" for p in diff.get("changed") or []}, **{p: "A" for p in diff.get("added") or []}}
 
-    async def stop_agent_processes(self) -> list[procs.StoppedProcess]:
-        init, _ = await self._inspect()
-        return await asyncio.to_thread(procs.stop_agent_processes, init)
+    async def stop_agent_processes(self, shell_pid: int | None) -> list[procs.StoppedProcess]:
+        init, _ = await self._inspect()  # the supervisor is init here
+
+        def stop() -> list[procs.StoppedProcess]:
+            shell = procs.host_pid_of(init, shell_pid) if shell_pid is not None else None
+            return procs.stop_agent_processes(init, settled=() if shell is None else (shell,))
+
+        return await asyncio.to_thread(stop)
 
     async def resume_agent_processes(self, stopped: object) -> None:
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]

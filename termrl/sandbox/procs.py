@@ -19,7 +19,10 @@ and says ``done`` at once leaves a process that binds its port a moment later
 (seconds on a loaded machine); stopped before that, it never binds and a
 correct solution fails. So scoring first waits, at most ``SERVICE_GRACE_SEC``,
 until every other process is that old, listens, or has exited: nothing is
-waited for when the agent left nothing young behind.
+waited for when the agent left nothing young behind. The sandbox's own
+processes (its supervisor and the agent's shell, ``settled``) are never waited
+for: they are as young as the sandbox, which in verify or a short episode is
+seconds, and they never become services. They are still stopped.
 
     stopped = stop_agent_processes(init_pid)    wait for services still starting (below), then
                                                 SIGSTOP all but init and services, repeated
@@ -35,6 +38,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 __all__ = [
@@ -200,29 +204,32 @@ def _age_sec(start_time: int) -> float:
     return uptime - start_time / os.sysconf("SC_CLK_TCK")
 
 
-def young_processes(init: int, grace_sec: float) -> list[int]:
-    """Running processes of ``init``'s sandbox, not init and not services, started less than
-    ``grace_sec`` ago: servers that may still be on their way to listening."""
+def young_processes(init: int, grace_sec: float, settled: Collection[int] = ()) -> list[int]:
+    """Running processes of ``init``'s sandbox, not init, not services and not ``settled``,
+    started less than ``grace_sec`` ago: servers that may still be on their way to listening."""
     members = namespace_members(init)
     services = service_pids(init, members)
     young = []
     for pid in members:
-        stat = None if pid == init or pid in services else _stat(pid)
+        stat = None if pid == init or pid in services or pid in settled else _stat(pid)
         if stat is not None and stat[0] not in "TtZX" and _age_sec(stat[2]) < grace_sec:
             young.append(pid)
     return young
 
 
-def stop_agent_processes(init: int, grace_sec: float = SERVICE_GRACE_SEC) -> list[StoppedProcess]:
+def stop_agent_processes(
+    init: int, grace_sec: float = SERVICE_GRACE_SEC, settled: Collection[int] = ()
+) -> list[StoppedProcess]:
     """SIGSTOP every process of ``init``'s sandbox except init itself and the services.
 
     First waits (at most ``grace_sec``) until no process younger than ``grace_sec`` is
-    left that could still become a service. Processes that are stopped already (state T)
+    left that could still become a service; ``settled`` (host pids: the sandbox's
+    supervisor and shell) are not waited for, but stopped like the rest. Processes that are stopped already (state T)
     or zombies are left as they are and not recorded, so ``resume`` never wakes what the
     agent had stopped.
     """
     deadline = time.monotonic() + grace_sec
-    while time.monotonic() < deadline and young_processes(init, grace_sec):
+    while time.monotonic() < deadline and young_processes(init, grace_sec, settled):
         time.sleep(0.2)
     stopped: dict[int, StoppedProcess] = {}
     for _ in range(STOP_ROUNDS):

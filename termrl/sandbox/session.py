@@ -113,8 +113,10 @@ class Sandbox(ABC):
         or uid of the sandbox): run as that user instead of the sandbox's own."""
 
     @abstractmethod
-    async def stop_agent_processes(self) -> object:
-        """SIGSTOP every process in the sandbox but its init and its services; what ``resume`` needs."""
+    async def stop_agent_processes(self, shell_pid: int | None) -> object:
+        """SIGSTOP every process in the sandbox but its init and its services; what ``resume`` needs.
+        ``shell_pid`` (the agent shell's pid inside the sandbox) is never waited for as a service
+        that may still be starting (``termrl.sandbox.procs``)."""
 
     @abstractmethod
     async def resume_agent_processes(self, stopped: object) -> None:
@@ -346,7 +348,7 @@ class Session:
         """
         self._check()
         try:
-            stopped = await self.sandbox.stop_agent_processes()
+            stopped = await self.sandbox.stop_agent_processes(self.shell.pid)
         except SandboxDied as e:
             raise await self._died(e) from e
         try:

@@ -120,3 +120,29 @@ async def test_a_service_still_starting_when_scoring_begins_is_not_stopped(local
         async with session.agent_stopped():
             answer = await session.exec_fresh("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8125/")
         assert answer.output == "200", answer.output
+
+
+async def test_scoring_a_fresh_sandbox_waits_for_no_process_of_its_own(local, base_images, monkeypatch):
+    """The sandbox's supervisor and the agent's shell are as young as the sandbox (seconds, in verify or a
+    short episode) and never become services: nothing is waited for when the agent left nothing running."""
+    from termrl.sandbox import procs
+
+    seen: list[list[int]] = []
+
+    def recording(init: int, grace_sec: float, settled=()) -> list[int]:
+        young = real(init, grace_sec, settled)
+        seen.append(young)
+        return young
+
+    real = procs.young_processes
+    monkeypatch.setattr(procs, "young_processes", recording)
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("echo ready")
+        async with session.agent_stopped():
+            pass
+        assert seen == [[]]
+        await session.exec("setsid nohup sleep 30 >/dev/null 2>&1 &")  # young, may still become a server
+        seen.clear()
+        async with session.agent_stopped():
+            pass
+        assert seen[0] != []
