@@ -1,6 +1,6 @@
 """Environment repair: offline installs from local wheels, broken virtualenvs, dead package indexes.
 
-easy    install a package from a local wheel (one pip command; there is no network)
+easy    install a package from a local wheel (look at the folder, then one pip command; there is no network)
 medium  a virtualenv whose interpreter link is broken; rebuild it with the pinned version from local wheels
 hard    a requirements file with a dependency chain, pip pointed at a dead index: build the venv offline
 
@@ -76,7 +76,8 @@ def _easy(rng: random.Random) -> Draft:
             f"Install the Python package `{dist}` for the system python3 from the wheel file in {folder}. "
             "This machine has no network access."
         ),
-        solution=f"pip install --no-index {folder}/{wheel}",
+        # The wheel's version is in its file name only: a careful agent looks before it installs.
+        solution=f"ls {folder}\npip install --no-index {folder}/{wheel}",
         tags=["pip", "wheel", "offline"],
         setup_files={f"wheels/{wheel}": data},
         setup_script=f"mkdir -p {folder}\ncp wheels/*.whl {folder}/",

@@ -1,6 +1,6 @@
 """Fix a Python bug against a failing unit test (without touching the test).
 
-easy    a one-token bug (wrong operator, min for max): one sed fixes it
+easy    a one-token bug (wrong operator, min for max): read the module, then one sed fixes it
 medium  a logic bug in a loop or a comparison
 hard    several bugs in a stateful class or a pair of functions; hidden cases go beyond the visible test
 
@@ -126,7 +126,10 @@ def _project(rng: random.Random, bug: Bug) -> Draft:
         f"`cd {project} && python3 -m unittest discover -s tests`). Find and fix the bug in {path} so the tests "
         "pass and the code is correct in general. Do not modify the tests."
     )
-    solution = f"sed -i '{bug.sed}' {path}" if bug.sed else f"cat > {path} <<'PYEOF'\n{fixed}PYEOF"
+    # Which bug it is shows only in the module: the solution reads it first, as a careful agent would
+    # (a demonstration then carries the module in its first observation).
+    fix = f"sed -i '{bug.sed}' {path}" if bug.sed else f"cat > {path} <<'PYEOF'\n{fixed}PYEOF"
+    solution = f"cat {path}\n{fix}"
     check = f"""
 import hashlib
 project = {project!r}

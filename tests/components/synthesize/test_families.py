@@ -55,13 +55,21 @@ def test_every_cell_makes_a_valid_task(family: str, difficulty: str):
         assert [p["name"] for p in task.metadata["perturbations"]] == task.perturbations
 
 
-def test_easy_solutions_are_one_command():
-    """The 135M default policy can only be expected to emit one command at the easy level."""
+def test_easy_solutions_are_one_command_after_at_most_one_look():
+    """The 135M default policy can only be expected to emit one command at the easy level. Where
+    that command depends on what only the sandbox shows (which bug, the wheel's version), the
+    solution first looks with one read-only command, so a demonstration carries what it saw."""
+    looked = set()
     for family, _ in CELLS:
         for seed in range(10):
             task = make_task(family, "easy", seed)
             body = task.solution_files[0].data.decode().split("set -euo pipefail\n", 1)[1].strip()
-            assert "\n" not in body, (task.id, body)
+            *look, act = body.split("\n")
+            assert len(look) <= 1 and "\n" not in act, (task.id, body)
+            if look:
+                assert look[0].split()[0] in ("ls", "cat") and ">" not in look[0], (task.id, body)
+                looked.add(family)
+    assert looked == {"python-bugfix", "environment-repair"}
 
 
 def test_hard_tasks_take_several_steps():
