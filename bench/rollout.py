@@ -158,7 +158,7 @@ async def run_sync(
                     lockstep.leave(ids.episode_id)
 
             runner = SandboxEpisodeRunner(manager, step, mode="sync", policy_version=0,
-                                          sandbox_lifetime_s=config.sandbox_lifetime_s)  # fmt: skip
+                                          sandbox_lifetime_sec=config.sandbox_lifetime_sec)  # fmt: skip
 
             async def one(task: Task, ids: EpisodeIds, runner: Any = runner,
                           lockstep: Lockstep = lockstep) -> Any:  # fmt: skip
@@ -169,7 +169,7 @@ async def run_sync(
 
             records = await asyncio.gather(*(one(t, i) for t, i in batch))
             done += sum(r.failure_type is None for r in records)
-            walls += [r.wall_s for r in records]
+            walls += [r.wall_sec for r in records]
     return done, time.monotonic() - started, walls
 
 
@@ -209,26 +209,26 @@ def main() -> None:
         print(f"{n} episodes kept per mode ({args.groups} groups × {args.group_size}), concurrency "
               f"{args.concurrency}, {args.turns} commands per episode, delay tail {args.tail}")
         sync_policy = DelayPolicy(tokenizer, tail, args.turns, args.seed)
-        sync_ok, sync_s, sync_walls = asyncio.run(run_sync(config, tasks, sync_policy))
-        print(f"batch-synchronous: {n} episodes ({sync_ok} ok) in {sync_s:6.1f} s = "
-              f"{n / sync_s:.3f} episodes/s; mean batch {statistics.mean(sync_policy.batch_sizes):.1f}")
+        sync_ok, sync_sec, sync_walls = asyncio.run(run_sync(config, tasks, sync_policy))
+        print(f"batch-synchronous: {n} episodes ({sync_ok} ok) in {sync_sec:6.1f} s = "
+              f"{n / sync_sec:.3f} episodes/s; mean batch {statistics.mean(sync_policy.batch_sizes):.1f}")
         print(f"  sync per episode: mean wall {statistics.mean(sync_walls):.1f} s, mean injected "
               f"delay {sum(sync_policy.delays) / n:.1f} s")
         async_policy = DelayPolicy(tokenizer, tail, args.turns, args.seed)
         started = time.monotonic()
         summary = asyncio.run(rollout(config, tasks, async_policy))
-        async_s = time.monotonic() - started
+        async_sec = time.monotonic() - started
         ok = sum(1 for r in read_trajectories(config.out).to_pylist()
                  if r["chunk_index"] == 0 and r["failure_type"] is None)  # fmt: skip
-        print(f"asynchronous:      {summary.episodes} episodes ({ok} ok) in {async_s:6.1f} s = "
-              f"{summary.episodes / async_s:.3f} episodes/s; {summary.cancelled} stragglers/queued "
+        print(f"asynchronous:      {summary.episodes} episodes ({ok} ok) in {async_sec:6.1f} s = "
+              f"{summary.episodes / async_sec:.3f} episodes/s; {summary.cancelled} stragglers/queued "
               f"cancelled; mean batch {statistics.mean(async_policy.batch_sizes):.1f}")
-        walls = [read_trajectories(part).column("_wall_s")[0].as_py()
+        walls = [read_trajectories(part).column("_wall_sec")[0].as_py()
                  for part in config.parts_dir.glob("ep-*.parquet")]
         print(f"  async per episode: mean wall {statistics.mean(walls):.1f} s (median "
               f"{statistics.median(walls):.1f}, max {max(walls):.1f}), mean injected delay "
               f"{sum(async_policy.delays) / len(walls):.1f} s over {len(walls)} episodes run")
-        ratio = (summary.episodes / async_s) / (n / sync_s)
+        ratio = (summary.episodes / async_sec) / (n / sync_sec)
         print(f"throughput ratio async/sync: {ratio:.2f}x (target >= 3.0x)")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

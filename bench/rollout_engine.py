@@ -64,7 +64,7 @@ class Timed(Engine):
         self.accepts_token_ids, self.merges_requests = engine.accepts_token_ids, True
         self.calls: dict[int, list[tuple[float, Generation]]] = defaultdict(list)
         self.in_flight = 0
-        self.busy_s = 0.0
+        self.busy_sec = 0.0
         self._busy_since = 0.0
 
     async def generate(self, prompts: Sequence[Prompt], params: ParamsArg) -> list[Generation]:
@@ -78,7 +78,7 @@ class Timed(Engine):
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
-                self.busy_s += time.perf_counter() - self._busy_since
+                self.busy_sec += time.perf_counter() - self._busy_since
         self.calls[task].append((time.perf_counter() - started, gens[0]))
         return gens
 
@@ -137,14 +137,14 @@ def mean_batch(engine: Any) -> float:
     return statistics.mean(sizes)
 
 
-def report(timed: Timed, walls: list[float], rollout_s: float, raws: list[float], batch: float,
+def report(timed: Timed, walls: list[float], rollout_sec: float, raws: list[float], batch: float,
            raw_at_batch: float) -> None:  # fmt: skip
     raw = statistics.mean(raws)
     gens = [g for calls in timed.calls.values() for _, g in calls]
     tokens = sum(len(g.token_ids) for g in gens)
-    busy_rate, wall_rate = tokens / timed.busy_s, tokens / rollout_s
+    busy_rate, wall_rate = tokens / timed.busy_sec, tokens / rollout_sec
     print(f"rollout: {len(walls)} episodes, {len(gens)} generate calls, {tokens} response tokens in "
-          f"{rollout_s:.1f} s (generation in flight {timed.busy_s:.1f} s)")  # fmt: skip
+          f"{rollout_sec:.1f} s (generation in flight {timed.busy_sec:.1f} s)")  # fmt: skip
     print(f"rollout tok/s (busy) {busy_rate:6.1f}   rollout tok/s (wall) {wall_rate:6.1f}   "
           f"raw batched tok/s {raw:6.1f} (before {raws[0]:.1f}, after {raws[1]:.1f}); mean batch {batch:.1f}")
     print(f"ratio rollout(busy)/raw: {busy_rate / raw:.2f}  (target >= 0.70); "
@@ -184,13 +184,13 @@ def bench(kind: str, args: argparse.Namespace, tasks: list[Task], model: Path, s
         raw_engine.step_sizes.clear()
     started = time.perf_counter()
     asyncio.run(rollout(config, tasks, timed))
-    rollout_s = time.perf_counter() - started
-    walls = [read_trajectories(part).column("_wall_s")[0].as_py()
+    rollout_sec = time.perf_counter() - started
+    walls = [read_trajectories(part).column("_wall_sec")[0].as_py()
              for part in config.parts_dir.glob("ep-*.parquet")]  # fmt: skip
     batch = mean_batch(engine if kind == "batching" else raw_engine)
     raws.append(raw_rate(raw_engine, prompts, args.raw_tokens))
     raw_at_batch = raw_rate(raw_engine, prompts[: max(round(batch), 1)], args.raw_tokens)
-    report(timed, walls, rollout_s, raws, batch, raw_at_batch)
+    report(timed, walls, rollout_sec, raws, batch, raw_at_batch)
 
 
 def main() -> None:

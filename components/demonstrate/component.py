@@ -60,7 +60,7 @@ def demonstrate(
     os.replace(out, demonstrations.path)
     shutil.rmtree(progress_folder("demonstrate", demonstrations.uri), ignore_errors=True)  # the artifact has it all
     values = {"demonstrate/tasks": float(summary.tasks), "demonstrate/kept": float(summary.demonstrations),
-              "demonstrate/chunks": float(summary.chunks), "demonstrate/wall_s": summary.wall_s}  # fmt: skip
+              "demonstrate/chunks": float(summary.chunks), "demonstrate/wall_sec": summary.wall_sec}  # fmt: skip
     values.update({f"demonstrate/none/{r}": float(n) for r, n in summary.dropped.items()})
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -52,12 +52,12 @@ class DemonstrationSummary:
     demonstrations: int
     chunks: int
     dropped: dict[str, int]
-    wall_s: float
+    wall_sec: float
 
     def lines(self) -> list[str]:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(self.dropped.items(), key=lambda x: -x[1]))
         return [f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.chunks} chunks, "
-                f"{self.wall_s:.0f} s" + (f"; none for {reasons}" if reasons else "")]  # fmt: skip
+                f"{self.wall_sec:.0f} s" + (f"; none for {reasons}" if reasons else "")]  # fmt: skip
 
 
 def main(config: DemonstrateConfig) -> DemonstrationSummary:
@@ -148,7 +148,7 @@ async def demonstrate(config: DemonstrateConfig, tasks: list[Task], tokenizer: A
     return _merge(config, tasks, time.monotonic() - started)
 
 
-def _merge(config: DemonstrateConfig, tasks: list[Task], wall_s: float) -> DemonstrationSummary:
+def _merge(config: DemonstrateConfig, tasks: list[Task], wall_sec: float) -> DemonstrationSummary:
     rows: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
     demonstrations = 0
@@ -161,4 +161,4 @@ def _merge(config: DemonstrateConfig, tasks: list[Task], wall_s: float) -> Demon
             reason = json.loads(none_path.read_text())["reason"]
             dropped[reason.split(":")[0]] += 1
     write_trajectories(config.out, rows)
-    return DemonstrationSummary(len(tasks), demonstrations, len(rows), dict(dropped), wall_s)
+    return DemonstrationSummary(len(tasks), demonstrations, len(rows), dict(dropped), wall_sec)

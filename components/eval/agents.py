@@ -95,9 +95,9 @@ class PolicyAgent:
             prompt_style=c.prompt_style,
             context_window=c.context_window,
             sampling=SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed),
-            lifetime_s=budget_sec,
-            default_timeout_s=min(AgentConfig.default_timeout_s, budget_sec),
-            max_timeout_s=min(AgentConfig.max_timeout_s, budget_sec),
+            lifetime_sec=budget_sec,
+            default_timeout_sec=min(AgentConfig.default_timeout_sec, budget_sec),
+            max_timeout_sec=min(AgentConfig.max_timeout_sec, budget_sec),
         )
 
     async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:

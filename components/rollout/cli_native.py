@@ -89,8 +89,8 @@ class CliEpisodeResult:
 class _ExecBridge:
     """Loopback HTTP endpoint running the CLI's commands in the registered sessions."""
 
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_sec: float) -> None:
+        self.timeout_sec = timeout_sec
         self.sessions: dict[str, RecordingSession] = {}
         self.errors: dict[str, TermrlError] = {}
         self.app = web.Application()
@@ -117,12 +117,12 @@ class _ExecBridge:
             return web.json_response({"error": f"no episode {key!r}"}, status=404)
         command = (await request.json())["command"]
         try:
-            result = await session.exec(f"bash -c {shlex.quote(command)}", self.timeout_s)
+            result = await session.exec(f"bash -c {shlex.quote(command)}", self.timeout_sec)
         except TermrlError as exc:
             self.errors.setdefault(key, exc)
             return web.json_response({"output": f"[sandbox error: {type(exc).__name__}]\n",
                                       "exit_code": 125})  # fmt: skip
-        output = result.output + (f"\n[command timed out after {self.timeout_s:g} s]"
+        output = result.output + (f"\n[command timed out after {self.timeout_sec:g} s]"
                                   if result.timed_out else "")  # fmt: skip
         return web.json_response({"output": output, "exit_code": result.exit_code})
 
@@ -136,14 +136,14 @@ def _fill_exit_codes(chunks: list[dict[str, Any]], log: list[Any]) -> None:
         position += len(calls)
         if mine:
             chunk["exit_code"] = mine[-1].exit_code
-            chunk["exec_ms"] = sum(e.duration_s for e in mine) * 1000.0
+            chunk["exec_ms"] = sum(e.duration_sec for e in mine) * 1000.0
 
 
 @contextlib.asynccontextmanager
 async def cli_native_step(config: RolloutConfig, engine: Engine) -> AsyncIterator[AgentStep]:
     """Start the proxy, the exec bridge and the shim; yield the per-episode agent step."""
     template = config.cli_agent_command or REFERENCE_CLI
-    bridge = _ExecBridge(config.exec_timeout_s)
+    bridge = _ExecBridge(config.exec_timeout_sec)
     with tempfile.TemporaryDirectory(prefix="termrl-cli-") as scratch:
         shim_dir = Path(scratch) / "bin"
         shim_dir.mkdir()
@@ -185,7 +185,7 @@ async def _run_cli(
     )  # fmt: skip
     stop_reason, failure = "max-turns", None
     try:
-        out, err = await asyncio.wait_for(process.communicate(), config.episode_lifetime_s)
+        out, err = await asyncio.wait_for(process.communicate(), config.episode_lifetime_sec)
     except TimeoutError:
         process.kill()
         out, err = await process.communicate()

@@ -93,6 +93,6 @@ def rollout(
     os.replace(out, trajectories.path)
     values = {"rollout/episodes": float(summary.episodes), "rollout/rows": float(summary.rows),
               "rollout/dropped_groups": float(len(summary.dropped_groups)),
-              "rollout/wall_s": summary.wall_s}  # fmt: skip
+              "rollout/wall_sec": summary.wall_sec}  # fmt: skip
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

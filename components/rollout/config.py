@@ -108,14 +108,14 @@ class RolloutConfig:
     and eval."""
     temperature: float = 1.0
     """Sampling temperature: on-policy RL samples at 1.0 so μ matches the trained π."""
-    exec_timeout_s: float = 30.0
+    exec_timeout_sec: float = 30.0
     """Timeout of a bash call that gives none; a call that runs past its timeout marks the
     episode with the drop flag (a transient failure, per the seed)."""
-    max_exec_timeout_s: float = 120.0
+    max_exec_timeout_sec: float = 120.0
     """Cap on the timeout a bash call may ask for."""
-    episode_lifetime_s: float = 600.0
+    episode_lifetime_sec: float = 600.0
     """Wall-clock limit of one episode's agent phase (stop reason ``lifetime``)."""
-    verifier_timeout_s: float | None = None
+    verifier_timeout_sec: float | None = None
     """Timeout of the tests; None takes the task's ``verifier_timeout_sec``."""
     cli_agent_command: tuple[str, ...] | None = None
     """cli-native mode: the agent CLI to run (argv); None runs termrl's reference agent CLI."""
@@ -180,9 +180,9 @@ class RolloutConfig:
             context_window=self.context_window,
             prompt_style=self.prompt_style,
             sampling=SamplingParams(temperature=self.temperature),
-            default_timeout_s=self.exec_timeout_s,
-            max_timeout_s=self.max_exec_timeout_s,
-            lifetime_s=self.episode_lifetime_s,
+            default_timeout_sec=self.exec_timeout_sec,
+            max_timeout_sec=self.max_exec_timeout_sec,
+            lifetime_sec=self.episode_lifetime_sec,
         )
 
     @property
@@ -190,9 +190,9 @@ class RolloutConfig:
         """The behaviour-shaping weights of this rollout."""
         return Penalties(self.loop_penalty, self.destructive_penalty, self.test_access_penalty)
 
-    def sandbox_lifetime_s(self, verifier_timeout_s: float) -> float:
+    def sandbox_lifetime_sec(self, verifier_timeout_sec: float) -> float:
         """A sandbox outlives its episode by the tests' time plus a margin, never longer."""
-        return self.episode_lifetime_s + self.max_exec_timeout_s + verifier_timeout_s + 60.0
+        return self.episode_lifetime_sec + self.max_exec_timeout_sec + verifier_timeout_sec + 60.0
 
     def validate(self) -> None:
         """Raise one ``ConfigError`` listing every problem."""
@@ -208,7 +208,7 @@ class RolloutConfig:
         for name in ("redundancy", "dynamic_sampling", "policy_version", "max_failed_response_tokens"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, not {getattr(self, name)}")
-        for name in ("exec_timeout_s", "max_exec_timeout_s", "episode_lifetime_s"):
+        for name in ("exec_timeout_sec", "max_exec_timeout_sec", "episode_lifetime_sec"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("loop_penalty", "destructive_penalty", "test_access_penalty"):
@@ -216,8 +216,8 @@ class RolloutConfig:
                 problems.append(f"{name} must not be negative (it is subtracted), not {getattr(self, name)}")
         if any(not task_id for task_id in self.quarantine):
             problems.append("quarantine must hold task ids, not empty strings")
-        if self.verifier_timeout_s is not None and self.verifier_timeout_s <= 0:
-            problems.append("verifier_timeout_s must be positive when given")
+        if self.verifier_timeout_sec is not None and self.verifier_timeout_sec <= 0:
+            problems.append("verifier_timeout_sec must be positive when given")
         if self.context_window is not None and self.context_window <= self.max_new_tokens:
             problems.append("context_window must be larger than max_new_tokens")
         if self.temperature < 0:

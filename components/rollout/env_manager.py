@@ -138,7 +138,7 @@ class RolloutOutcome:
     """Stragglers cancelled once the batch was complete (state running or queued)."""
     finished_now: int = 0
     """Episodes finished by this run (a resumed run skips the ones on disk)."""
-    wall_s: float = 0.0
+    wall_sec: float = 0.0
 
 
 class EnvManager:
@@ -209,7 +209,7 @@ class EnvManager:
         before = len(self._records)
         done = {r.ids.episode_id for r in self._records}
         if self._has_enough():
-            return RolloutOutcome(self._complete(), wall_s=0.0)
+            return RolloutOutcome(self._complete(), wall_sec=0.0)
         jobs: dict[asyncio.Task[None], tuple[GroupPlan, EpisodeIds]] = {}
         async with asyncio.TaskGroup() as group:
             for plan in self.plans:
@@ -229,7 +229,7 @@ class EnvManager:
             kept=self._complete(),
             cancelled=cancelled,
             finished_now=len(self._records) - before,
-            wall_s=time.monotonic() - started,
+            wall_sec=time.monotonic() - started,
         )
 
     def _cancel_stragglers(
@@ -248,7 +248,7 @@ class EnvManager:
                 "group_id": ids.group_id,
                 "task_id": plan.task.id,
                 "state": state,
-                "elapsed_s": round(now - began, 3) if began is not None else 0.0,
+                "elapsed_sec": round(now - began, 3) if began is not None else 0.0,
             })  # fmt: skip
             job.cancel()
         return cancelled

@@ -71,7 +71,7 @@ class ExecRecord:
     command: str
     exit_code: int | None
     timed_out: bool
-    duration_s: float
+    duration_sec: float
 
 
 @dataclass
@@ -97,7 +97,7 @@ class EpisodeRecord:
     """What the agent changed that scoring ran (``termrl.taskrun.find_tampering``); the
     episode is masked as unrecoverable (``verifier_tampering``) when there is any."""
     execs: list[ExecRecord] = field(default_factory=list)
-    wall_s: float = 0.0
+    wall_sec: float = 0.0
     finished_at: float = 0.0
     """Wall-clock time (epoch seconds) the episode ended: orders group completion."""
 
@@ -166,7 +166,7 @@ class SandboxEpisodeRunner:
     built once per environment (a failed build is remembered, so the task's
     other episodes fail at once with the same ``EnvInitFailed`` instead of
     rebuilding) and set-up leftovers are removed before the agent starts.
-    A sandbox lives ``sandbox_lifetime_s(verifier timeout)``.
+    A sandbox lives ``sandbox_lifetime_sec(verifier timeout)``.
     """
 
     def __init__(
@@ -176,20 +176,20 @@ class SandboxEpisodeRunner:
         *,
         mode: str,
         policy_version: int,
-        sandbox_lifetime_s: Callable[[float], float],
-        verifier_timeout_s: float | None = None,
+        sandbox_lifetime_sec: Callable[[float], float],
+        verifier_timeout_sec: float | None = None,
     ) -> None:
         self.manager = manager
         self.agent_step = agent_step
         self.mode = mode
         self.policy_version = policy_version
-        self.sandbox_lifetime_s = sandbox_lifetime_s
-        self.verifier_timeout_s = verifier_timeout_s
+        self.sandbox_lifetime_sec = sandbox_lifetime_sec
+        self.verifier_timeout_sec = verifier_timeout_sec
         self.sandboxes = TaskSandboxes(manager, lifetime_sec=self._lifetime_sec)
 
     def _lifetime_sec(self, task: Task) -> float:
-        verifier = self.verifier_timeout_s or task.verifier_timeout_sec or 180.0
-        return self.sandbox_lifetime_s(verifier)
+        verifier = self.verifier_timeout_sec or task.verifier_timeout_sec or 180.0
+        return self.sandbox_lifetime_sec(verifier)
 
     async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
         record = EpisodeRecord(ids=ids, task_id=task.id, policy_version=self.policy_version,
@@ -203,7 +203,7 @@ class SandboxEpisodeRunner:
         except Exception as exc:  # every failure must end up classified
             # A backend call failed in a way no boundary translated; keep it classified.
             record.failure_type, record.error = "UnexpectedError", f"{type(exc).__name__}: {exc}"
-        record.wall_s = time.monotonic() - started
+        record.wall_sec = time.monotonic() - started
         record.finished_at = time.time()
         return record
 
@@ -222,7 +222,7 @@ class SandboxEpisodeRunner:
                 record.failure_type, record.error = result.failure_type, result.error
                 return
             try:
-                outcome = await run_tests(session, task, timeout=self.verifier_timeout_s)
+                outcome = await run_tests(session, task, timeout=self.verifier_timeout_sec)
             except (UnrecoverableError, TransientError):
                 raise
             except (TermrlError, OSError, ValueError) as exc:

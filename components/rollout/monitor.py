@@ -123,7 +123,7 @@ def monitor_rows(
     add("global", "all", f"{g}/reward_mean", sum(r.reward for r in records) / n)
     add("global", "all", f"{g}/turns_mean", sum(len(r.chunks) for r in records) / n)
     add("global", "all", f"{g}/response_tokens_mean", sum(r.response_tokens for r in records) / n)
-    add("global", "all", f"{g}/episode_wall_s_mean", sum(r.wall_s for r in records) / n)
+    add("global", "all", f"{g}/episode_wall_s_mean", sum(r.wall_sec for r in records) / n)
     add("global", "all", f"{g}/exec_timeouts", sum(r.timed_out_execs for r in records))
     for name in ("failed", "unrecoverable", "transient", "loop", "destructive", "test_access", "tampering"):
         add("global", "all", f"{g}/{name}_episodes", count[name])

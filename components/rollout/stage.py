@@ -61,7 +61,7 @@ class RolloutSummary:
     finished_now: int
     cancelled: int
     dropped_groups: list[str]
-    wall_s: float
+    wall_sec: float
     lines: list[str]
     episode_rows: list[dict[str, Any]]
     """One row per kept episode (its first chunk's row): what rollback and reports read."""
@@ -154,8 +154,8 @@ async def rollout(
     async with make_manager() as manager, _agent_step(config, engine, demonstrations) as step:
         runner = SandboxEpisodeRunner(
             manager, step, mode=config.mode, policy_version=config.policy_version,
-            sandbox_lifetime_s=config.sandbox_lifetime_s,
-            verifier_timeout_s=config.verifier_timeout_s,
+            sandbox_lifetime_sec=config.sandbox_lifetime_sec,
+            verifier_timeout_sec=config.verifier_timeout_sec,
         )  # fmt: skip
         outcome = await EnvManager(
             plans, group_size=config.group_size, needed=config.groups,
@@ -176,7 +176,7 @@ async def rollout(
 
 
 def _finish(
-    config: RolloutConfig, writer: PartWriter, wall_s: float, finished_now: int, *, quarantined: int
+    config: RolloutConfig, writer: PartWriter, wall_sec: float, finished_now: int, *, quarantined: int
 ) -> RolloutSummary:
     """Mask & filter the batch on disk, write both artifacts, summarise."""
     finished = writer.load()
@@ -198,8 +198,8 @@ def _finish(
     extra["rollout/groups_informative"] = float(sum(informative(g, value) for g in kept))
     extra["rollout/quarantined_tasks"] = float(quarantined)
     extra["rollout/max_failed_response_tokens"] = float(config.max_failed_response_tokens)  # the mask in force
-    extra["rollout/wall_s"] = wall_s
-    extra["rollout/episodes_per_s"] = finished_now / wall_s if wall_s > 0 else 0.0
+    extra["rollout/wall_sec"] = wall_sec
+    extra["rollout/episodes_per_sec"] = finished_now / wall_sec if wall_sec > 0 else 0.0
     thresholds = MonitorThresholds(destructive_rate=config.warn_destructive_rate,
                                    test_access_rate=config.warn_test_access_rate,
                                    loop_rate=config.warn_loop_rate,
@@ -209,7 +209,7 @@ def _finish(
     writer.merge(result.rows, config.out, keep_parts=config.keep_parts)
     return RolloutSummary(
         episodes=episodes, rows=len(result.rows), finished_now=finished_now,
-        cancelled=len(cancelled), dropped_groups=result.dropped_groups, wall_s=wall_s,
+        cancelled=len(cancelled), dropped_groups=result.dropped_groups, wall_sec=wall_sec,
         lines=summary_lines(metrics),
         episode_rows=[r for r in result.rows if r["chunk_index"] == 0],
     )  # fmt: skip

@@ -62,7 +62,7 @@ def record_to_rows(record: EpisodeRecord) -> list[dict[str, Any]]:
         "_rewarded": record.rewarded,
         "_error": record.error,
         "_execs": json.dumps([vars(e) for e in record.execs]),
-        "_wall_s": record.wall_s,
+        "_wall_sec": record.wall_sec,
         "_finished_at": record.finished_at,
     }
     if not record.chunks:
@@ -93,7 +93,7 @@ def record_from_rows(rows: list[dict[str, Any]]) -> EpisodeRecord:
         trainable=first["trainable"],
         episode_tokens=first["episode_tokens"] or 0,
         execs=[ExecRecord(**e) for e in json.loads(first["_execs"] or "[]")],
-        wall_s=first["_wall_s"],
+        wall_sec=first["_wall_sec"],
         finished_at=first["_finished_at"],
     )
 

@@ -170,7 +170,7 @@ class JudgePanel:
                 # OpenAI-compatible local servers ignore the key but litellm wants one;
                 # hosted models read theirs from the provider's environment variable.
                 api_key="termrl-verify" if e.api_base else None,
-                timeout_s=timeout_sec,
+                timeout_sec=timeout_sec,
                 request_token_ids=False,
             )
             for e in endpoints

@@ -69,11 +69,11 @@ class AgentConfig:
     """Temperature, top-p/k, stop strings and seed (max_new_tokens is set per turn)."""
     max_observation_chars: int = 4000
     """Longer command outputs are cut to head + tail with a marker."""
-    default_timeout_s: float = 60.0
+    default_timeout_sec: float = 60.0
     """Timeout of a bash call that does not give one."""
-    max_timeout_s: float = 600.0
+    max_timeout_sec: float = 600.0
     """Cap on the timeout a bash call may ask for."""
-    lifetime_s: float | None = None
+    lifetime_sec: float | None = None
     """Wall-clock limit of the whole episode (``lifetime``); None means no limit."""
     prompt_style: str = "compact"
     """System prompt with the bash and done tools: ``compact`` (a worked example; what the
@@ -98,7 +98,7 @@ class AgentConfig:
             problems.append("max_observation_chars must be at least 64")
         if self.prompt_style not in PROMPTS:
             problems.append(f"prompt_style must be one of {', '.join(PROMPTS)}, not {self.prompt_style!r}")
-        if self.default_timeout_s <= 0 or self.max_timeout_s <= 0:
+        if self.default_timeout_sec <= 0 or self.max_timeout_sec <= 0:
             problems.append("timeouts must be positive")
         if problems:
             raise ConfigError(problems)
@@ -142,7 +142,7 @@ class EpisodeResult:
     error: str | None = None
     messages: ChatMessages = field(default_factory=list)
     """The conversation as text (logs, reports); training reads the chunks."""
-    wall_s: float = 0.0
+    wall_sec: float = 0.0
 
 
 def _describe(outcome: ExecOutcome, max_chars: int, timeout: float) -> str:
@@ -170,7 +170,7 @@ async def _execute(
             while i + len(group) < len(calls) and is_read_only(calls[i + len(group)]):
                 group.append(calls[i + len(group)])
         timeouts = [
-            min(float(c.arguments.get("timeout") or config.default_timeout_s), config.max_timeout_s)
+            min(float(c.arguments.get("timeout") or config.default_timeout_sec), config.max_timeout_sec)
             for c in group
         ]
         outcomes = await asyncio.gather(
@@ -247,7 +247,7 @@ async def run_episode(
     stop: StopReason = "max-turns"
     error: BaseException | None = None
     for turn in range(config.max_turns):
-        if config.lifetime_s is not None and time.monotonic() - started > config.lifetime_s:
+        if config.lifetime_sec is not None and time.monotonic() - started > config.lifetime_sec:
             stop = "lifetime"
             break
         room = window - stream.prompt_tokens()
@@ -309,5 +309,5 @@ async def run_episode(
         failure_type=failure_type(error) if error is not None else None,
         error=str(error) if error is not None else None,
         messages=stream.messages,
-        wall_s=time.monotonic() - started,
+        wall_sec=time.monotonic() - started,
     )

@@ -8,7 +8,7 @@ one ``generate`` call, each request keeping its own ``SamplingParams``:
 
     episode ─┐                               ┌─► future ─► episode
     episode ─┼─► queue ─► worker ─► engine.generate([p1, p2, ...], params)
-    episode ─┘     (waits max_wait_s after the first request, takes ≤ max_batch_size)
+    episode ─┘     (waits max_wait_sec after the first request, takes ≤ max_batch_size)
 
 While the engine is busy, new requests pile up and form the next batch, so
 throughput adapts to load without tuning.
@@ -47,7 +47,7 @@ class BatchingEngine(Engine):
 
     merges_requests = True
 
-    def __init__(self, engine: Engine, *, max_batch_size: int = 32, max_wait_s: float = 0.01):
+    def __init__(self, engine: Engine, *, max_batch_size: int = 32, max_wait_sec: float = 0.01):
         self.engine = engine
         self.name = f"batching({engine.name})"
         self.accepts_token_ids = engine.accepts_token_ids
@@ -55,7 +55,7 @@ class BatchingEngine(Engine):
         self.context_window = engine.context_window
         self.model_name = engine.model_name
         self.max_batch_size = max_batch_size
-        self.max_wait_s = max_wait_s
+        self.max_wait_sec = max_wait_sec
         self._queue: asyncio.Queue[_Request] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,8 +91,8 @@ class BatchingEngine(Engine):
     async def _run(self, queue: asyncio.Queue[_Request]) -> None:
         while True:
             pending = [await queue.get()]
-            if self.max_wait_s > 0:
-                await asyncio.sleep(self.max_wait_s)
+            if self.max_wait_sec > 0:
+                await asyncio.sleep(self.max_wait_sec)
             while len(pending) < self.max_batch_size and not queue.empty():
                 pending.append(queue.get_nowait())
             group = [r for r in pending if not r.future.cancelled()]

@@ -59,7 +59,7 @@ class LiteLLMEngine(Engine):
         api_base: str | None = None,
         api_key: str | None = None,
         context_window: int = 8192,
-        timeout_s: float = 120.0,
+        timeout_sec: float = 120.0,
         request_token_ids: bool = True,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
@@ -75,7 +75,7 @@ class LiteLLMEngine(Engine):
         self.api_base = api_base
         self.api_key = api_key
         self.context_window = context_window
-        self.timeout_s = timeout_s
+        self.timeout_sec = timeout_sec
         self.request_token_ids = request_token_ids
         self.extra_headers = dict(extra_headers or {})
 
@@ -100,7 +100,7 @@ class LiteLLMEngine(Engine):
             "temperature": params.temperature,
             "top_p": params.top_p,
             "logprobs": True,
-            "timeout": self.timeout_s,
+            "timeout": self.timeout_sec,
             "num_retries": 0,
         }
         if params.stop:

@@ -59,7 +59,7 @@ class ModelProxy:
         host: str = "127.0.0.1",
         port: int = 0,
         max_batch_size: int = 32,
-        max_wait_s: float = 0.01,
+        max_wait_sec: float = 0.01,
         default_max_tokens: int = 512,
     ) -> None:
         if not engine.accepts_token_ids or engine.tokenizer is None:
@@ -67,7 +67,7 @@ class ModelProxy:
         self.engine = (
             engine
             if engine.merges_requests
-            else BatchingEngine(engine, max_batch_size=max_batch_size, max_wait_s=max_wait_s)
+            else BatchingEngine(engine, max_batch_size=max_batch_size, max_wait_sec=max_wait_sec)
         )
         self.chat = ChatTokens(engine.tokenizer)
         self.host, self.port = host, port

@@ -62,7 +62,7 @@ def export_command(tasks_file: Path, out: Path, force: bool) -> None:
 
 def format_task_table(tasks: list[Task]) -> str:
     """A plain-text table: id, source, family, difficulty, tags, timeouts."""
-    header = ("id", "source", "family", "difficulty", "tags", "agent_s", "tests_s")
+    header = ("id", "source", "family", "difficulty", "tags", "agent_sec", "tests_sec")
     rows = [
         (
             t.id,

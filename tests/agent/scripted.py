@@ -64,9 +64,9 @@ class ScriptedResult:
 class ScriptedSession:
     """Answers each command from ``table`` (default: echo the command back)."""
 
-    def __init__(self, table: dict[str, ScriptedResult] | None = None, delay_s: float = 0.0):
+    def __init__(self, table: dict[str, ScriptedResult] | None = None, delay_sec: float = 0.0):
         self.table = table or {}
-        self.delay_s = delay_s
+        self.delay_sec = delay_sec
         self.commands: list[tuple[str, float | None]] = []
         self.running = 0
         self.max_running = 0
@@ -77,7 +77,7 @@ class ScriptedSession:
         self.max_running = max(self.max_running, self.running)
         started = time.perf_counter()
         try:
-            await asyncio.sleep(self.delay_s)
+            await asyncio.sleep(self.delay_sec)
         finally:
             self.running -= 1
         result = self.table.get(cmd, ScriptedResult(output=f"ran: {cmd}"))

@@ -98,13 +98,13 @@ async def test_no_call_gets_a_nudge_and_max_turns_stops(tiny_tokenizer) -> None:
 
 async def test_read_only_calls_run_concurrently_and_writes_do_not(tiny_tokenizer) -> None:
     turn = bash("ls") + bash("cat a") + bash("grep x a") + bash("touch b") + bash("ls")
-    session = ScriptedSession(delay_s=0.05)
+    session = ScriptedSession(delay_sec=0.05)
     engine = ScriptedEngine(tiny_tokenizer, [turn, DONE])
     await run_episode(engine, session, "t", AgentConfig())
     assert [c for c, _ in session.commands] == ["ls", "cat a", "grep x a", "touch b", "ls"]
     assert session.max_running == 3
 
-    session = ScriptedSession(delay_s=0.01)
+    session = ScriptedSession(delay_sec=0.01)
     engine = ScriptedEngine(tiny_tokenizer, [turn, DONE])
     await run_episode(engine, session, "t", AgentConfig(parallel_read_only=False))
     assert session.max_running == 1
@@ -114,7 +114,7 @@ async def test_timeouts_are_defaulted_and_capped(tiny_tokenizer) -> None:
     session = ScriptedSession({"sleep 99": ScriptedResult("", exit_code=None, timed_out=True)})
     engine = ScriptedEngine(tiny_tokenizer, [bash("sleep 99", timeout=5000) + bash("pwd"), DONE])
     result = await run_episode(
-        engine, session, "t", AgentConfig(default_timeout_s=7, max_timeout_s=100)
+        engine, session, "t", AgentConfig(default_timeout_sec=7, max_timeout_sec=100)
     )
     assert session.commands == [("sleep 99", 100.0), ("pwd", 7.0)]
     assert "[command timed out after 100 s]" in result.chunks[0].observation
@@ -158,7 +158,7 @@ async def test_sandbox_failure_stops_with_error_and_its_type(tiny_tokenizer) -> 
 async def test_lifetime_is_a_stop_reason(tiny_tokenizer) -> None:
     engine = ScriptedEngine(tiny_tokenizer, [bash("sleep")] * 10)
     result = await run_episode(
-        engine, ScriptedSession(delay_s=0.05), "t", AgentConfig(lifetime_s=0.12)
+        engine, ScriptedSession(delay_sec=0.05), "t", AgentConfig(lifetime_sec=0.12)
     )
     assert result.stop_reason == "lifetime" and 1 <= result.num_turns < 10
 

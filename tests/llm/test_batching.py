@@ -13,7 +13,7 @@ from termrl.llm.hf_engine import TransformersEngine
 
 async def test_concurrent_requests_become_one_batch_with_the_same_results(tiny_model_dir) -> None:
     inner = TransformersEngine(tiny_model_dir)
-    batcher = BatchingEngine(inner, max_batch_size=8, max_wait_s=0.05)
+    batcher = BatchingEngine(inner, max_batch_size=8, max_wait_sec=0.05)
     greedy = SamplingParams(max_new_tokens=6, temperature=0)
     prompts = [[1, 2, 3 + i] for i in range(6)]
     results = await asyncio.gather(*(batcher.generate([p], greedy) for p in prompts))
@@ -26,7 +26,7 @@ async def test_concurrent_requests_become_one_batch_with_the_same_results(tiny_m
 
 async def test_requests_keep_their_own_params_in_a_shared_capped_batch(tiny_model_dir) -> None:
     inner = TransformersEngine(tiny_model_dir)
-    batcher = BatchingEngine(inner, max_batch_size=3, max_wait_s=0.05)
+    batcher = BatchingEngine(inner, max_batch_size=3, max_wait_sec=0.05)
     params = [SamplingParams(max_new_tokens=2 + i, seed=i) for i in range(5)]
     results = await asyncio.gather(*(batcher.generate([[1, 2, 3]], p) for p in params))
     assert batcher.batch_sizes == [3, 2]
@@ -38,7 +38,7 @@ async def test_requests_keep_their_own_params_in_a_shared_capped_batch(tiny_mode
 
 
 async def test_an_engine_failure_reaches_every_waiter(tiny_model_dir) -> None:
-    batcher = BatchingEngine(TransformersEngine(tiny_model_dir, context_window=10), max_wait_s=0.02)
+    batcher = BatchingEngine(TransformersEngine(tiny_model_dir, context_window=10), max_wait_sec=0.02)
     results = await asyncio.gather(
         *(batcher.generate([list(range(1, 20))], SamplingParams()) for _ in range(3)),
         return_exceptions=True,

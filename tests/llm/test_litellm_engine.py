@@ -65,7 +65,7 @@ async def test_without_token_ids_an_episode_is_not_trainable(tiny_engine) -> Non
 
 
 async def test_an_unreachable_endpoint_is_a_network_error() -> None:
-    engine = LiteLLMEngine("openai/x", api_base="http://127.0.0.1:9/v1", api_key="k", timeout_s=5)
+    engine = LiteLLMEngine("openai/x", api_base="http://127.0.0.1:9/v1", api_key="k", timeout_sec=5)
     with pytest.raises(NetworkError):
         await engine.generate(
             [[{"role": "user", "content": "x"}]], SamplingParams(max_new_tokens=2)

@@ -138,7 +138,7 @@ async def test_a_rewritten_history_is_recorded_as_not_trainable(tiny_tokenizer) 
 
 async def test_32_concurrent_sessions_are_batched_and_recorded_exactly(tiny_engine) -> None:
     recording = Recording(tiny_engine)
-    async with ModelProxy(recording, max_wait_s=0.05) as proxy:
+    async with ModelProxy(recording, max_wait_sec=0.05) as proxy:
         limits = httpx.Limits(max_connections=64)
         async with httpx.AsyncClient(base_url=proxy.base_url, limits=limits, timeout=120) as client:
 

@@ -39,6 +39,6 @@ def record(
         policy_version=0, mode="roll-managed", chunks=chunks,
         reward=1.0 if success else 0.0, success=success, rewarded=rewarded and failure is None,
         stop_reason="error" if failure and not chunks else stop, failure_type=failure,
-        trainable=True, episode_tokens=10 * len(chunks), execs=execs, wall_s=1.0,
+        trainable=True, episode_tokens=10 * len(chunks), execs=execs, wall_sec=1.0,
         finished_at=finished_at,
     )

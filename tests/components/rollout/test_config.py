@@ -29,7 +29,7 @@ def test_derived_values(tmp_path):
     assert config.parts_dir == tmp_path / "traj.parquet.parts"
     assert config.metrics_path == tmp_path / "rollout_metrics.parquet"
     assert config.groups_started == 5
-    assert config.agent.max_turns == 5 and config.agent.lifetime_s == config.episode_lifetime_s
+    assert config.agent.max_turns == 5 and config.agent.lifetime_sec == config.episode_lifetime_sec
 
 
 def test_penalties_and_quarantine(tmp_path):

@@ -99,7 +99,7 @@ def _runner(manager: Manager, step=None) -> SandboxEpisodeRunner:
                                failure_type=None, error=None)
 
     return SandboxEpisodeRunner(manager, step or default_step, mode="roll-managed", policy_version=0,
-                                sandbox_lifetime_s=lambda v: 100.0)
+                                sandbox_lifetime_sec=lambda v: 100.0)
 
 
 async def test_a_good_episode_is_reset_run_and_rewarded():

@@ -74,7 +74,7 @@ async def test_fault_injection_rollout_completes_and_classifies_every_failure(
     ]
     out = tmp_path / "trajectories.parquet"
     config = RolloutConfig(tasks=out, out=out, group_size=2, groups=10, redundancy=0, concurrency=4,
-                           max_turns=4, exec_timeout_s=30.0)
+                           max_turns=4, exec_timeout_sec=30.0)
     killed: list[str] = []
     watcher = asyncio.create_task(_kill_when_agent_started("fi-die", killed))
     try:
@@ -141,7 +141,7 @@ async def test_tiny_model_roll_managed_rollout(base_image, tiny_model_dir, tmp_p
     tasks = [word_task("tm-a", "ant"), word_task("tm-b", "bee")]
     out = tmp_path / "trajectories.parquet"
     config = RolloutConfig(tasks=out, out=out, group_size=2, groups=2, redundancy=1, concurrency=4,
-                           max_turns=2, max_new_tokens=24, exec_timeout_s=10.0, policy_version=3)
+                           max_turns=2, max_new_tokens=24, exec_timeout_sec=10.0, policy_version=3)
     engine = BatchingEngine(TransformersEngine(tiny_model_dir, context_window=2048), max_batch_size=8)
     summary = await rollout(config, tasks, engine)
     episodes = _episodes(out)
@@ -160,7 +160,7 @@ async def test_the_stage_engine_continuous_batching_rollout(base_image, tiny_mod
     out = tmp_path / "trajectories.parquet"
     config = RolloutConfig(tasks=out, out=out, model=str(tiny_model_dir), group_size=2, groups=2,
                            redundancy=0, concurrency=4, max_turns=3, max_new_tokens=24,
-                           context_window=2048, exec_timeout_s=10.0)  # fmt: skip
+                           context_window=2048, exec_timeout_sec=10.0)  # fmt: skip
     engine = make_engine(config)  # the default: continuous batching with KV reuse
     assert isinstance(engine, ContinuousEngine)
     summary = await rollout(config, tasks, engine)
