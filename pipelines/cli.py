@@ -18,13 +18,13 @@ from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
 from components.train.cli import train
 from components.verify.cli import verify
-from pipelines.commands import cluster, compile_command, rerun, run, schedule
-from pipelines.image_commands import images_group
-from pipelines.tbcompat_commands import tbcompat
+from pipelines.images_cli import images_group
+from pipelines.pipeline_cli import cluster, compile_command, rerun, run, schedule
+from pipelines.tbcompat_cli import tbcompat
 from termrl import __version__
-from termrl.llm.commands import model
-from termrl.sandbox.commands import sandbox
-from termrl.taskfolders.commands import tasks
+from termrl.llm.cli import model
+from termrl.sandbox.cli import sandbox
+from termrl.taskfolders.cli import tasks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from components.demonstrate.config import DemonstrateConfig
-from termrl.agent.episode import AgentConfig
+from termrl.agent.loop import AgentConfig
 from termrl.errors import TermrlError
 from termrl.llm.toolcalls import PROMPTS
 from termrl.sandbox.manager import BACKENDS

@@ -48,7 +48,7 @@ def demonstrate(
     from components.demonstrate.config import DemonstrateConfig
     from components.demonstrate.stage import main
     from components.progress import progress_folder
-    from termrl.agent.episode import AgentConfig
+    from termrl.agent.loop import AgentConfig
 
     out = pathlib.Path(demonstrations.path + ".parquet")
     summary = main(DemonstrateConfig(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from termrl.agent.episode import AgentConfig
+from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 
 __all__ = ["DemonstrateConfig"]

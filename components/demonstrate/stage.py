@@ -35,7 +35,7 @@ from termrl.agent.demonstration import (
     demonstration_commands,
     expert_responses,
 )
-from termrl.agent.episode import run_episode
+from termrl.agent.loop import run_episode
 from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task
 from termrl.artifacts.trajectories import read_trajectories, write_trajectories

@@ -1,6 +1,6 @@
 """The three agents eval can put in a sandbox, behind one small interface.
 
-    agent.act(session, task, trial, budget_sec) -> AgentRun
+    agent.act(session, task, trial, budget_sec) -> TrialRun
 
 - ``PolicyAgent``: the training agent itself — ``termrl.agent.run_episode``,
   the one episode harness rollout uses too — driving a transformers model
@@ -19,19 +19,19 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from components.eval.config import API_PREFIX, EvalConfig
-from termrl.agent.episode import AgentConfig, Chunk, run_episode
+from termrl.agent.loop import AgentConfig, Chunk, run_episode
 from termrl.artifacts.tasks import Task
 from termrl.errors import ModelError
 from termrl.llm.engine import Engine, SamplingParams
 from termrl.sandbox.session import Session
 from termrl.taskrun import run_solution, solution_steps
 
-__all__ = ["Agent", "AgentRun", "NopAgent", "OracleAgent", "PolicyAgent", "make_agent", "open_engine"]
+__all__ = ["Agent", "TrialRun", "NopAgent", "OracleAgent", "PolicyAgent", "make_agent", "open_engine"]
 
 
 @dataclass
-class AgentRun:
-    """What one agent phase did, in the terms the results and the taxonomy use."""
+class TrialRun:
+    """What one agent phase of an eval trial did, in the terms the results and the taxonomy use."""
 
     stop_reason: str
     chunks: list[Chunk] = field(default_factory=list)
@@ -48,7 +48,7 @@ class AgentRun:
 class Agent(Protocol):
     name: str
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun: ...
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun: ...
 
 
 class NopAgent:
@@ -56,8 +56,8 @@ class NopAgent:
 
     name = "nop"
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
-        return AgentRun(stop_reason="done")
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
+        return TrialRun(stop_reason="done")
 
 
 class OracleAgent:
@@ -65,10 +65,10 @@ class OracleAgent:
 
     name = "oracle"
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
         outcome = await run_solution(session, task, timeout=budget_sec)
         steps = len(solution_steps(task))
-        return AgentRun(
+        return TrialRun(
             stop_reason="lifetime" if outcome.timed_out else "done",
             turns=steps,
             timed_out=outcome.timed_out,
@@ -100,9 +100,9 @@ class PolicyAgent:
             max_timeout_sec=min(AgentConfig.max_timeout_sec, budget_sec),
         )
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> AgentRun:
+    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
         result = await run_episode(self.engine, session, task.instruction, self.agent_config(trial, budget_sec))
-        return AgentRun(
+        return TrialRun(
             stop_reason=result.stop_reason,
             chunks=result.chunks,
             turns=result.num_turns,

@@ -97,7 +97,7 @@ ENVIRONMENT_ERRORS = frozenset(
 
 
 class ChunkLike(Protocol):
-    """The fields of ``termrl.agent.episode.Chunk`` read here."""
+    """The fields of ``termrl.agent.loop.Chunk`` read here."""
 
     action: str
     call_format: str

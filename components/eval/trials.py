@@ -39,7 +39,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from components.eval.agents import Agent, AgentRun, make_agent, open_engine
+from components.eval.agents import Agent, TrialRun, make_agent, open_engine
 from components.eval.config import EvalConfig
 from components.eval.taxonomy import TrialFacts, call_stats, classify
 from termrl.artifacts.tasks import Task, load_tasks
@@ -85,7 +85,7 @@ def trial_row(
     config: EvalConfig,
     task: Task,
     trial: int,
-    run: AgentRun,
+    run: TrialRun,
     *,
     over_budget: bool,
     tests_passed: bool | None,
@@ -145,11 +145,11 @@ def trial_row(
     }
 
 
-def _add(total: AgentRun | None, part: AgentRun) -> AgentRun:
+def _add(total: TrialRun | None, part: TrialRun) -> TrialRun:
     """The agent's work over the steps so far: ``part`` (the latest step's) added to ``total``."""
     if total is None:
         return part
-    return AgentRun(
+    return TrialRun(
         stop_reason=part.stop_reason, chunks=total.chunks + part.chunks, turns=total.turns + part.turns,
         prompt_tokens=total.prompt_tokens + part.prompt_tokens,
         completion_tokens=total.completion_tokens + part.completion_tokens,
@@ -163,14 +163,14 @@ async def _run_one(
 ) -> dict[str, Any]:
     """One trial: each step of the task (``termrl.multistep``; one for most tasks) acted on, then scored."""
     started = time.monotonic()
-    run = AgentRun(stop_reason="error")
+    run = TrialRun(stop_reason="error")
     agent_sec: float | None = None
     over_budget = False
     scored = []
     try:
         async with sandboxes.open(task) as session:
             started = session.started  # not the wait for a free slot
-            total: AgentRun | None = None
+            total: TrialRun | None = None
             agent_sec = 0.0
             for index, step in enumerate(task_steps(task)):
                 budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
@@ -179,7 +179,7 @@ async def _run_one(
                     part = await asyncio.wait_for(agent.act(session, step, trial, budget), hard_cap_sec(budget))
                 except TimeoutError:
                     agent_sec += time.monotonic() - agent_started
-                    part = AgentRun(stop_reason="lifetime", timed_out=True,
+                    part = TrialRun(stop_reason="lifetime", timed_out=True,
                                     error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s")  # fmt: skip
                     run = _add(total, part)
                     return trial_row(config, task, trial, run, over_budget=True, tests_passed=None, reward=0.0,
@@ -266,7 +266,7 @@ async def run_trials(
             async def one(index: int, task: Task, trial: int) -> None:
                 if task.id in broken:
                     exc = broken[task.id]
-                    run = AgentRun(stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000])
+                    run = TrialRun(stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000])
                     row = trial_row(config, task, trial, run, over_budget=False, tests_passed=None, reward=0.0)
                 else:
                     row = await _run_one(sandboxes, agent, config, task, trial)

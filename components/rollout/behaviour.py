@@ -1,6 +1,6 @@
 """What an episode did that its outcome reward does not see, and the shaping penalty for it.
 
-    EpisodeRecord ──episode_commands──► (command, exit code, timed out) of each bash call
+    RolloutEpisode ──episode_commands──► (command, exit code, timed out) of each bash call
                   ──behaviour_flags(loop_repeats)──► BehaviourFlags(loop, destructive, test_access)
     BehaviourFlags ──Penalties.shaping──► shaping ≤ 0, recorded beside the outcome reward
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for hints: RolloutConfig imports Penalties, and must stay light to import
-    from components.rollout.episode import EpisodeRecord
+    from components.rollout.episode import RolloutEpisode
 
 __all__ = [
     "BehaviourFlags",
@@ -100,7 +100,7 @@ def is_test_access(command: str) -> bool:
     return bool(_TEST_ACCESS.search(command))
 
 
-def episode_commands(record: EpisodeRecord) -> list[Command]:
+def episode_commands(record: RolloutEpisode) -> list[Command]:
     """(command, exit code, timed out) of every bash call: the exec log, else the actions
     (cli-native mode, where the agent CLI ran the commands itself)."""
     if record.execs:
@@ -126,7 +126,7 @@ def has_loop(commands: Sequence[Command], repeats: int) -> bool:
     return False
 
 
-def behaviour_flags(record: EpisodeRecord, loop_repeats: int) -> BehaviourFlags:
+def behaviour_flags(record: RolloutEpisode, loop_repeats: int) -> BehaviourFlags:
     commands = episode_commands(record)
     return BehaviourFlags(
         loop=has_loop(commands, loop_repeats),
@@ -135,7 +135,7 @@ def behaviour_flags(record: EpisodeRecord, loop_repeats: int) -> BehaviourFlags:
     )
 
 
-def episode_return(penalties: Penalties, loop_repeats: int) -> Callable[[EpisodeRecord], float]:
+def episode_return(penalties: Penalties, loop_repeats: int) -> Callable[[RolloutEpisode], float]:
     """What train's advantages see of an episode: its outcome reward plus its behaviour shaping."""
     if not (penalties.loop or penalties.destructive or penalties.test_access):
         return lambda record: record.reward  # shaping off: no need to read the commands
@@ -143,7 +143,7 @@ def episode_return(penalties: Penalties, loop_repeats: int) -> Callable[[Episode
 
 
 def behaviour_by_episode(
-    groups: Sequence[Sequence[EpisodeRecord]], loop_repeats: int
+    groups: Sequence[Sequence[RolloutEpisode]], loop_repeats: int
 ) -> dict[str, BehaviourFlags]:
     """Episode id → its flags, over a batch of groups."""
     return {r.ids.episode_id: behaviour_flags(r, loop_repeats) for g in groups for r in g}

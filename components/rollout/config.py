@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.rollout.behaviour import Penalties
-from termrl.agent.episode import AgentConfig
+from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
 

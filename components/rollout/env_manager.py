@@ -3,7 +3,7 @@
     plan_groups: N + R groups, group i → task (seed + i) mod #tasks, G episodes each
          │
          ▼
-    every episode is its own asyncio task ──(≤ concurrency sandboxes at once)──► EpisodeRecord
+    every episode is its own asyncio task ──(≤ concurrency sandboxes at once)──► RolloutEpisode
          │   (the engine's batching front merges the generate calls of all live episodes)
          ▼
     on_finished(record)  ─► written at once (writer.py)
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.rollout.episode import EpisodeIds, EpisodeRecord
+from components.rollout.episode import EpisodeIds, RolloutEpisode
 from termrl.artifacts.tasks import Task
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
     "select_complete_groups",
 ]
 
-EpisodeFn = Callable[[Task, EpisodeIds], Awaitable[EpisodeRecord]]
+EpisodeFn = Callable[[Task, EpisodeIds], Awaitable[RolloutEpisode]]
 
 
 @dataclass(frozen=True)
@@ -92,23 +92,23 @@ def plan_groups(
     return plans
 
 
-EpisodeValue = Callable[[EpisodeRecord], float]
+EpisodeValue = Callable[[RolloutEpisode], float]
 """An episode's return as train sees it (``behaviour.episode_return``: reward plus shaping)."""
 
 
-def _reward(record: EpisodeRecord) -> float:
+def _reward(record: RolloutEpisode) -> float:
     return record.reward
 
 
-def informative(group: Sequence[EpisodeRecord], value: EpisodeValue = _reward) -> bool:
+def informative(group: Sequence[RolloutEpisode], value: EpisodeValue = _reward) -> bool:
     """The group's returns differ, so its advantages are not all zero. With behaviour shaping
     on, two passes of which one looped differ too: ``value`` gives the return train uses."""
     return len({value(r) for r in group}) > 1
 
 
-def complete_groups(records: Sequence[EpisodeRecord], group_size: int) -> list[list[EpisodeRecord]]:
+def complete_groups(records: Sequence[RolloutEpisode], group_size: int) -> list[list[RolloutEpisode]]:
     """Every group with all ``group_size`` episodes, in completion order."""
-    by_group: dict[int, list[EpisodeRecord]] = {}
+    by_group: dict[int, list[RolloutEpisode]] = {}
     for record in records:
         by_group.setdefault(record.ids.group_index, []).append(record)
     complete = [sorted(g, key=lambda r: r.ids.episode_index) for g in by_group.values()
@@ -118,9 +118,9 @@ def complete_groups(records: Sequence[EpisodeRecord], group_size: int) -> list[l
 
 
 def select_complete_groups(
-    records: Sequence[EpisodeRecord], group_size: int, needed: int, *, informative_first: bool = False,
+    records: Sequence[RolloutEpisode], group_size: int, needed: int, *, informative_first: bool = False,
     value: EpisodeValue = _reward,
-) -> list[list[EpisodeRecord]]:
+) -> list[list[RolloutEpisode]]:
     """The batch: the first ``needed`` complete groups in completion order; with
     ``informative_first`` the groups whose returns (``value``) differ come before the uniform ones."""
     complete = complete_groups(records, group_size)
@@ -132,7 +132,7 @@ def select_complete_groups(
 
 @dataclass
 class RolloutOutcome:
-    kept: list[list[EpisodeRecord]]
+    kept: list[list[RolloutEpisode]]
     """The batch: ``groups`` complete groups in completion order."""
     cancelled: list[dict[str, Any]] = field(default_factory=list)
     """Stragglers cancelled once the batch was complete (state running or queued)."""
@@ -152,8 +152,8 @@ class EnvManager:
         needed: int,
         concurrency: int,
         run_episode: EpisodeFn,
-        on_finished: Callable[[EpisodeRecord], None],
-        finished: Sequence[EpisodeRecord] = (),
+        on_finished: Callable[[RolloutEpisode], None],
+        finished: Sequence[RolloutEpisode] = (),
         informative: bool = False,
         value: EpisodeValue = _reward,
     ) -> None:
@@ -165,7 +165,7 @@ class EnvManager:
         self.run_episode = run_episode
         self.on_finished = on_finished
         self._slots = asyncio.Semaphore(concurrency)
-        self._records: list[EpisodeRecord] = list(finished)
+        self._records: list[RolloutEpisode] = list(finished)
         self.informative = informative
         self.value = value
         self._running: dict[str, float] = {}  # episode id -> start (monotonic)
@@ -173,7 +173,7 @@ class EnvManager:
         self._skipped: set[str] = set()
         self._enough = asyncio.Event()
 
-    def _complete(self) -> list[list[EpisodeRecord]]:
+    def _complete(self) -> list[list[RolloutEpisode]]:
         return select_complete_groups(self._records, self.group_size, self.needed,
                                       informative_first=self.informative, value=self.value)  # fmt: skip
 

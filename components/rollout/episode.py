@@ -8,7 +8,7 @@
 Every failure is caught at the step where it happens and kept as the
 episode's ``failure_type`` (the ``termrl.errors`` class name), so mask &
 filter can tell an unrecoverable failure (placeholder) from a transient one
-(drop flag) later. Nothing here decides masks: an ``EpisodeRecord`` is the
+(drop flag) later. Nothing here decides masks: an ``RolloutEpisode`` is the
 raw outcome, written as soon as the episode ends.
 
 Every command the agent runs goes through ``RecordingSession``, whose log
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from termrl.agent.demonstration import ReplayEngine
-from termrl.agent.episode import AgentConfig, run_episode
+from termrl.agent.loop import AgentConfig, run_episode
 from termrl.artifacts.tasks import Task
 from termrl.errors import (
     ConfigError,
@@ -43,7 +43,7 @@ from termrl.taskrun import TaskSandboxes, run_tests
 __all__ = [
     "AgentStep",
     "EpisodeIds",
-    "EpisodeRecord",
+    "RolloutEpisode",
     "ExecRecord",
     "RecordingSession",
     "SandboxEpisodeRunner",
@@ -75,8 +75,8 @@ class ExecRecord:
 
 
 @dataclass
-class EpisodeRecord:
-    """The raw outcome of one episode, before mask & filter."""
+class RolloutEpisode:
+    """One rollout episode: the agent's ``AgentEpisode`` with its reward and ids, before mask & filter."""
 
     ids: EpisodeIds
     task_id: str
@@ -129,7 +129,7 @@ class RecordingSession:
 
 
 AgentStep = Callable[[Session, RecordingSession, Task, EpisodeIds], Awaitable[Any]]
-"""Runs the agent in a ready session; returns ``termrl.agent.episode.EpisodeResult``-like."""
+"""Runs the agent in a ready session; returns ``termrl.agent.loop.AgentEpisode``-like."""
 
 
 def roll_managed_step(
@@ -160,7 +160,7 @@ def roll_managed_step(
 
 
 class SandboxEpisodeRunner:
-    """Runs episodes in sandboxes of one ``SandboxManager``; one call, one ``EpisodeRecord``.
+    """Runs episodes in sandboxes of one ``SandboxManager``; one call, one ``RolloutEpisode``.
 
     Sandboxes come from ``termrl.taskrun.TaskSandboxes``: task images are
     built once per environment (a failed build is remembered, so the task's
@@ -191,8 +191,8 @@ class SandboxEpisodeRunner:
         verifier = self.verifier_timeout_sec or task.verifier_timeout_sec or 180.0
         return self.sandbox_lifetime_sec(verifier)
 
-    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
-        record = EpisodeRecord(ids=ids, task_id=task.id, policy_version=self.policy_version,
+    async def __call__(self, task: Task, ids: EpisodeIds) -> RolloutEpisode:
+        record = RolloutEpisode(ids=ids, task_id=task.id, policy_version=self.policy_version,
                                mode=self.mode)  # fmt: skip
         started = time.monotonic()
         try:
@@ -207,7 +207,7 @@ class SandboxEpisodeRunner:
         record.finished_at = time.time()
         return record
 
-    async def _run(self, task: Task, ids: EpisodeIds, record: EpisodeRecord) -> None:
+    async def _run(self, task: Task, ids: EpisodeIds, record: RolloutEpisode) -> None:
         async with self.sandboxes.open(task) as session:
             recorder = RecordingSession(session)
             try:

@@ -1,6 +1,6 @@
 """Mask & filter (the seed's rules), as pure functions over raw episode records.
 
-    EpisodeRecord ──episode_verdict──► masked? placeholder? drop flag?
+    RolloutEpisode ──episode_verdict──► masked? placeholder? drop flag?
     groups' drop flags ──filter_groups(limit)──► which groups are dropped
     record + verdict + dropped ──episode_rows──► trajectories rows
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import termrl.errors as errors
-from components.rollout.episode import EpisodeRecord
+from components.rollout.episode import RolloutEpisode
 
 __all__ = [
     "EpisodeVerdict",
@@ -95,7 +95,7 @@ def classify_failure(name: str | None) -> FailureClass | None:
     return "unrecoverable"
 
 
-def episode_verdict(record: EpisodeRecord, rules: MaskRules) -> EpisodeVerdict:
+def episode_verdict(record: RolloutEpisode, rules: MaskRules) -> EpisodeVerdict:
     """Mask, placeholder and drop flag of one episode (before the group filter)."""
     kind = classify_failure(record.failure_type)
     drop_flag = kind == "transient" or record.timed_out_execs > 0
@@ -129,7 +129,7 @@ def filter_groups(flags: Sequence[bool], limit: float) -> list[bool]:
 
 
 def episode_rows(
-    record: EpisodeRecord, verdict: EpisodeVerdict, dropped: bool, shaping: float = 0.0
+    record: RolloutEpisode, verdict: EpisodeVerdict, dropped: bool, shaping: float = 0.0
 ) -> list[dict[str, Any]]:
     """The trajectories rows of one episode (one per chunk; one placeholder row)."""
     episode = {
@@ -160,7 +160,7 @@ def episode_rows(
 
 
 def apply_mask_filter(
-    groups: Sequence[Sequence[EpisodeRecord]], rules: MaskRules, shaping: Mapping[str, float] | None = None
+    groups: Sequence[Sequence[RolloutEpisode]], rules: MaskRules, shaping: Mapping[str, float] | None = None
 ) -> MaskFilterResult:
     """Mask every episode, filter the groups (in the given order) and build the rows.
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.rollout.behaviour import BehaviourFlags, episode_commands
-from components.rollout.episode import EpisodeRecord
+from components.rollout.episode import RolloutEpisode
 from components.rollout.mask_filter import classify_failure
 
 __all__ = ["MonitorThresholds", "command_name", "monitor_rows", "summary_lines"]
@@ -57,7 +57,7 @@ def command_name(command: str) -> str:
     return "?"
 
 
-def _tool_counts(record: EpisodeRecord, tools: dict[str, Counter[str]]) -> None:
+def _tool_counts(record: RolloutEpisode, tools: dict[str, Counter[str]]) -> None:
     for _command, exit_code, timed_out in episode_commands(record):
         stats = tools["bash"]
         stats["calls"] += 1
@@ -76,7 +76,7 @@ def _tool_counts(record: EpisodeRecord, tools: dict[str, Counter[str]]) -> None:
 
 
 def monitor_rows(
-    groups: Sequence[Sequence[EpisodeRecord]],
+    groups: Sequence[Sequence[RolloutEpisode]],
     thresholds: MonitorThresholds,
     behaviour: Mapping[str, BehaviourFlags],
     *,
@@ -97,7 +97,7 @@ def monitor_rows(
     def add(scope: str, key: str, metric: str, value: float) -> None:
         rows.append({"scope": scope, "key": key, "metric": metric, "value": float(value)})
 
-    per_task: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    per_task: dict[str, list[RolloutEpisode]] = defaultdict(list)
     tools: dict[str, Counter[str]] = defaultdict(Counter)
     commands: Counter[str] = Counter()
     flags: dict[str, dict[str, bool]] = {}

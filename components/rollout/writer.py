@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from components.rollout.episode import EpisodeIds, EpisodeRecord, ExecRecord
+from components.rollout.episode import EpisodeIds, ExecRecord, RolloutEpisode
 from termrl.artifacts.trajectories import read_trajectories, write_trajectories
 from termrl.errors import ArtifactError, ConfigError
 
@@ -37,7 +37,7 @@ _RUN_FILE = "run.json"
 _CANCELLED_FILE = "cancelled.jsonl"
 
 
-def record_to_rows(record: EpisodeRecord) -> list[dict[str, Any]]:
+def record_to_rows(record: RolloutEpisode) -> list[dict[str, Any]]:
     """The raw part rows of a record: one per chunk, or one empty row when it has none."""
     episode = {
         "episode_id": record.ids.episode_id,
@@ -71,14 +71,14 @@ def record_to_rows(record: EpisodeRecord) -> list[dict[str, Any]]:
     return [{**{k: c.get(k) for k in CHUNK_COLUMNS}, **episode} for c in record.chunks]
 
 
-def record_from_rows(rows: list[dict[str, Any]]) -> EpisodeRecord:
+def record_from_rows(rows: list[dict[str, Any]]) -> RolloutEpisode:
     """Inverse of ``record_to_rows``."""
     rows = sorted(rows, key=lambda r: r["chunk_index"])
     first = rows[0]
     ids = EpisodeIds(first["episode_id"], first["group_id"], int(first["_group_index"]),
                      int(first["_episode_index"]), int(first.get("anchor") or 1))  # fmt: skip
     chunks = [{k: r[k] for k in CHUNK_COLUMNS} for r in rows] if first["num_chunks"] else []
-    return EpisodeRecord(
+    return RolloutEpisode(
         ids=ids,
         task_id=first["task_id"],
         policy_version=first["policy_version"],
@@ -122,7 +122,7 @@ class PartWriter:
     def _part(self, episode_id: str) -> Path:
         return self.dir / f"ep-{episode_id}.parquet"
 
-    def write(self, record: EpisodeRecord) -> Path:
+    def write(self, record: RolloutEpisode) -> Path:
         """Persist one finished episode (atomic)."""
         path = self._part(record.ids.episode_id)
         write_trajectories(path, record_to_rows(record))
@@ -131,7 +131,7 @@ class PartWriter:
     def parts(self) -> list[Path]:
         return sorted(self.dir.glob("ep-*.parquet"))
 
-    def load(self) -> list[EpisodeRecord]:
+    def load(self) -> list[RolloutEpisode]:
         """Every finished episode on disk. A part that cannot be read (a disk fault) is skipped:
         its episode is simply run again."""
         for stale in self.dir.glob(".ep-*.tmp"):  # a write the crash interrupted

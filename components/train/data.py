@@ -33,7 +33,7 @@ and two the trainer adds when a term of the objective is switched off:
 
 Behaviour shaping (``shaping``: rollout's penalties for retry loops, destructive
 commands, test access; ≤ 0) is read beside the outcome reward; the group
-advantage is taken on their sum (``Episode.shaped_reward``). A file written
+advantage is taken on their sum (``TrainEpisode.shaped_reward``). A file written
 before the column existed, and a demonstration, has none: 0.
 """
 
@@ -51,7 +51,7 @@ from torch import Tensor
 from termrl.artifacts.trajectories import read_trajectories
 from termrl.errors import ArtifactError
 
-__all__ = ["SCORED_MASKS", "SOURCES", "Episode", "exclusion_counts", "load_episodes"]
+__all__ = ["SCORED_MASKS", "SOURCES", "TrainEpisode", "exclusion_counts", "load_episodes"]
 
 _COLUMNS = [
     "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
@@ -67,8 +67,8 @@ reward belongs to their group's baseline (an over-long failure is still a failur
 
 
 @dataclass
-class Episode:
-    """One episode as the trainer sees it."""
+class TrainEpisode:
+    """One episode as the trainer sees it (read from the trajectories artifact)."""
 
     episode_id: str
     group_id: str
@@ -126,7 +126,7 @@ class Episode:
         return torch.bincount(trained, minlength=self.num_chunks)
 
 
-def _episode_from_rows(rows: list[dict]) -> Episode:
+def _episode_from_rows(rows: list[dict]) -> TrainEpisode:
     rows.sort(key=lambda r: r["chunk_index"])
     first = rows[0]
     source = first["source"] or "policy"
@@ -158,7 +158,7 @@ def _episode_from_rows(rows: list[dict]) -> Episode:
         chunk[0] = -1  # nothing precedes the first token, so nothing predicts it
     token_chunk = torch.tensor(chunk, dtype=torch.long)
     exclusion = _rollout_exclusion(first)
-    return Episode(
+    return TrainEpisode(
         episode_id=first["episode_id"],
         group_id=first["group_id"],
         task_id=first["task_id"],
@@ -196,7 +196,7 @@ def load_episodes(
     *,
     max_episode_tokens: int,
     demonstrations: str | os.PathLike | None = None,
-) -> list[Episode]:
+) -> list[TrainEpisode]:
     """Read the artifact(s) and build every episode (excluded ones included, with a reason).
 
     ``demonstrations`` is an optional second trajectories artifact (the demonstrate
@@ -226,6 +226,6 @@ def load_episodes(
     return episodes
 
 
-def exclusion_counts(episodes: list[Episode]) -> Counter[str]:
+def exclusion_counts(episodes: list[TrainEpisode]) -> Counter[str]:
     """How many episodes were excluded, by reason."""
     return Counter(e.exclusion for e in episodes if e.exclusion is not None)

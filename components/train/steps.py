@@ -31,7 +31,7 @@ from tqdm import tqdm
 from components.train.advantages import token_normalisation
 from components.train.checkpoint import publish_final, save_checkpoint
 from components.train.config import TrainConfig
-from components.train.data import Episode
+from components.train.data import TrainEpisode
 from components.train.loss import LossFn, imitation_loss
 from components.train.modeling import DistEnv, MicroBatch, collate, token_logprobs
 from components.train.prefix import SharedPrefix, attending, encode_shared_prefix
@@ -63,7 +63,7 @@ class StepRunner:
     tokenizer: Any
     pad_id: int
     bf16: bool
-    episodes: list[Episode]
+    episodes: list[TrainEpisode]
     steps: list[list[int]]
     start_step: int
     loss_fn: LossFn
@@ -130,7 +130,7 @@ class StepRunner:
         self.env.barrier()
         return {"out": self.out, "steps": len(self.metrics), "last": self.metrics[-1] if self.metrics else None}
 
-    def _micro_batches(self, step_episodes: list[Episode]) -> list[list[int]]:
+    def _micro_batches(self, step_episodes: list[TrainEpisode]) -> list[list[int]]:
         """Indices (into the step) this rank runs, in micro-batches; -1 is a zero-weight filler."""
         mine = list(range(self.env.rank, len(step_episodes), self.env.world))
         per_rank = math.ceil(len(step_episodes) / self.env.world)
@@ -217,7 +217,7 @@ class StepRunner:
         )
         return config.rl_weight * rl_loss + self.il_lambda * il_loss, rl_loss, il_loss, stats
 
-    def _step_weights(self, step_episodes: list[Episode]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _step_weights(self, step_episodes: list[TrainEpisode]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """RL and imitation normalisation weights over the whole step, split back per episode.
 
         RL uses the configured normalisation over its kept chunks; imitation is always a

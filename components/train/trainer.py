@@ -35,7 +35,7 @@ from components.train.advantages import (
 )
 from components.train.checkpoint import latest_checkpoint, load_checkpoint, load_old_logprobs
 from components.train.config import TrainConfig
-from components.train.data import Episode, exclusion_counts, load_episodes
+from components.train.data import TrainEpisode, exclusion_counts, load_episodes
 from components.train.deepspeed_backend import deepspeed_config, wrap_deepspeed
 from components.train.loss import ipa_loss, token_level_loss
 from components.train.modeling import (
@@ -75,7 +75,7 @@ def train(config: TrainConfig) -> TrainResult:
     return result
 
 
-def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, Any]:
+def prepare_episodes(episodes: list[TrainEpisode], config: TrainConfig) -> dict[str, Any]:
     """Which chunks each term trains, and the RL advantages; returns dataset-level statistics.
 
     RL (``chunk_keep``) takes the chunks the policy sampled; a replayed chunk of an
@@ -130,7 +130,7 @@ def prepare_episodes(episodes: list[Episode], config: TrainConfig) -> dict[str, 
 
 @torch.no_grad()
 def compute_old_logprobs(
-    model: torch.nn.Module, episodes: list[Episode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int,
+    model: torch.nn.Module, episodes: list[TrainEpisode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int,
     share_prefix: bool, temperature: float = 1.0,
 ) -> None:
     """π_old of every trained token, from the policy before any update of this stage.
@@ -156,7 +156,7 @@ def compute_old_logprobs(
     model.train()
 
 
-def apply_mismatch_mask(episodes: list[Episode], threshold: float) -> dict[str, float]:
+def apply_mismatch_mask(episodes: list[TrainEpisode], threshold: float) -> dict[str, float]:
     """Mask chunks whose mean |log π_old − log μ| exceeds ``threshold``; return statistics."""
     masked, values = 0, []
     for e in episodes:
@@ -178,7 +178,7 @@ def apply_mismatch_mask(episodes: list[Episode], threshold: float) -> dict[str, 
 
 
 def _exclusion_stats(
-    episodes: list[Episode], candidates: list[Episode], trainable: list[Episode]
+    episodes: list[TrainEpisode], candidates: list[TrainEpisode], trainable: list[TrainEpisode]
 ) -> dict[str, int]:
     """Episode counts by exclusion reason, as ``masked/<reason>`` plus the contract's columns."""
     counts = exclusion_counts(episodes)

@@ -1,7 +1,7 @@
 """The KV caches of recently finished sequences, reused by prompts that extend them.
 
 An episode's next turn is its last prompt + response + the tool's answer
-(``termrl.agent.episode`` grows one token stream), and every episode starts
+(``termrl.agent.loop`` grows one token stream), and every episode starts
 with the same system prompt. So a new prompt usually shares a long prefix
 with a sequence the engine has just finished: its keys and values need not
 be computed again, only the new tokens' do.

@@ -16,7 +16,7 @@ the task's bytes never change and export writes them back as they were:
 Modules: ``standins`` (which local base image stands in for a name, and how
 it differs), ``scan`` (what the test scripts download), ``installers`` (what
 the build context downloads), ``kit`` (fetching and caching the offline kit on
-the host). The ``termrl tbcompat`` commands live in ``pipelines/tbcompat_commands.py``,
+the host). The ``termrl tbcompat`` commands live in ``pipelines/tbcompat_cli.py``,
 above ``termrl.taskfolders``, whose folder reader they use.
 
 ``tbcompat`` builds on ``termrl.sandbox`` (base images, build tools), never the

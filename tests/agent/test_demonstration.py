@@ -10,7 +10,7 @@ from termrl.agent.demonstration import (
     demonstration_commands,
     expert_responses,
 )
-from termrl.agent.episode import AgentConfig, run_episode
+from termrl.agent.loop import AgentConfig, run_episode
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.llm.toolcalls import parse_response
 from tests.agent.scripted import ScriptedEngine, ScriptedSession

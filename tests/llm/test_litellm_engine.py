@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from termrl.agent.episode import AgentConfig, run_episode
+from termrl.agent.loop import AgentConfig, run_episode
 from termrl.errors import ModelError, NetworkError
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine

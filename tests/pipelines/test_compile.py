@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf import json_format
 
-from pipelines.commands import compile_command
 from pipelines.compile import compile_pipeline, read_compiled
 from pipelines.curriculum import RESOURCES, RETRIED, CurriculumShape
 from pipelines.local import spec_defaults
+from pipelines.pipeline_cli import compile_command
 from termrl.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "curriculum.yaml"

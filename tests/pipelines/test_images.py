@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipelines import images
-from pipelines.image_commands import images_group
+from pipelines.images_cli import images_group
 from termrl.errors import ConfigError
 from termrl.sandbox.base_images import BASE_IMAGES
 

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from kfp import dsl
 from kfp.local import logging_utils, status
 
-from pipelines.commands import rerun, run
 from pipelines.local import RunRecord, TaskRecord, _KfpRecords, _Progress
 from pipelines.options import pipeline_arguments
+from pipelines.pipeline_cli import rerun, run
 from termrl.errors import ConfigError
 
 # A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.

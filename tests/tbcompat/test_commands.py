@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipelines.tbcompat_commands import tbcompat
+from pipelines.tbcompat_cli import tbcompat
 from termrl.artifacts.eval_results import write_eval_results
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -18,7 +18,7 @@ from components.eval.taxonomy import (
     classify,
     longest_failed_repeat,
 )
-from termrl.agent.episode import AgentConfig, Chunk, run_episode
+from termrl.agent.loop import AgentConfig, Chunk, run_episode
 from termrl.llm.toolcalls import ToolCall, render_tool_call
 from tests.agent.scripted import ScriptedEngine, ScriptedResult, ScriptedSession
 

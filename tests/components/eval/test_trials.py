@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from components.eval.agents import AgentRun
+from components.eval.agents import TrialRun
 from components.eval.cli import eval_command
 from components.eval.config import EvalConfig
 from components.eval.taxonomy import FAILURE_MODES
@@ -41,16 +41,16 @@ def run_cli(*args: str) -> list[dict]:
 def test_a_solve_past_its_budget_fails_whatever_the_tests_say() -> None:
     task = fixture_task("hello-file")
     config = EvalConfig(agent="oracle")
-    row = trial_row(config, task, 0, AgentRun(stop_reason="done"), over_budget=True, tests_passed=True, reward=1.0)
+    row = trial_row(config, task, 0, TrialRun(stop_reason="done"), over_budget=True, tests_passed=True, reward=1.0)
     assert (row["passed"], row["reward"], row["over_budget"], row["tests_passed"]) == (False, 0.0, True, True)
     assert row["failure_mode"] == "timeout"
-    row = trial_row(config, task, 0, AgentRun(stop_reason="done"), over_budget=False, tests_passed=True, reward=1.0)
+    row = trial_row(config, task, 0, TrialRun(stop_reason="done"), over_budget=False, tests_passed=True, reward=1.0)
     assert (row["passed"], row["failure_mode"]) == (True, None)
 
 
 def test_a_pass_scored_after_tampering_is_no_pass() -> None:
     task = fixture_task("hello-file")
-    run = AgentRun(stop_reason="done")
+    run = TrialRun(stop_reason="done")
     row = trial_row(EvalConfig(agent="oracle"), task, 0, run, over_budget=False, tests_passed=True, reward=1.0,
                     tampering=("/usr/local/bin/bash: shadows /usr/bin/bash",))  # fmt: skip
     assert (row["passed"], row["reward"], row["tests_passed"]) == (False, 0.0, True)
@@ -200,11 +200,11 @@ class LeftoverSeeker:
     def __init__(self) -> None:
         self.found: list[str] = []
 
-    async def act(self, session, task, trial: int, budget_sec: float) -> AgentRun:
+    async def act(self, session, task, trial: int, budget_sec: float) -> TrialRun:
         look = "for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; true"
         result = await session.exec(look, timeout=30)
         self.found.append(result.output.strip())
-        return AgentRun(stop_reason="done", turns=1)
+        return TrialRun(stop_reason="done", turns=1)
 
 
 @pytest.mark.podman

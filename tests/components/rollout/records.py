@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from components.rollout.episode import EpisodeIds, EpisodeRecord, ExecRecord
+from components.rollout.episode import EpisodeIds, ExecRecord, RolloutEpisode
 
 __all__ = ["chunk", "record"]
 
@@ -25,7 +25,7 @@ def record(
     failure: str | None = None, success: bool = True, stop: str = "done", rewarded: bool = True,
     timed_out: tuple[bool, ...] = (), response_tokens: int = 3, finished_at: float = 0.0,
     exit_codes: tuple[int | None, ...] = (),
-) -> EpisodeRecord:
+) -> RolloutEpisode:
     chunks = [chunk(i, c, response_tokens=response_tokens) for i, c in enumerate(commands)]
     if stop == "done":
         chunks.append(chunk(len(chunks), None, response_tokens=response_tokens))
@@ -34,7 +34,7 @@ def record(
                    else False), 0.1)
         for i, c in enumerate(commands)
     ]
-    return EpisodeRecord(
+    return RolloutEpisode(
         ids=EpisodeIds(f"g{group}-e{episode}", f"g{group}", group, episode), task_id=task,
         policy_version=0, mode="roll-managed", chunks=chunks,
         reward=1.0 if success else 0.0, success=success, rewarded=rewarded and failure is None,

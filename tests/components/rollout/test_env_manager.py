@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from components.rollout.env_manager import EnvManager, plan_groups, select_complete_groups
-from components.rollout.episode import EpisodeIds, EpisodeRecord
+from components.rollout.episode import EpisodeIds, RolloutEpisode
 from termrl.artifacts import Task
 
 TASKS = [Task(id="a", instruction="a"), Task(id="b", instruction="b")]
@@ -24,7 +24,7 @@ class Episodes:
         self.started: list[str] = []
         self.running = self.max_running = 0
 
-    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
+    async def __call__(self, task: Task, ids: EpisodeIds) -> RolloutEpisode:
         self.started.append(ids.episode_id)
         self.running += 1
         self.max_running = max(self.max_running, self.running)
@@ -34,7 +34,7 @@ class Episodes:
             await asyncio.sleep(0.001 * ids.group_index)
         finally:
             self.running -= 1
-        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+        return RolloutEpisode(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
                              finished_at=asyncio.get_running_loop().time())
 
 
@@ -47,7 +47,7 @@ def test_groups_cycle_over_tasks_deterministically():
 
 async def test_redundant_groups_cut_the_straggler_and_record_it():
     episodes = Episodes(slow_groups={0})
-    written: list[EpisodeRecord] = []
+    written: list[RolloutEpisode] = []
     plans = plan_groups(TASKS, 3, seed=0, policy_version=0)  # N=2 + R=1
     outcome = await EnvManager(plans, group_size=2, needed=2, concurrency=6, run_episode=episodes,
                                on_finished=written.append).run()
@@ -89,8 +89,8 @@ async def test_a_resumed_run_skips_finished_episodes():
 
 
 def test_select_complete_groups_orders_by_completion():
-    def rec(g: int, e: int, t: float) -> EpisodeRecord:
-        return EpisodeRecord(ids=EpisodeIds(f"g{g}-e{e}", f"g{g}", g, e), task_id="a",
+    def rec(g: int, e: int, t: float) -> RolloutEpisode:
+        return RolloutEpisode(ids=EpisodeIds(f"g{g}-e{e}", f"g{g}", g, e), task_id="a",
                              policy_version=0, mode="m", finished_at=t)
 
     records = [rec(0, 0, 5), rec(0, 1, 9), rec(1, 0, 1), rec(1, 1, 2), rec(2, 0, 3)]
@@ -108,9 +108,9 @@ async def test_waiting_for_episodes_does_not_spin(monkeypatch):
         calls += 1
         return await real_wait(*args, **kwargs)
 
-    async def episode(task: Task, ids: EpisodeIds) -> EpisodeRecord:
+    async def episode(task: Task, ids: EpisodeIds) -> RolloutEpisode:
         await asyncio.sleep(0.2 if ids.episode_id.endswith("e01") else 0)  # one fast, one slow
-        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+        return RolloutEpisode(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
                              finished_at=asyncio.get_running_loop().time())
 
     monkeypatch.setattr(asyncio, "wait", counting_wait)
@@ -128,11 +128,11 @@ class Rewarded:
         self.rewards = rewards
         self.started: list[str] = []
 
-    async def __call__(self, task: Task, ids: EpisodeIds) -> EpisodeRecord:
+    async def __call__(self, task: Task, ids: EpisodeIds) -> RolloutEpisode:
         self.started.append(ids.episode_id)
         await asyncio.sleep(0)
         reward = self.rewards[task.id][ids.episode_index]
-        return EpisodeRecord(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
+        return RolloutEpisode(ids=ids, task_id=task.id, policy_version=0, mode="roll-managed",
                              reward=reward, success=reward > 0,
                              finished_at=asyncio.get_running_loop().time())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from termrl.llm.commands import model
+from termrl.llm.cli import model
 from termrl.llm.models import default_model_dir
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from termrl.agent.episode import AgentConfig, run_episode
-from termrl.agent.session import ExecSession
+from termrl.agent.exec_session import ExecSession
+from termrl.agent.loop import AgentConfig, run_episode
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.toolcalls import ToolCall, render_tool_call

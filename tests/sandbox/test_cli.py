@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from termrl.sandbox.commands import sandbox
+from termrl.sandbox.cli import sandbox
 
 
 @pytest.mark.podman

@@ -1,6 +1,6 @@
 """One episode of the terminal agent: the single harness rollout and eval share.
 
-    run_episode(engine, session, instruction, config) -> EpisodeResult
+    run_episode(engine, session, instruction, config) -> AgentEpisode
 
     prompt ─► engine.generate ─► parse calls ─► session.exec ─► observation ─┐
       ▲                                                                      │
@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from termrl.agent.session import ExecOutcome, ExecSession
+from termrl.agent.exec_session import ExecOutcome, ExecSession
 from termrl.errors import ConfigError, TermrlError, failure_type
 from termrl.llm.chat import ChatTokens
 from termrl.llm.engine import ChatMessages, Engine, Generation, SamplingParams
@@ -43,7 +43,7 @@ from termrl.llm.toolcalls import (
     truncate_middle,
 )
 
-__all__ = ["AgentConfig", "Chunk", "EpisodeResult", "StopReason", "run_episode"]
+__all__ = ["AgentConfig", "Chunk", "AgentEpisode", "StopReason", "run_episode"]
 
 StopReason = Literal["done", "max-turns", "context-overflow", "lifetime", "error"]
 
@@ -128,8 +128,8 @@ class Chunk:
 
 
 @dataclass
-class EpisodeResult:
-    """What one episode produced."""
+class AgentEpisode:
+    """What the agent loop produced in one episode; rollout (``RolloutEpisode``) and eval (``TrialRun``) build on it."""
 
     chunks: list[Chunk]
     stop_reason: StopReason
@@ -231,7 +231,7 @@ class _Stream:
 
 async def run_episode(
     engine: Engine, session: ExecSession, instruction: str, config: AgentConfig
-) -> EpisodeResult:
+) -> AgentEpisode:
     """Let the agent work on ``instruction`` in ``session`` until it stops."""
     config.validate()
     started = time.monotonic()
@@ -300,7 +300,7 @@ async def run_episode(
     trainable = stream.exact and all(
         len(c.response_logprobs) == len(c.response_ids) for c in chunks
     )
-    return EpisodeResult(
+    return AgentEpisode(
         chunks=chunks,
         stop_reason=stop,
         num_turns=len(chunks),

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from termrl.agent.episode import AgentConfig, run_episode
+from termrl.agent.loop import AgentConfig, run_episode
 from termrl.errors import ConfigError, SandboxDied
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import TransformersEngine
