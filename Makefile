@@ -23,6 +23,7 @@ test-all: base-images
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # The CPU stage image (podman; torch from the local wheel). Not needed by run/test.
 image-cpu: base-images

@@ -89,7 +89,9 @@ def bench_attention(path: Path, batch: int, tokens: int, repeats: int) -> tuple[
 
     grouped = TransformersEngine(path)
     plain = TransformersEngine(path)
-    plain.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    plain.model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="sdpa"
+    ).eval()
     # Prompts of different lengths, as a rollout batch mixes turns: left padding, a mask.
     prompts = [[1] + [100 + (i * 7 + r) % 3000 for i in range(80 + 60 * r)] for r in range(batch)]
     params = SamplingParams(max_new_tokens=tokens, temperature=1.0, stop=(), seed=0)
@@ -131,7 +133,9 @@ def main() -> None:
     )
     print(f"ratio proxy/direct time: {via / direct:.3f}")
     sdpa, grouped = bench_attention(path, args.batch, args.tokens, args.repeats)
-    print(f"padded batch: transformers sdpa {sdpa:6.2f} s   grouped K/V {grouped:6.2f} s (median of {args.repeats})")
+    print(
+        f"padded batch: transformers sdpa {sdpa:6.2f} s   grouped K/V {grouped:6.2f} s (median of {args.repeats})"
+    )
     print(f"ratio grouped/sdpa time: {grouped / sdpa:.3f}")
 
 

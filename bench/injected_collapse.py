@@ -38,36 +38,101 @@ def stage(name: str, *args: str) -> None:
 
 
 def settings(options: dict[str, object]) -> list[str]:
-    return [f"--set={key}={json.dumps(value) if not isinstance(value, str) else value}"
-            for key, value in options.items()]  # fmt: skip
+    return [
+        f"--set={key}={json.dumps(value) if not isinstance(value, str) else value}"
+        for key, value in options.items()
+    ]
 
 
-def run_round(args: argparse.Namespace, r: int, folder: Path, pool: str, policy: str, previous: Path | None,
-              options: dict, imitation: str) -> None:  # fmt: skip
+def run_round(
+    args: argparse.Namespace,
+    r: int,
+    folder: Path,
+    pool: str,
+    policy: str,
+    previous: Path | None,
+    options: dict,
+    imitation: str,
+) -> None:
     """Round ``r``: rollout of ``policy`` -> train -> health, as the curriculum chains them."""
     trajectories = folder / "trajectories.parquet"
-    stage("rollout", "--tasks", pool, "--model", policy, "--group-size", str(args.group_size),
-          "--groups", str(args.groups), "--max-turns", "3", "--policy-version", str(r), "--out", str(trajectories),
-          "--redundancy", "0", "--set=max_new_tokens=128", "--set=temperature=0.7", f"--set=seed={r}",
-          *settings(options["rollout"]))  # fmt: skip
+    stage(
+        "rollout",
+        "--tasks",
+        pool,
+        "--model",
+        policy,
+        "--group-size",
+        str(args.group_size),
+        "--groups",
+        str(args.groups),
+        "--max-turns",
+        "3",
+        "--policy-version",
+        str(r),
+        "--out",
+        str(trajectories),
+        "--redundancy",
+        "0",
+        "--set=max_new_tokens=128",
+        "--set=temperature=0.7",
+        f"--set=seed={r}",
+        *settings(options["rollout"]),
+    )
     lr = args.collapse_lr if r == args.collapse_round and args.collapse_lr > 0 else args.lr
     shutil.rmtree(folder / "policy", ignore_errors=True)  # a train stopped half-way starts over
-    stage("train", "--trajectories", str(trajectories), "--model", policy, "--out", str(folder / "policy"),
-          "--mode", "full", "--finetune", "full", "--lr", str(lr), "--seed", str(r), "--iteration", str(r),
-          "--no-progress", "--set=temperature=0.7", "--set=keep_checkpoints=1",
-          *settings(options["train"]))  # fmt: skip
-    stage("health", "--rollout-metrics", str(folder / "rollout_metrics.parquet"), "--train", str(folder / "policy"),
-          "--start-policy", imitation, "--out", str(folder / "health.json"),
-          *(["--previous", str(previous)] if previous else []))  # fmt: skip
+    stage(
+        "train",
+        "--trajectories",
+        str(trajectories),
+        "--model",
+        policy,
+        "--out",
+        str(folder / "policy"),
+        "--mode",
+        "full",
+        "--finetune",
+        "full",
+        "--lr",
+        str(lr),
+        "--seed",
+        str(r),
+        "--iteration",
+        str(r),
+        "--no-progress",
+        "--set=temperature=0.7",
+        "--set=keep_checkpoints=1",
+        *settings(options["train"]),
+    )
+    stage(
+        "health",
+        "--rollout-metrics",
+        str(folder / "rollout_metrics.parquet"),
+        "--train",
+        str(folder / "policy"),
+        "--start-policy",
+        imitation,
+        "--out",
+        str(folder / "health.json"),
+        *(["--previous", str(previous)] if previous else []),
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", type=Path, required=True, help="a termrl run folder (run.json inside)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--run", type=Path, required=True, help="a termrl run folder (run.json inside)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--collapse-round", type=int, default=1, help="the round whose train step is faulty")
-    parser.add_argument("--collapse-lr", type=float, default=1e-3, help="its learning rate (0: no fault)")
+    parser.add_argument(
+        "--collapse-round", type=int, default=1, help="the round whose train step is faulty"
+    )
+    parser.add_argument(
+        "--collapse-lr", type=float, default=1e-3, help="its learning rate (0: no fault)"
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
@@ -88,23 +153,53 @@ def main() -> None:
         if not report.exists():  # a round whose health report exists is done (rerun to resume)
             run_round(args, r, folder, pool, policy, previous, options, imitation)
         data = json.loads(report.read_text())
-        lr = json.loads((folder / "policy" / "training_state" / "state.json").read_text())["config"]["learning_rate"]
-        success = {m["metric"]: m["value"] for m in read_rollout_metrics(folder / "rollout_metrics.parquet").to_pylist()
-                   if m["scope"] == "global"}["rollout/success_rate"]  # fmt: skip
-        lines.append(f"round {r}: lr {lr:g}, rollout success {success:.0%} (of the policy it started from), "
-                     f"verdict {data['verdict']}{': ' + data['action'] if data['action'] else ''}")
+        lr = json.loads((folder / "policy" / "training_state" / "state.json").read_text())[
+            "config"
+        ]["learning_rate"]
+        success = {
+            m["metric"]: m["value"]
+            for m in read_rollout_metrics(folder / "rollout_metrics.parquet").to_pylist()
+            if m["scope"] == "global"
+        }["rollout/success_rate"]
+        lines.append(
+            f"round {r}: lr {lr:g}, rollout success {success:.0%} (of the policy it started from), "
+            f"verdict {data['verdict']}{': ' + data['action'] if data['action'] else ''}"
+        )
         print(lines[-1], flush=True)
         policy, previous, options = data["next_policy"], report, data["options"]
 
     results = args.out / "final.parquet"
-    stage("eval", "--tasks", heldout, "--model", policy, "--out", str(results), "--concurrency", "8",
-          "--max-turns", "3", "--max-new-tokens", "128", "--temperature", "0", "--run-id", "final", "--no-progress")
-    values = compare_files(args.out / "report.html", [("base", imitation_results), ("final", results)],
-                           sections=[("Training health", to_html(read_report(previous)))])  # fmt: skip
+    stage(
+        "eval",
+        "--tasks",
+        heldout,
+        "--model",
+        policy,
+        "--out",
+        str(results),
+        "--concurrency",
+        "8",
+        "--max-turns",
+        "3",
+        "--max-new-tokens",
+        "128",
+        "--temperature",
+        "0",
+        "--run-id",
+        "final",
+        "--no-progress",
+    )
+    values = compare_files(
+        args.out / "report.html",
+        [("base", imitation_results), ("final", results)],
+        sections=[("Training health", to_html(read_report(previous)))],
+    )
     print("\n".join(lines))
     print(f"final policy: {policy}")
-    print(f"held-out pass rate: imitation {values['eval/base_pass_rate']:.1%}, "
-          f"final {values['eval/final_pass_rate']:.1%}; report {args.out / 'report.html'}")
+    print(
+        f"held-out pass rate: imitation {values['eval/base_pass_rate']:.1%}, "
+        f"final {values['eval/final_pass_rate']:.1%}; report {args.out / 'report.html'}"
+    )
 
 
 if __name__ == "__main__":

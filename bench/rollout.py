@@ -44,8 +44,10 @@ from termrl.llm.models import load_default_tokenizer
 from termrl.sandbox import SandboxManager, SandboxSpec
 
 DOCKERFILE = "FROM termrl/base:bookworm\nWORKDIR /app\n"
-TEST_SH = ("#!/bin/bash\nmkdir -p /logs/verifier\n[ \"$(cat /app/out.txt)\" = {w} ] && echo 1 > "
-           "/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")  # fmt: skip
+TEST_SH = (
+    '#!/bin/bash\nmkdir -p /logs/verifier\n[ "$(cat /app/out.txt)" = {w} ] && echo 1 > '
+    "/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+)
 EPISODE = contextvars.ContextVar[str]("EPISODE", default="")
 
 
@@ -88,16 +90,28 @@ class DelayPolicy(Engine):
         out = []
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)
-            word = text.split("Write the word ", 1)[1].split()[0] if "Write the word " in text else "x"
+            word = (
+                text.split("Write the word ", 1)[1].split()[0] if "Write the word " in text else "x"
+            )
             if text.count("<tool_response>") >= self.turns:
                 reply = '<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>'
             else:
                 command = f"sleep {self._delay():g} && echo {word} > /app/out.txt"
-                reply = ('<tool_call>\n{"name": "bash", "arguments": {"command": "' + command
-                         + '", "timeout": 120}}\n</tool_call>')  # fmt: skip
+                reply = (
+                    '<tool_call>\n{"name": "bash", "arguments": {"command": "'
+                    + command
+                    + '", "timeout": 120}}\n</tool_call>'
+                )
             ids = self.tokenizer.encode(reply, add_special_tokens=False)
-            out.append(Generation(self.tokenizer.decode(ids), ids, [-0.1] * len(ids), "stop",
-                                  prompt_ids=list(prompt)))  # fmt: skip
+            out.append(
+                Generation(
+                    self.tokenizer.decode(ids),
+                    ids,
+                    [-0.1] * len(ids),
+                    "stop",
+                    prompt_ids=list(prompt),
+                )
+            )
         return out
 
 
@@ -129,7 +143,9 @@ class Lockstep(Engine):
         batch, self.waiting = self.waiting, []
         asyncio.ensure_future(self._run(batch))
 
-    async def _run(self, batch: list[tuple[Prompt, SamplingParams, asyncio.Future[Generation]]]) -> None:
+    async def _run(
+        self, batch: list[tuple[Prompt, SamplingParams, asyncio.Future[Generation]]]
+    ) -> None:
         results = await self.engine.generate([p for p, _, _ in batch], batch[0][1])
         for (_, _, future), result in zip(batch, results, strict=True):
             future.set_result(result)
@@ -150,18 +166,30 @@ async def run_sync(
             lockstep = Lockstep(policy, {ids.episode_id for _, ids in batch})
             agent = roll_managed_step(lockstep, config.agent)
 
-            async def step(session: Any, recorder: Any, task: Task, ids: EpisodeIds,
-                           lockstep: Lockstep = lockstep, agent: Any = agent) -> Any:  # fmt: skip
+            async def step(
+                session: Any,
+                recorder: Any,
+                task: Task,
+                ids: EpisodeIds,
+                lockstep: Lockstep = lockstep,
+                agent: Any = agent,
+            ) -> Any:
                 try:
                     return await agent(session, recorder, task, ids)
                 finally:
                     lockstep.leave(ids.episode_id)
 
-            runner = SandboxEpisodeRunner(manager, step, mode="sync", policy_version=0,
-                                          sandbox_lifetime_sec=config.sandbox_lifetime_sec)  # fmt: skip
+            runner = SandboxEpisodeRunner(
+                manager,
+                step,
+                mode="sync",
+                policy_version=0,
+                sandbox_lifetime_sec=config.sandbox_lifetime_sec,
+            )
 
-            async def one(task: Task, ids: EpisodeIds, runner: Any = runner,
-                          lockstep: Lockstep = lockstep) -> Any:  # fmt: skip
+            async def one(
+                task: Task, ids: EpisodeIds, runner: Any = runner, lockstep: Lockstep = lockstep
+            ) -> Any:
                 try:
                     return await runner(task, ids)
                 finally:
@@ -180,54 +208,86 @@ async def prebuild(tasks: list[Task]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--redundancy", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--turns", type=int, default=2, help="commands per episode before done")
-    parser.add_argument("--tail", default="0.85:0.3,0.10:3,0.05:20",
-                        help="per-command delay distribution, probability:seconds,...")
+    parser.add_argument(
+        "--tail",
+        default="0.85:0.3,0.10:3,0.05:20",
+        help="per-command delay distribution, probability:seconds,...",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     tail = parse_tail(args.tail)
     words = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen"]
-    tasks = [Task(id=f"bench-{w}", instruction=f"Write the word {w} into /app/out.txt.",
-                  environment_files=[TaskFile("Dockerfile", DOCKERFILE.encode())],
-                  test_files=[TaskFile("test.sh", TEST_SH.format(w=w).encode(), 0o755)])
-             for w in words]  # fmt: skip
+    tasks = [
+        Task(
+            id=f"bench-{w}",
+            instruction=f"Write the word {w} into /app/out.txt.",
+            environment_files=[TaskFile("Dockerfile", DOCKERFILE.encode())],
+            test_files=[TaskFile("test.sh", TEST_SH.format(w=w).encode(), 0o755)],
+        )
+        for w in words
+    ]
     tokenizer = load_default_tokenizer()
     asyncio.run(prebuild(tasks[:1]))  # one environment: every task shares the image
     scratch = Path(tempfile.mkdtemp(prefix="termrl-bench-rollout-"))
     try:
         save_tasks(scratch / "tasks.parquet", tasks)
-        config = RolloutConfig(tasks=scratch / "tasks.parquet", out=scratch / "async" / "t.parquet",
-                               groups=args.groups, group_size=args.group_size,
-                               redundancy=args.redundancy, concurrency=args.concurrency,
-                               max_turns=args.turns + 2, seed=args.seed, keep_parts=True)  # fmt: skip
+        config = RolloutConfig(
+            tasks=scratch / "tasks.parquet",
+            out=scratch / "async" / "t.parquet",
+            groups=args.groups,
+            group_size=args.group_size,
+            redundancy=args.redundancy,
+            concurrency=args.concurrency,
+            max_turns=args.turns + 2,
+            seed=args.seed,
+            keep_parts=True,
+        )
         n = args.groups * args.group_size
-        print(f"{n} episodes kept per mode ({args.groups} groups × {args.group_size}), concurrency "
-              f"{args.concurrency}, {args.turns} commands per episode, delay tail {args.tail}")
+        print(
+            f"{n} episodes kept per mode ({args.groups} groups × {args.group_size}), concurrency "
+            f"{args.concurrency}, {args.turns} commands per episode, delay tail {args.tail}"
+        )
         sync_policy = DelayPolicy(tokenizer, tail, args.turns, args.seed)
         sync_ok, sync_sec, sync_walls = asyncio.run(run_sync(config, tasks, sync_policy))
-        print(f"batch-synchronous: {n} episodes ({sync_ok} ok) in {sync_sec:6.1f} s = "
-              f"{n / sync_sec:.3f} episodes/s; mean batch {statistics.mean(sync_policy.batch_sizes):.1f}")
-        print(f"  sync per episode: mean wall {statistics.mean(sync_walls):.1f} s, mean injected "
-              f"delay {sum(sync_policy.delays) / n:.1f} s")
+        print(
+            f"batch-synchronous: {n} episodes ({sync_ok} ok) in {sync_sec:6.1f} s = "
+            f"{n / sync_sec:.3f} episodes/s; mean batch {statistics.mean(sync_policy.batch_sizes):.1f}"
+        )
+        print(
+            f"  sync per episode: mean wall {statistics.mean(sync_walls):.1f} s, mean injected "
+            f"delay {sum(sync_policy.delays) / n:.1f} s"
+        )
         async_policy = DelayPolicy(tokenizer, tail, args.turns, args.seed)
         started = time.monotonic()
         summary = asyncio.run(rollout(config, tasks, async_policy))
         async_sec = time.monotonic() - started
-        ok = sum(1 for r in read_trajectories(config.out).to_pylist()
-                 if r["chunk_index"] == 0 and r["failure_type"] is None)  # fmt: skip
-        print(f"asynchronous:      {summary.episodes} episodes ({ok} ok) in {async_sec:6.1f} s = "
-              f"{summary.episodes / async_sec:.3f} episodes/s; {summary.cancelled} stragglers/queued "
-              f"cancelled; mean batch {statistics.mean(async_policy.batch_sizes):.1f}")
-        walls = [read_trajectories(part).column("_wall_sec")[0].as_py()
-                 for part in config.parts_dir.glob("ep-*.parquet")]
-        print(f"  async per episode: mean wall {statistics.mean(walls):.1f} s (median "
-              f"{statistics.median(walls):.1f}, max {max(walls):.1f}), mean injected delay "
-              f"{sum(async_policy.delays) / len(walls):.1f} s over {len(walls)} episodes run")
+        ok = sum(
+            1
+            for r in read_trajectories(config.out).to_pylist()
+            if r["chunk_index"] == 0 and r["failure_type"] is None
+        )
+        print(
+            f"asynchronous:      {summary.episodes} episodes ({ok} ok) in {async_sec:6.1f} s = "
+            f"{summary.episodes / async_sec:.3f} episodes/s; {summary.cancelled} stragglers/queued "
+            f"cancelled; mean batch {statistics.mean(async_policy.batch_sizes):.1f}"
+        )
+        walls = [
+            read_trajectories(part).column("_wall_sec")[0].as_py()
+            for part in config.parts_dir.glob("ep-*.parquet")
+        ]
+        print(
+            f"  async per episode: mean wall {statistics.mean(walls):.1f} s (median "
+            f"{statistics.median(walls):.1f}, max {max(walls):.1f}), mean injected delay "
+            f"{sum(async_policy.delays) / len(walls):.1f} s over {len(walls)} episodes run"
+        )
         ratio = (summary.episodes / async_sec) / (n / sync_sec)
         print(f"throughput ratio async/sync: {ratio:.2f}x (target >= 3.0x)")
     finally:

@@ -49,8 +49,10 @@ from termrl.llm.toolcalls import system_prompt
 from termrl.sandbox import SandboxManager, SandboxSpec
 
 DOCKERFILE = "FROM termrl/base:bookworm\nWORKDIR /app\n"
-TEST_SH = ("#!/bin/bash\nmkdir -p /logs/verifier\n[ \"$(cat /app/out.txt)\" = {w} ] && echo 1 > "
-           "/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")  # fmt: skip
+TEST_SH = (
+    '#!/bin/bash\nmkdir -p /logs/verifier\n[ "$(cat /app/out.txt)" = {w} ] && echo 1 > '
+    "/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+)
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen"]
 
 
@@ -87,10 +89,15 @@ class Timed(Engine):
 
 
 def make_tasks() -> list[Task]:
-    return [Task(id=f"bench-{w}", instruction=f"Write the word {w} into the file /app/out.txt.",
-                 environment_files=[TaskFile("Dockerfile", DOCKERFILE.encode())],
-                 test_files=[TaskFile("test.sh", TEST_SH.format(w=w).encode(), 0o755)])
-            for w in WORDS]  # fmt: skip
+    return [
+        Task(
+            id=f"bench-{w}",
+            instruction=f"Write the word {w} into the file /app/out.txt.",
+            environment_files=[TaskFile("Dockerfile", DOCKERFILE.encode())],
+            test_files=[TaskFile("test.sh", TEST_SH.format(w=w).encode(), 0o755)],
+        )
+        for w in WORDS
+    ]
 
 
 def build_engine(kind: str, model: Path, concurrency: int) -> tuple[Engine, Any]:
@@ -128,8 +135,15 @@ def raw_rate(engine: Engine, prompts: list[list[int]], tokens: int) -> float:
 def first_turn_prompts(engine: Engine, tasks: list[Task], style: str) -> list[list[int]]:
     """The token prompts the agent starts each task's episode with."""
     chat = ChatTokens(engine.tokenizer)
-    return [chat.initial_ids([{"role": "system", "content": system_prompt(style)},
-                              {"role": "user", "content": t.instruction}]) for t in tasks]  # fmt: skip
+    return [
+        chat.initial_ids(
+            [
+                {"role": "system", "content": system_prompt(style)},
+                {"role": "user", "content": t.instruction},
+            ]
+        )
+        for t in tasks
+    ]
 
 
 def mean_batch(engine: Any) -> float:
@@ -137,47 +151,80 @@ def mean_batch(engine: Any) -> float:
     return statistics.mean(sizes)
 
 
-def report(timed: Timed, walls: list[float], rollout_sec: float, raws: list[float], batch: float,
-           raw_at_batch: float) -> None:  # fmt: skip
+def report(
+    timed: Timed,
+    walls: list[float],
+    rollout_sec: float,
+    raws: list[float],
+    batch: float,
+    raw_at_batch: float,
+) -> None:
     raw = statistics.mean(raws)
     gens = [g for calls in timed.calls.values() for _, g in calls]
     tokens = sum(len(g.token_ids) for g in gens)
     busy_rate, wall_rate = tokens / timed.busy_sec, tokens / rollout_sec
-    print(f"rollout: {len(walls)} episodes, {len(gens)} generate calls, {tokens} response tokens in "
-          f"{rollout_sec:.1f} s (generation in flight {timed.busy_sec:.1f} s)")  # fmt: skip
-    print(f"rollout tok/s (busy) {busy_rate:6.1f}   rollout tok/s (wall) {wall_rate:6.1f}   "
-          f"raw batched tok/s {raw:6.1f} (before {raws[0]:.1f}, after {raws[1]:.1f}); mean batch {batch:.1f}")
-    print(f"ratio rollout(busy)/raw: {busy_rate / raw:.2f}  (target >= 0.70); "
-          f"rollout(wall)/raw: {wall_rate / raw:.2f}")
-    print(f"raw batched tok/s at the rollout's mean batch ({round(batch)}): {raw_at_batch:.1f}; "
-          f"rollout(busy)/that: {busy_rate / raw_at_batch:.2f}")
+    print(
+        f"rollout: {len(walls)} episodes, {len(gens)} generate calls, {tokens} response tokens in "
+        f"{rollout_sec:.1f} s (generation in flight {timed.busy_sec:.1f} s)"
+    )
+    print(
+        f"rollout tok/s (busy) {busy_rate:6.1f}   rollout tok/s (wall) {wall_rate:6.1f}   "
+        f"raw batched tok/s {raw:6.1f} (before {raws[0]:.1f}, after {raws[1]:.1f}); mean batch {batch:.1f}"
+    )
+    print(
+        f"ratio rollout(busy)/raw: {busy_rate / raw:.2f}  (target >= 0.70); "
+        f"rollout(wall)/raw: {wall_rate / raw:.2f}"
+    )
+    print(
+        f"raw batched tok/s at the rollout's mean batch ({round(batch)}): {raw_at_batch:.1f}; "
+        f"rollout(busy)/that: {busy_rate / raw_at_batch:.2f}"
+    )
     per_episode: list[dict[str, float]] = []
     for calls in timed.calls.values():
         awaited = sum(s for s, _ in calls)
         prefill = sum(g.meta.get("prefill_ms", 0.0) for _, g in calls) / 1000.0
         decode = sum(g.meta.get("decode_ms", 0.0) for _, g in calls) / 1000.0
-        per_episode.append({"generate": awaited, "prefill": prefill, "decode": decode,
-                            "waiting": awaited - prefill - decode})  # fmt: skip
+        per_episode.append(
+            {
+                "generate": awaited,
+                "prefill": prefill,
+                "decode": decode,
+                "waiting": awaited - prefill - decode,
+            }
+        )
     mean = {k: statistics.mean(e[k] for e in per_episode) for k in per_episode[0]}
     wall = statistics.mean(walls)
-    print(f"per episode (mean s): wall {wall:.1f} = prefill {mean['prefill']:.1f} + decode "
-          f"{mean['decode']:.1f} + waiting {mean['waiting']:.1f} + sandbox/other "
-          f"{wall - mean['generate']:.1f}")
+    print(
+        f"per episode (mean s): wall {wall:.1f} = prefill {mean['prefill']:.1f} + decode "
+        f"{mean['decode']:.1f} + waiting {mean['waiting']:.1f} + sandbox/other "
+        f"{wall - mean['generate']:.1f}"
+    )
     reused = sum(g.meta.get("reused_tokens", 0) for g in gens)
     fed = sum(len(g.prompt_ids or []) for g in gens)
     print(f"prompt tokens {fed}, served from the KV cache {reused} ({reused / max(fed, 1):.0%})")
 
 
-def bench(kind: str, args: argparse.Namespace, tasks: list[Task], model: Path, scratch: Path) -> None:
+def bench(
+    kind: str, args: argparse.Namespace, tasks: list[Task], model: Path, scratch: Path
+) -> None:
     """One engine: raw rate, the rollout, raw rate again; print the report."""
     engine, raw_engine = build_engine(kind, model, args.episodes)
     timed = Timed(engine)
-    config = RolloutConfig(tasks=scratch / "tasks.parquet", out=scratch / kind / "t.parquet",
-                           groups=args.episodes // 4, group_size=4, redundancy=0,
-                           concurrency=args.episodes, max_turns=args.turns,
-                           max_new_tokens=args.max_new_tokens, keep_parts=True)  # fmt: skip
-    print(f"== engine {kind}: {args.episodes} episodes, <= {args.turns} turns, "
-          f"<= {args.max_new_tokens} tokens per turn, concurrency {args.episodes}")
+    config = RolloutConfig(
+        tasks=scratch / "tasks.parquet",
+        out=scratch / kind / "t.parquet",
+        groups=args.episodes // 4,
+        group_size=4,
+        redundancy=0,
+        concurrency=args.episodes,
+        max_turns=args.turns,
+        max_new_tokens=args.max_new_tokens,
+        keep_parts=True,
+    )
+    print(
+        f"== engine {kind}: {args.episodes} episodes, <= {args.turns} turns, "
+        f"<= {args.max_new_tokens} tokens per turn, concurrency {args.episodes}"
+    )
     prompts = first_turn_prompts(engine, tasks, config.prompt_style)[: args.episodes]
     raws = [raw_rate(raw_engine, prompts, args.raw_tokens)]
     if kind == "continuous":
@@ -185,8 +232,10 @@ def bench(kind: str, args: argparse.Namespace, tasks: list[Task], model: Path, s
     started = time.perf_counter()
     asyncio.run(rollout(config, tasks, timed))
     rollout_sec = time.perf_counter() - started
-    walls = [read_trajectories(part).column("_wall_sec")[0].as_py()
-             for part in config.parts_dir.glob("ep-*.parquet")]  # fmt: skip
+    walls = [
+        read_trajectories(part).column("_wall_sec")[0].as_py()
+        for part in config.parts_dir.glob("ep-*.parquet")
+    ]
     batch = mean_batch(engine if kind == "batching" else raw_engine)
     raws.append(raw_rate(raw_engine, prompts, args.raw_tokens))
     raw_at_batch = raw_rate(raw_engine, prompts[: max(round(batch), 1)], args.raw_tokens)
@@ -194,12 +243,16 @@ def bench(kind: str, args: argparse.Namespace, tasks: list[Task], model: Path, s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--engine", choices=("continuous", "batching", "both"), default="both")
     parser.add_argument("--episodes", type=int, default=8, help="groups of 4, all concurrent")
     parser.add_argument("--turns", type=int, default=3, help="max turns per episode")
     parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--raw-tokens", type=int, default=150, help="about a rollout turn's mean response")
+    parser.add_argument(
+        "--raw-tokens", type=int, default=150, help="about a rollout turn's mean response"
+    )
     args = parser.parse_args()
     tasks = make_tasks()
     model = prepare_default_model()

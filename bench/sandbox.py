@@ -50,7 +50,9 @@ def pss_by_pid() -> dict[int, int]:
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/smaps_rollup") as f:
-                    out[int(entry.name)] = next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+                    out[int(entry.name)] = next(
+                        int(line.split()[1]) for line in f if line.startswith("Pss:")
+                    )
             except (OSError, StopIteration, ValueError):
                 continue
     return out
@@ -67,11 +69,18 @@ def baselines(n: int) -> dict[str, float]:
     runs = []
     for _ in range(n):
         t = time.perf_counter()
-        subprocess.run(["podman", "run", "--rm", "--network=none", IMAGE, "true"], check=True, capture_output=True)
+        subprocess.run(
+            ["podman", "run", "--rm", "--network=none", IMAGE, "true"],
+            check=True,
+            capture_output=True,
+        )
         runs.append(time.perf_counter() - t)
     name = "termrl-bench-baseline"
-    subprocess.run(["podman", "run", "-d", "--rm", "--name", name, "--network=none", IMAGE, "sleep", "600"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["podman", "run", "-d", "--rm", "--name", name, "--network=none", IMAGE, "sleep", "600"],
+        check=True,
+        capture_output=True,
+    )
     execs = []
     try:
         for _ in range(n):
@@ -83,7 +92,9 @@ def baselines(n: int) -> dict[str, float]:
     return {"run_p50": statistics.median(runs), "exec_p50": statistics.median(execs)}
 
 
-async def bench_backend(backend: str, creates: int, execs: int, concurrent: int) -> dict[str, float]:
+async def bench_backend(
+    backend: str, creates: int, execs: int, concurrent: int
+) -> dict[str, float]:
     spec = SandboxSpec(image=IMAGE, memory_mb=256)
     out: dict[str, float] = {}
     async with SandboxManager(backend=backend.removesuffix("-image-root")) as manager:
@@ -97,11 +108,16 @@ async def bench_backend(backend: str, creates: int, execs: int, concurrent: int)
             await session.exec("true")
             create_times.append(time.perf_counter() - t)
             await session.close()
-        out["create_p50"], out["create_p99"] = statistics.median(create_times), pct(create_times, 0.99)
+        out["create_p50"], out["create_p99"] = (
+            statistics.median(create_times),
+            pct(create_times, 0.99),
+        )
         egress_times = []
         for _ in range(max(3, creates // 4)):
             t = time.perf_counter()
-            session = await manager.create(SandboxSpec(image=IMAGE, memory_mb=256, network="egress"))
+            session = await manager.create(
+                SandboxSpec(image=IMAGE, memory_mb=256, network="egress")
+            )
             await session.exec("true")
             egress_times.append(time.perf_counter() - t)
             await session.close()
@@ -120,13 +136,17 @@ async def bench_backend(backend: str, creates: int, execs: int, concurrent: int)
         out["concurrent_wall"] = time.perf_counter() - t
         await asyncio.sleep(1)
         out["concurrent_mem_mb"] = before - mem_available_mb()
-        out["concurrent_pss_mb"] = sum(kb for pid, kb in pss_by_pid().items() if pid not in before_pids) / 1024
+        out["concurrent_pss_mb"] = (
+            sum(kb for pid, kb in pss_by_pid().items() if pid not in before_pids) / 1024
+        )
         await asyncio.gather(*(s.close() for s in sessions))
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backends", default="podman,bwrap")
     parser.add_argument("--creates", type=int, default=20)
     parser.add_argument("--execs", type=int, default=200)
@@ -134,7 +154,9 @@ def main() -> None:
     args = parser.parse_args()
     build_base_images()
     base = baselines(max(5, args.creates // 2))
-    print(f"baseline  podman run --rm true p50 {base['run_p50'] * 1000:7.1f} ms   podman exec true p50 {base['exec_p50'] * 1000:7.1f} ms")
+    print(
+        f"baseline  podman run --rm true p50 {base['run_p50'] * 1000:7.1f} ms   podman exec true p50 {base['exec_p50'] * 1000:7.1f} ms"
+    )
     for backend in args.backends.split(","):
         settle()
         r = asyncio.run(bench_backend(backend, args.creates, args.execs, args.concurrent))

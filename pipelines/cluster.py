@@ -74,7 +74,9 @@ class SandboxQuota:
             try:
                 parse_quantity(value)
             except ValueError:
-                problems.append(f"sandbox quota: {name} {value!r} is not a Kubernetes quantity (e.g. 64, 500m, 128Gi)")
+                problems.append(
+                    f"sandbox quota: {name} {value!r} is not a Kubernetes quantity (e.g. 64, 500m, 128Gi)"
+                )
         return problems
 
 
@@ -89,50 +91,89 @@ def namespace_manifest(name: str) -> dict[str, Any]:
 
 
 def service_account_manifest(name: str, namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+    }
 
 
 def _role_and_binding(
-    name: str, namespace: str, rules: list[dict[str, Any]], service_account: str, account_namespace: str
+    name: str,
+    namespace: str,
+    rules: list[dict[str, Any]],
+    service_account: str,
+    account_namespace: str,
 ) -> list[dict[str, Any]]:
     """A Role in ``namespace`` and its binding to a service account (of ``account_namespace``)."""
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(name, namespace),
-            "rules": rules}  # fmt: skip
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(name, namespace),
+        "rules": rules,
+    }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": _metadata(name, namespace),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": account_namespace}],
+        "subjects": [
+            {"kind": "ServiceAccount", "name": service_account, "namespace": account_namespace}
+        ],
     }
     return [role, binding]
 
 
-def sandbox_rbac(sandbox_namespace: str, service_account: str, namespace: str) -> list[dict[str, Any]]:
+def sandbox_rbac(
+    sandbox_namespace: str, service_account: str, namespace: str
+) -> list[dict[str, Any]]:
     """What the kubernetes backend calls in the sandbox namespace, and nothing more.
 
     create/get/list/watch/delete pods (one pod per session), pods/exec (create for
     the websocket stream; get, which some API servers check for the upgrade), pods/log.
     """
     rules = [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["create", "get", "list", "watch", "delete"],
+        },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]
-    return _role_and_binding("termrl-sandboxes", sandbox_namespace, rules, service_account, namespace)
+    return _role_and_binding(
+        "termrl-sandboxes", sandbox_namespace, rules, service_account, namespace
+    )
 
 
 def executor_rbac(namespace: str, service_account: str) -> list[dict[str, Any]]:
     """Argo's executor (KFP v2 runs on Argo too) reports each step's outputs as workflowtaskresults."""
-    rules = [{"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]}]
-    return _role_and_binding("termrl-pipeline-executor", namespace, rules, service_account, namespace)
+    rules = [
+        {
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflowtaskresults"],
+            "verbs": ["create", "patch"],
+        }
+    ]
+    return _role_and_binding(
+        "termrl-pipeline-executor", namespace, rules, service_account, namespace
+    )
 
 
 def sandbox_quota(sandbox_namespace: str, quota: SandboxQuota) -> dict[str, Any]:
-    hard = {"pods": str(quota.pods), "requests.cpu": quota.cpu, "limits.cpu": quota.cpu,
-            "requests.memory": quota.memory, "limits.memory": quota.memory}  # fmt: skip
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _metadata("termrl-sandboxes", sandbox_namespace),
-            "spec": {"hard": hard}}  # fmt: skip
+    hard = {
+        "pods": str(quota.pods),
+        "requests.cpu": quota.cpu,
+        "limits.cpu": quota.cpu,
+        "requests.memory": quota.memory,
+        "limits.memory": quota.memory,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _metadata("termrl-sandboxes", sandbox_namespace),
+        "spec": {"hard": hard},
+    }
 
 
 def cluster_manifests(
@@ -149,10 +190,16 @@ def cluster_manifests(
     such as ``kubeflow``/``pipeline-runner``), so they are left out: ``kubectl delete -f`` on this
     output must not remove them.
     """
-    names = (("namespace", namespace, _DNS_LABEL), ("sandbox namespace", sandbox_namespace, _DNS_LABEL),
-             ("service account", service_account, _DNS_SUBDOMAIN))  # fmt: skip
-    problems = [f"{what} {name!r} is not a valid name (lowercase letters, digits, '-', alphanumeric at both ends)"
-                for what, name, pattern in names if not pattern.fullmatch(name) or len(name) > 253]  # fmt: skip
+    names = (
+        ("namespace", namespace, _DNS_LABEL),
+        ("sandbox namespace", sandbox_namespace, _DNS_LABEL),
+        ("service account", service_account, _DNS_SUBDOMAIN),
+    )
+    problems = [
+        f"{what} {name!r} is not a valid name (lowercase letters, digits, '-', alphanumeric at both ends)"
+        for what, name, pattern in names
+        if not pattern.fullmatch(name) or len(name) > 253
+    ]
     problems += quota.problems()
     if problems:
         raise ConfigError(problems)

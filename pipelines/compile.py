@@ -40,11 +40,14 @@ def read_compiled(
     documents = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
     if not documents or len(documents) > 2:
         raise ConfigError(f"{path}: expected 1 or 2 YAML documents, found {len(documents)}")
-    spec = json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False)
+    spec = json_format.ParseDict(
+        documents[0], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+    )
     platform = None
     if len(documents) == 2:
-        platform = json_format.ParseDict(documents[1], pipeline_spec_pb2.PlatformSpec(),
-                                         ignore_unknown_fields=False)  # fmt: skip
+        platform = json_format.ParseDict(
+            documents[1], pipeline_spec_pb2.PlatformSpec(), ignore_unknown_fields=False
+        )
         # The platform's per-executor settings are a free-form Struct in PlatformSpec:
         # check them against kfp-kubernetes' own message as well.
         executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]

@@ -72,7 +72,14 @@ __all__ = [
     "EVAL_IMITATION",
     "EVAL_PHASE1",
     "REPORT",
-    "RESOURCES", "RETRIED", "CurriculumShape", "Ops", "apply_platform", "build_curriculum", "make_ops"]
+    "RESOURCES",
+    "RETRIED",
+    "CurriculumShape",
+    "Ops",
+    "apply_platform",
+    "build_curriculum",
+    "make_ops",
+]
 
 EVAL_BASE = "eval · base policy"
 EVAL_IMITATION = "eval · after imitation"
@@ -182,8 +189,15 @@ def _with_image(component: BaseComponent, image: str) -> BaseComponent:
 
 def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
     """Every component of the curriculum with the given images."""
-    cpu = {"prepare_model": prepare_model, "synthesize": synthesize, "verify": verify,
-           "curate": curate, "demonstrate": demonstrate, "compare": compare, "health": health}  # fmt: skip
+    cpu = {
+        "prepare_model": prepare_model,
+        "synthesize": synthesize,
+        "verify": verify,
+        "curate": curate,
+        "demonstrate": demonstrate,
+        "compare": compare,
+        "health": health,
+    }
     gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
     by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
     by_name.update({name: _with_image(op, gpu_image) for name, op in gpu.items()})
@@ -204,23 +218,35 @@ def apply_platform(
     task.set_display_name(display_name).set_caching_options(caching)
     task.set_cpu_request(cpu).set_memory_request(memory).set_memory_limit(memory_limit)
     if stage in RETRIED:
-        task.set_retry(RETRIED[stage], backoff_duration="30s", backoff_factor=2.0, backoff_max_duration="600s")
+        task.set_retry(
+            RETRIED[stage], backoff_duration="30s", backoff_factor=2.0, backoff_max_duration="600s"
+        )
     if stage in GPU_STAGES:
         if accelerator is not None:
             task.set_accelerator_type(accelerator[0]).set_accelerator_limit(accelerator[1])
         for toleration in shape.gpu_tolerations:
-            kubernetes.add_toleration(task, key=toleration.key, operator=toleration.operator,
-                                      value=toleration.value or None, effect=toleration.effect or None)  # fmt: skip
+            kubernetes.add_toleration(
+                task,
+                key=toleration.key,
+                operator=toleration.operator,
+                value=toleration.value or None,
+                effect=toleration.effect or None,
+            )
         for label, value in shape.gpu_node_selector:
             kubernetes.add_node_selector(task, label_key=label, label_value=value)
     if shape.image_pull_secrets:
         kubernetes.set_image_pull_secrets(task, list(shape.image_pull_secrets))
     if shape.model_cache_pvc:
-        kubernetes.mount_pvc(task, pvc_name=shape.model_cache_pvc, mount_path=shape.model_cache_path)
+        kubernetes.mount_pvc(
+            task, pvc_name=shape.model_cache_pvc, mount_path=shape.model_cache_path
+        )
         task.set_env_variable("TERMRL_CACHE", shape.model_cache_path)
     if shape.api_key_secret and stage in SECRET_STAGES:
-        kubernetes.use_secret_as_env(task, secret_name=shape.api_key_secret,
-                                     secret_key_to_env={k: k for k in shape.api_key_env})  # fmt: skip
+        kubernetes.use_secret_as_env(
+            task,
+            secret_name=shape.api_key_secret,
+            secret_key_to_env={k: k for k in shape.api_key_env},
+        )
     return task
 
 
@@ -324,60 +350,145 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 (``components.health.detectors.Thresholds`` fields).
         """
         accel = (accelerator_type, accelerator_count)
-        sandbox = {"sandbox_namespace": sandbox_namespace, "sandbox_registry": sandbox_registry,
-                   "sandbox_pull_secret": sandbox_pull_secret}  # fmt: skip
+        sandbox = {
+            "sandbox_namespace": sandbox_namespace,
+            "sandbox_registry": sandbox_registry,
+            "sandbox_pull_secret": sandbox_pull_secret,
+        }
 
         def place(task: PipelineTask, stage: str, name: str) -> PipelineTask:
             return apply_platform(task, stage, name, shape, accel)
 
-        base = place(ops.prepare_model(code_version=code_version, source=base_model), "prepare_model",
-                     "prepare base policy")  # fmt: skip
-        tasks = place(ops.synthesize(code_version=code_version, count=synth_count, seed=synth_seed,
-                                     families=synth_families, exclude_families=heldout_families,
-                                     difficulties=synth_difficulties, llm_model=synth_llm_model,
-                                     options=synthesize_options),
-                      "synthesize", "synthesize training tasks")  # fmt: skip
-        verified = place(ops.verify(code_version=code_version, tasks=tasks.outputs["tasks"],
-                                    judge_model=base.outputs["model"], repeats=verify_repeats,
-                                    judges=verify_judges, sandbox_backend=sandbox_backend, **sandbox,
-                                    options=verify_options),
-                         "verify", "verify training tasks")  # fmt: skip
-        pools = place(ops.curate(code_version=code_version, admitted=verified.outputs["admitted"],
-                                 verdicts=verified.outputs["verdicts"], imitation_fraction=imitation_fraction,
-                                 expert_tasks=expert_tasks, expert_count=expert_count, seed=synth_seed),
-                      "curate", "curate pools")  # fmt: skip
-        heldout_tasks = place(ops.synthesize(code_version=code_version, count=heldout_count, seed=heldout_seed,
-                                             families=synth_families, difficulties=synth_difficulties,
-                                             llm_model=synth_llm_model, options=synthesize_options),
-                              "synthesize", "synthesize held-out tasks")  # fmt: skip
-        heldout = place(ops.verify(code_version=code_version, tasks=heldout_tasks.outputs["tasks"],
-                                   judge_model=base.outputs["model"], repeats=verify_repeats,
-                                   judges=verify_judges, sandbox_backend=sandbox_backend, **sandbox,
-                                   options=verify_options),
-                        "verify", "verify held-out tasks").outputs["admitted"]  # fmt: skip
+        base = place(
+            ops.prepare_model(code_version=code_version, source=base_model),
+            "prepare_model",
+            "prepare base policy",
+        )
+        tasks = place(
+            ops.synthesize(
+                code_version=code_version,
+                count=synth_count,
+                seed=synth_seed,
+                families=synth_families,
+                exclude_families=heldout_families,
+                difficulties=synth_difficulties,
+                llm_model=synth_llm_model,
+                options=synthesize_options,
+            ),
+            "synthesize",
+            "synthesize training tasks",
+        )
+        verified = place(
+            ops.verify(
+                code_version=code_version,
+                tasks=tasks.outputs["tasks"],
+                judge_model=base.outputs["model"],
+                repeats=verify_repeats,
+                judges=verify_judges,
+                sandbox_backend=sandbox_backend,
+                **sandbox,
+                options=verify_options,
+            ),
+            "verify",
+            "verify training tasks",
+        )
+        pools = place(
+            ops.curate(
+                code_version=code_version,
+                admitted=verified.outputs["admitted"],
+                verdicts=verified.outputs["verdicts"],
+                imitation_fraction=imitation_fraction,
+                expert_tasks=expert_tasks,
+                expert_count=expert_count,
+                seed=synth_seed,
+            ),
+            "curate",
+            "curate pools",
+        )
+        heldout_tasks = place(
+            ops.synthesize(
+                code_version=code_version,
+                count=heldout_count,
+                seed=heldout_seed,
+                families=synth_families,
+                difficulties=synth_difficulties,
+                llm_model=synth_llm_model,
+                options=synthesize_options,
+            ),
+            "synthesize",
+            "synthesize held-out tasks",
+        )
+        heldout = place(
+            ops.verify(
+                code_version=code_version,
+                tasks=heldout_tasks.outputs["tasks"],
+                judge_model=base.outputs["model"],
+                repeats=verify_repeats,
+                judges=verify_judges,
+                sandbox_backend=sandbox_backend,
+                **sandbox,
+                options=verify_options,
+            ),
+            "verify",
+            "verify held-out tasks",
+        ).outputs["admitted"]
 
         def demonstrate(pool: str, name: str) -> object:
-            return place(ops.demonstrate(code_version=code_version, tasks=pools.outputs[pool],
-                                         policy=base.outputs["model"], prompt_style=prompt_style,
-                                         backend=sandbox_backend, **sandbox), "demonstrate", name).outputs["demonstrations"]  # fmt: skip
+            return place(
+                ops.demonstrate(
+                    code_version=code_version,
+                    tasks=pools.outputs[pool],
+                    policy=base.outputs["model"],
+                    prompt_style=prompt_style,
+                    backend=sandbox_backend,
+                    **sandbox,
+                ),
+                "demonstrate",
+                name,
+            ).outputs["demonstrations"]
 
         demos = demonstrate("imitation_pool", "demonstrate · imitation pool")
         anchors = demonstrate("train_pool", "demonstrate · phase-1 pool") if n1 else None
 
         def evaluate(policy: object, label: str, name: str) -> PipelineTask:
-            return place(ops.evaluate(
-                code_version=code_version, tasks=heldout, policy=policy, run_id=label, trials=eval_trials,
-                max_turns=eval_max_turns, max_new_tokens=max_new_tokens, concurrency=eval_concurrency,
-                backend=sandbox_backend, prompt_style=prompt_style, options=eval_options, **sandbox,
-            ), "evaluate", name)  # fmt: skip
+            return place(
+                ops.evaluate(
+                    code_version=code_version,
+                    tasks=heldout,
+                    policy=policy,
+                    run_id=label,
+                    trials=eval_trials,
+                    max_turns=eval_max_turns,
+                    max_new_tokens=max_new_tokens,
+                    concurrency=eval_concurrency,
+                    backend=sandbox_backend,
+                    prompt_style=prompt_style,
+                    options=eval_options,
+                    **sandbox,
+                ),
+                "evaluate",
+                name,
+            )
 
         evals = {"base": evaluate(base.outputs["model"], "base", EVAL_BASE)}
-        imitation = place(ops.train(
-            code_version=code_version, trajectories=demos, policy=base.outputs["model"], mode="positive-only",
-            finetune=finetune, learning_rate=imitation_learning_rate, epochs=imitation_epochs,
-            max_steps=train_max_steps, seed=0, il_weight=1.0, iteration=0,  # imitation alone, whatever the RL rounds mix
-            options=train_options,
-        ), "train", "imitation · train on demonstrations")  # fmt: skip
+        imitation = place(
+            ops.train(
+                code_version=code_version,
+                trajectories=demos,
+                policy=base.outputs["model"],
+                mode="positive-only",
+                finetune=finetune,
+                learning_rate=imitation_learning_rate,
+                epochs=imitation_epochs,
+                max_steps=train_max_steps,
+                seed=0,
+                il_weight=1.0,
+                iteration=0,  # imitation alone, whatever the RL rounds mix
+                options=train_options,
+            ),
+            "train",
+            "imitation · train on demonstrations",
+        )
         policy = imitation.outputs["checkpoint"]
         evals["imitation"] = evaluate(policy, "imitation", EVAL_IMITATION)
 
@@ -392,38 +503,92 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
             # demonstrations; the imitation term keeps training on the imitation pool's.
             anchored = {"demonstrations": anchors, "anchoring": anchoring} if phase == 1 else {}
-            rolled = place(ops.rollout(
-                code_version=code_version, tasks=pools.outputs[pool], policy=policy,
-                policy_version=version, seed=version, group_size=group_size, groups=groups,
-                dynamic_sampling=dynamic_sampling,
-                concurrency=rollout_concurrency, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                temperature=rollout_temperature, backend=sandbox_backend, prompt_style=prompt_style, **sandbox,
-                options=rollout_opts, **anchored,
-            ), "rollout", f"phase {phase} · rollout {i}/{total}")  # fmt: skip
+            rolled = place(
+                ops.rollout(
+                    code_version=code_version,
+                    tasks=pools.outputs[pool],
+                    policy=policy,
+                    policy_version=version,
+                    seed=version,
+                    group_size=group_size,
+                    groups=groups,
+                    dynamic_sampling=dynamic_sampling,
+                    concurrency=rollout_concurrency,
+                    max_turns=max_turns,
+                    max_new_tokens=max_new_tokens,
+                    temperature=rollout_temperature,
+                    backend=sandbox_backend,
+                    prompt_style=prompt_style,
+                    **sandbox,
+                    options=rollout_opts,
+                    **anchored,
+                ),
+                "rollout",
+                f"phase {phase} · rollout {i}/{total}",
+            )
             imitating = {"demonstrations": demos} if phase == 1 else {}
-            trained = place(ops.train(
-                code_version=code_version, trajectories=rolled.outputs["trajectories"], policy=policy,
-                mode=mode, finetune=finetune, learning_rate=learning_rate, epochs=train_epochs,
-                max_steps=train_max_steps, seed=version, rl_weight=rl_weight, il_weight=il_weight,
-                il_decay=il_decay, iteration=version, temperature=rollout_temperature,
-                options=train_opts, **imitating,
-            ), "train", f"phase {phase} · train {i}/{total} ({mode})")  # fmt: skip
-            checked = place(ops.health(
-                code_version=code_version, rollout_metrics=rolled.outputs["rollout_metrics"], policy=policy,
-                checkpoint=trained.outputs["checkpoint"], fallback=fallback, train_options=train_opts,
-                rollout_options=rollout_opts, thresholds=health_thresholds,
-                **({"previous": report} if report is not None else {}),
-            ), "health", f"phase {phase} · health {i}/{total}")  # fmt: skip
+            trained = place(
+                ops.train(
+                    code_version=code_version,
+                    trajectories=rolled.outputs["trajectories"],
+                    policy=policy,
+                    mode=mode,
+                    finetune=finetune,
+                    learning_rate=learning_rate,
+                    epochs=train_epochs,
+                    max_steps=train_max_steps,
+                    seed=version,
+                    rl_weight=rl_weight,
+                    il_weight=il_weight,
+                    il_decay=il_decay,
+                    iteration=version,
+                    temperature=rollout_temperature,
+                    options=train_opts,
+                    **imitating,
+                ),
+                "train",
+                f"phase {phase} · train {i}/{total} ({mode})",
+            )
+            checked = place(
+                ops.health(
+                    code_version=code_version,
+                    rollout_metrics=rolled.outputs["rollout_metrics"],
+                    policy=policy,
+                    checkpoint=trained.outputs["checkpoint"],
+                    fallback=fallback,
+                    train_options=train_opts,
+                    rollout_options=rollout_opts,
+                    thresholds=health_thresholds,
+                    **({"previous": report} if report is not None else {}),
+                ),
+                "health",
+                f"phase {phase} · health {i}/{total}",
+            )
             policy, fallback = checked.outputs["next_policy"], checked.outputs["next_fallback"]
             report = checked.outputs["report"]
-            train_opts, rollout_opts = checked.outputs["next_train_options"], checked.outputs["next_rollout_options"]
+            train_opts, rollout_opts = (
+                checked.outputs["next_train_options"],
+                checked.outputs["next_rollout_options"],
+            )
             if phase == 1 and i == n1 and n2 > 0:  # with no phase 2, "final" is this policy
                 evals["phase1"] = evaluate(policy, "phase1", EVAL_PHASE1)
 
         evals["final"] = evaluate(policy, "final", EVAL_FINAL)
-        later = {f"{label}_results": evals[label].outputs["results"] for label in ("imitation", "phase1", "final")
-                 if label in evals}  # fmt: skip
-        place(ops.compare(code_version=code_version, base_results=evals["base"].outputs["results"],
-                          heldout_families=heldout_families, health=report, **later), "compare", REPORT)
+        later = {
+            f"{label}_results": evals[label].outputs["results"]
+            for label in ("imitation", "phase1", "final")
+            if label in evals
+        }
+        place(
+            ops.compare(
+                code_version=code_version,
+                base_results=evals["base"].outputs["results"],
+                heldout_families=heldout_families,
+                health=report,
+                **later,
+            ),
+            "compare",
+            REPORT,
+        )
 
     return curriculum

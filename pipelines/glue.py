@@ -70,8 +70,10 @@ def curate_pools(
         problems.append(f"expert_count must be >= 1, not {expert_count}")
     tasks = load_tasks(admitted)
     if len(tasks) < 2:
-        problems.append(f"verify admitted {len(tasks)} task(s); the curriculum needs at least 2 "
-                        "(one to imitate, one to learn on): synthesize more tasks")  # fmt: skip
+        problems.append(
+            f"verify admitted {len(tasks)} task(s); the curriculum needs at least 2 "
+            "(one to imitate, one to learn on): synthesize more tasks"
+        )
     if problems:
         raise ConfigError(problems)
     by_family: dict[str, list[Task]] = {}
@@ -81,7 +83,9 @@ def curate_pools(
     for family_tasks in by_family.values():
         imitation += family_tasks[: round(imitation_fraction * len(family_tasks))]
     if not imitation or len(imitation) == len(tasks):  # tiny runs: one task per pool at least
-        imitation = sorted(tasks, key=lambda t: _rank(seed, t.id))[: max(1, min(len(tasks) - 1, len(imitation)))]
+        imitation = sorted(tasks, key=lambda t: _rank(seed, t.id))[
+            : max(1, min(len(tasks) - 1, len(imitation)))
+        ]
     taken = {t.id for t in imitation}
     pool = [t for t in tasks if t.id not in taken]
     if expert_tasks:
@@ -89,15 +93,27 @@ def curate_pools(
         if not expert:
             raise ConfigError(f"expert_tasks: {expert_tasks} holds no task")
     else:
-        risk = {row["task_id"]: row["false_positive_risk"] for row in read_verdicts(verdicts).to_pylist()}
-        expert = sorted(pool, key=lambda t: (risk.get(t.id) or 0.0, -DIFFICULTY_RANK.get(t.difficulty, 1),
-                                             _rank(seed, t.id)))[:expert_count]  # fmt: skip
+        risk = {
+            row["task_id"]: row["false_positive_risk"]
+            for row in read_verdicts(verdicts).to_pylist()
+        }
+        expert = sorted(
+            pool,
+            key=lambda t: (
+                risk.get(t.id) or 0.0,
+                -DIFFICULTY_RANK.get(t.difficulty, 1),
+                _rank(seed, t.id),
+            ),
+        )[:expert_count]
     imitation = [t for t in tasks if t.id in taken]
     save_tasks(imitation_out, imitation)
     save_tasks(train_out, pool)
     save_tasks(expert_out, expert)
-    return {"curate/imitation_pool": float(len(imitation)), "curate/train_pool": float(len(pool)),
-            "curate/expert_pool": float(len(expert))}  # fmt: skip
+    return {
+        "curate/imitation_pool": float(len(imitation)),
+        "curate/train_pool": float(len(pool)),
+        "curate/expert_pool": float(len(expert)),
+    }
 
 
 def _load_any(path: str) -> list[Task]:

@@ -45,9 +45,16 @@ def curate(
     from pipelines.glue import curate_pools
 
     values = curate_pools(
-        admitted.path, verdicts.path, imitation_pool.path, train_pool.path, expert_pool.path,
-        imitation_fraction=imitation_fraction, expert_tasks=expert_tasks, expert_count=expert_count, seed=seed,
-    )  # fmt: skip
+        admitted.path,
+        verdicts.path,
+        imitation_pool.path,
+        train_pool.path,
+        expert_pool.path,
+        imitation_fraction=imitation_fraction,
+        expert_tasks=expert_tasks,
+        expert_count=expert_count,
+        seed=seed,
+    )
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))
 
@@ -90,10 +97,21 @@ def compare(
     from components.eval.report import compare_files
     from components.health.report import read_report, to_html
 
-    slots = [("base", base_results), ("imitation", imitation_results), ("phase1", phase1_results),
-             ("final", final_results), ("extra", extra_results)]  # fmt: skip
-    sections = [("Training health", to_html(read_report(health.path)))] if health is not None else []
-    values = compare_files(report.path, [(slot, a.path) for slot, a in slots if a is not None],
-                           heldout_families=family_list(heldout_families), sections=sections)  # fmt: skip
+    slots = [
+        ("base", base_results),
+        ("imitation", imitation_results),
+        ("phase1", phase1_results),
+        ("final", final_results),
+        ("extra", extra_results),
+    ]
+    sections = (
+        [("Training health", to_html(read_report(health.path)))] if health is not None else []
+    )
+    values = compare_files(
+        report.path,
+        [(slot, a.path) for slot, a in slots if a is not None],
+        heldout_families=family_list(heldout_families),
+        sections=sections,
+    )
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

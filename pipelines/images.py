@@ -100,7 +100,9 @@ def _run(argv: list[str], what: str, timeout: float, log: Log) -> str:
     except subprocess.TimeoutExpired as exc:
         raise EnvInitFailed(f"{what}: timed out after {timeout:.0f}s") from exc
     if done.returncode != 0:
-        raise EnvInitFailed(f"{what}: exit status {done.returncode}", log_tail=(done.stdout + done.stderr)[-4000:])
+        raise EnvInitFailed(
+            f"{what}: exit status {done.returncode}", log_tail=(done.stdout + done.stderr)[-4000:]
+        )
     return done.stdout + done.stderr
 
 
@@ -116,8 +118,13 @@ def _torch_wheel() -> Path | None:
     return found[0] if found else None
 
 
-def fetch_wheels(dest: Path, requirements: Iterable[str], *, torch_wheel: Path | None = None,
-                 log: Log = lambda _: None) -> list[Path]:  # fmt: skip
+def fetch_wheels(
+    dest: Path,
+    requirements: Iterable[str],
+    *,
+    torch_wheel: Path | None = None,
+    log: Log = lambda _: None,
+) -> list[Path]:
     """Wheels of ``requirements`` (and the policy package, no deps) in ``dest``, at this venv's versions.
 
     ``pip wheel`` with this interpreter: its configuration (local indexes, the
@@ -129,12 +136,26 @@ def fetch_wheels(dest: Path, requirements: Iterable[str], *, torch_wheel: Path |
     dest.mkdir(parents=True, exist_ok=True)
     torch_wheel = torch_wheel or _torch_wheel()
     pinned = [str(torch_wheel)] if torch_wheel else ["torch==2.13.0"]
-    frozen = _run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], "pip freeze", 300, log)
+    frozen = _run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], "pip freeze", 300, log
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as constraints:
         # Only name==version lines: direct references (file paths, VCS) cannot constrain.
-        constraints.write("\n".join(line for line in frozen.splitlines() if "==" in line and " @ " not in line))
+        constraints.write(
+            "\n".join(line for line in frozen.splitlines() if "==" in line and " @ " not in line)
+        )
         constraints.flush()
-        pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest), "-c", constraints.name]
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--wheel-dir",
+            str(dest),
+            "-c",
+            constraints.name,
+        ]
         _run([*pip, *pinned, *requirements], "pip wheel (stage dependencies)", 3600, log)
         _run([*pip, "--no-deps", POLICY_PACKAGE], "pip wheel (default policy)", 1800, log)
     return sorted(dest.glob("*.whl"))
@@ -145,14 +166,24 @@ def wheel_cache() -> Path:
     return cache_root() / "images" / "wheels"
 
 
-def stage_context(image: StageImage, dest: Path, *, root: Path = ROOT, wheels: Path | None = None,
-                  log: Log = lambda _: None) -> Path:  # fmt: skip
+def stage_context(
+    image: StageImage,
+    dest: Path,
+    *,
+    root: Path = ROOT,
+    wheels: Path | None = None,
+    log: Log = lambda _: None,
+) -> Path:
     """Lay out the build context of ``image`` in ``dest``: Dockerfile, ``src/``, and ``wheels/`` (CPU)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "images" / image.name / "Dockerfile", dest / "Dockerfile")
     with tarfile.open(dest / "src.tar", "w") as tar:
         for source in SOURCES:
-            tar.add(root / source, arcname=source, filter=lambda info: None if "__pycache__" in info.name else info)
+            tar.add(
+                root / source,
+                arcname=source,
+                filter=lambda info: None if "__pycache__" in info.name else info,
+            )
     with tarfile.open(dest / "src.tar") as tar:
         tar.extractall(dest / "src", filter="data")
     (dest / "src.tar").unlink()
@@ -170,8 +201,16 @@ def stage_context(image: StageImage, dest: Path, *, root: Path = ROOT, wheels: P
     return dest
 
 
-def build_stage_image(name: str, tag: str, *, root: Path = ROOT, binary: str = "podman", latest: bool = True,
-                      build_args: Iterable[str] = (), log: Log = lambda _: None) -> list[str]:  # fmt: skip
+def build_stage_image(
+    name: str,
+    tag: str,
+    *,
+    root: Path = ROOT,
+    binary: str = "podman",
+    latest: bool = True,
+    build_args: Iterable[str] = (),
+    log: Log = lambda _: None,
+) -> list[str]:
     """Build stage image ``name`` (stage-cpu | stage-gpu) as ``localhost/termrl/<name>:TAG`` (and ``:latest``).
 
     Returns the names tagged (``:latest`` is what ``termrl run`` and the components default to).
@@ -184,13 +223,21 @@ def build_stage_image(name: str, tag: str, *, root: Path = ROOT, binary: str = "
     if image.wheels:
         from termrl.sandbox.base_images import build_base_images
 
-        build_base_images([b for b in BASE_IMAGES if b.name == "termrl/base:bookworm"], binary=binary, log=log)
+        build_base_images(
+            [b for b in BASE_IMAGES if b.name == "termrl/base:bookworm"], binary=binary, log=log
+        )
     names = [image.local_tag(tag), *([image.local] if latest else [])]
     with tempfile.TemporaryDirectory(prefix=f"termrl-{name}-") as tmp:
         context = stage_context(image, Path(tmp), root=root, log=log)
         network = ["--network=none"] if image.wheels else []
-        argv = [binary, "build", *network, *(a for arg in build_args for a in ("--build-arg", arg)),
-                *(a for n in names for a in ("--tag", n)), str(context)]  # fmt: skip
+        argv = [
+            binary,
+            "build",
+            *network,
+            *(a for arg in build_args for a in ("--build-arg", arg)),
+            *(a for n in names for a in ("--tag", n)),
+            str(context),
+        ]
         _run(argv, f"{binary} build {name}", 7200, log)
     return names
 
@@ -200,19 +247,40 @@ def base_image_targets(registry: str) -> list[tuple[str, str]]:
     return [(f"localhost/{b.name}", f"{registry.rstrip('/')}/{b.name}") for b in BASE_IMAGES]
 
 
-def push_image(local: str, remote: str, *, binary: str = "podman", tls_verify: bool = True,
-               log: Log = lambda _: None) -> None:  # fmt: skip
+def push_image(
+    local: str,
+    remote: str,
+    *,
+    binary: str = "podman",
+    tls_verify: bool = True,
+    log: Log = lambda _: None,
+) -> None:
     """``podman push LOCAL REMOTE`` (``tls_verify=False``: a plain-HTTP or self-signed registry)."""
-    _run([binary, "push", f"--tls-verify={str(tls_verify).lower()}", local, remote],
-         f"{binary} push {remote}", 3600, log)  # fmt: skip
+    _run(
+        [binary, "push", f"--tls-verify={str(tls_verify).lower()}", local, remote],
+        f"{binary} push {remote}",
+        3600,
+        log,
+    )
 
 
-def push_images(registry: str, tag: str, *, stages: Iterable[str] = ("stage-cpu",), base: bool = True,
-                binary: str = "podman", tls_verify: bool = True, log: Log = lambda _: None) -> list[str]:  # fmt: skip
+def push_images(
+    registry: str,
+    tag: str,
+    *,
+    stages: Iterable[str] = ("stage-cpu",),
+    base: bool = True,
+    binary: str = "podman",
+    tls_verify: bool = True,
+    log: Log = lambda _: None,
+) -> list[str]:
     """Push the stage images tagged ``tag`` and the sandbox base images; returns the names pushed."""
     from pipelines.placement import registry_image
 
-    pairs = [(STAGE_IMAGES[s].local_tag(tag), registry_image(registry, STAGE_IMAGES[s].local, tag)) for s in stages]
+    pairs = [
+        (STAGE_IMAGES[s].local_tag(tag), registry_image(registry, STAGE_IMAGES[s].local, tag))
+        for s in stages
+    ]
     if base:
         pairs += base_image_targets(registry)
     for local, remote in pairs:
@@ -220,8 +288,14 @@ def push_images(registry: str, tag: str, *, stages: Iterable[str] = ("stage-cpu"
     return [remote for _, remote in pairs]
 
 
-def push_task_images(tasks_paths: Iterable[Path], registry: str, *, binary: str = "podman",
-                     tls_verify: bool = True, log: Log = lambda _: None) -> list[str]:  # fmt: skip
+def push_task_images(
+    tasks_paths: Iterable[Path],
+    registry: str,
+    *,
+    binary: str = "podman",
+    tls_verify: bool = True,
+    log: Log = lambda _: None,
+) -> list[str]:
     """Build every task's environment with the podman backend and push it where the kubernetes backend pulls it.
 
     The kubernetes backend runs ``REG/<spec.image_key>`` (``termrl/env:<hash of the

@@ -18,10 +18,19 @@ def images_group() -> None:
     """Build the stage and sandbox base images, and push them (and task environments) to a registry."""
 
 
-_STAGE = click.option("--stage", "stages", multiple=True, type=click.Choice(sorted(images.STAGE_IMAGES)),
-                      help="Stage image (repeatable; default stage-cpu: stage-gpu needs a CUDA base image "
-                           "and vLLM's CUDA wheels, see images/stage-gpu/README.md).")  # fmt: skip
-_TAG = click.option("--tag", default=None, help="Image tag (default: the code version, the tag `termrl compile` uses).")
+_STAGE = click.option(
+    "--stage",
+    "stages",
+    multiple=True,
+    type=click.Choice(sorted(images.STAGE_IMAGES)),
+    help="Stage image (repeatable; default stage-cpu: stage-gpu needs a CUDA base image "
+    "and vLLM's CUDA wheels, see images/stage-gpu/README.md).",
+)
+_TAG = click.option(
+    "--tag",
+    default=None,
+    help="Image tag (default: the code version, the tag `termrl compile` uses).",
+)
 
 
 def _echo(message: str) -> None:
@@ -31,11 +40,22 @@ def _echo(message: str) -> None:
 @images_group.command("build")
 @_STAGE
 @_TAG
-@click.option("--no-base", is_flag=True, help="Skip the sandbox base images (termrl/base:bookworm is built anyway "
-                                               "for the CPU image, which starts FROM it).")
-@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
-              help="Passed to podman build (stage-gpu: CUDA_IMAGE=...).")
-def build(stages: tuple[str, ...], tag: str | None, no_base: bool, build_args: tuple[str, ...]) -> None:
+@click.option(
+    "--no-base",
+    is_flag=True,
+    help="Skip the sandbox base images (termrl/base:bookworm is built anyway "
+    "for the CPU image, which starts FROM it).",
+)
+@click.option(
+    "--build-arg",
+    "build_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Passed to podman build (stage-gpu: CUDA_IMAGE=...).",
+)
+def build(
+    stages: tuple[str, ...], tag: str | None, no_base: bool, build_args: tuple[str, ...]
+) -> None:
     """Build the stage images (localhost/termrl/<stage>:TAG and :latest) and the sandbox base images."""
     from termrl.sandbox.base_images import build_base_images
 
@@ -51,9 +71,15 @@ def build(stages: tuple[str, ...], tag: str | None, no_base: bool, build_args: t
         raise click.ClickException(f"{exc}\n{getattr(exc, 'log_tail', '') or ''}".rstrip()) from exc
 
 
-_REGISTRY = click.option("--registry", required=True, metavar="REG", help="Registry to push to (host[:port][/path]).")
-_TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
-                    help="Verify the registry's TLS certificate (--no-tls-verify: plain HTTP, self-signed).")
+_REGISTRY = click.option(
+    "--registry", required=True, metavar="REG", help="Registry to push to (host[:port][/path])."
+)
+_TLS = click.option(
+    "--tls-verify/--no-tls-verify",
+    default=True,
+    show_default=True,
+    help="Verify the registry's TLS certificate (--no-tls-verify: plain HTTP, self-signed).",
+)
 
 
 @images_group.command("push")
@@ -62,11 +88,19 @@ _TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=T
 @_TAG
 @_TLS
 @click.option("--no-base", is_flag=True, help="Push only the stage images.")
-def push(registry: str, stages: tuple[str, ...], tag: str | None, tls_verify: bool, no_base: bool) -> None:
+def push(
+    registry: str, stages: tuple[str, ...], tag: str | None, tls_verify: bool, no_base: bool
+) -> None:
     """Push REG/termrl/<stage>:TAG and the base images (REG/termrl/base:bookworm, ...) built by `images build`."""
     try:
-        pushed = images.push_images(registry, tag or source_version(), stages=stages or ("stage-cpu",),
-                                    base=not no_base, tls_verify=tls_verify, log=_echo)  # fmt: skip
+        pushed = images.push_images(
+            registry,
+            tag or source_version(),
+            stages=stages or ("stage-cpu",),
+            base=not no_base,
+            tls_verify=tls_verify,
+            log=_echo,
+        )
     except TermrlError as exc:
         raise click.ClickException(f"{exc}\n{getattr(exc, 'log_tail', '') or ''}".rstrip()) from exc
     for name in pushed:
@@ -74,18 +108,38 @@ def push(registry: str, stages: tuple[str, ...], tag: str | None, tls_verify: bo
 
 
 @images_group.command("push-tasks")
-@click.option("--pipeline", "pipeline_yaml", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Compiled pipeline (termrl compile): synthesize its tasks here, with its arguments, "
-                   "and push their environments.")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="A parameter the run will change (as `termrl run --set`), e.g. synth_count=96.")
-@click.option("--tasks", "tasks", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Tasks artifact (Parquet) whose environments the cluster's sandboxes run (repeatable), "
-                   "e.g. the run's expert_tasks.")
+@click.option(
+    "--pipeline",
+    "pipeline_yaml",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Compiled pipeline (termrl compile): synthesize its tasks here, with its arguments, "
+    "and push their environments.",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter the run will change (as `termrl run --set`), e.g. synth_count=96.",
+)
+@click.option(
+    "--tasks",
+    "tasks",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Tasks artifact (Parquet) whose environments the cluster's sandboxes run (repeatable), "
+    "e.g. the run's expert_tasks.",
+)
 @_REGISTRY
 @_TLS
-def push_tasks(pipeline_yaml: str | None, settings: tuple[str, ...], tasks: tuple[str, ...], registry: str,
-               tls_verify: bool) -> None:  # fmt: skip
+def push_tasks(
+    pipeline_yaml: str | None,
+    settings: tuple[str, ...],
+    tasks: tuple[str, ...],
+    registry: str,
+    tls_verify: bool,
+) -> None:
     """Build the task environments a run needs (podman) and push them as REG/termrl/env:<hash>, where the
     kubernetes sandbox backend pulls them. Run it before each cluster run, with the run's parameters."""
     import tempfile
@@ -93,7 +147,9 @@ def push_tasks(pipeline_yaml: str | None, settings: tuple[str, ...], tasks: tupl
     from pipelines.task_images import synthesize_pipeline_tasks
 
     if not pipeline_yaml and not tasks:
-        raise click.UsageError("give --pipeline YAML (the tasks it synthesizes) and/or --tasks FILE")
+        raise click.UsageError(
+            "give --pipeline YAML (the tasks it synthesizes) and/or --tasks FILE"
+        )
     try:
         with tempfile.TemporaryDirectory(prefix="termrl-push-tasks-") as tmp:
             paths = [Path(t) for t in tasks]

@@ -36,8 +36,15 @@ from typing import Any, TextIO
 from kfp import local
 from kfp.local import executor_output_utils, graph_utils
 
-__all__ = ["RunRecord", "TaskRecord", "display_names", "pipeline_defaults", "run_pipeline_locally", "spec_defaults",
-           "summary_lines"]
+__all__ = [
+    "RunRecord",
+    "TaskRecord",
+    "display_names",
+    "pipeline_defaults",
+    "run_pipeline_locally",
+    "spec_defaults",
+    "summary_lines",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r"Executing task '([^']+)'")
@@ -98,7 +105,9 @@ class RunRecord:
 
         path = Path(run_dir) / "run.json"
         if not path.is_file():
-            raise ConfigError(f"{run_dir} is not a run folder (no run.json): give the folder `termrl run` printed")
+            raise ConfigError(
+                f"{run_dir} is not a run folder (no run.json): give the folder `termrl run` printed"
+            )
         data = json.loads(path.read_text())
         data["tasks"] = {name: TaskRecord(**task) for name, task in data["tasks"].items()}
         return cls(**data)
@@ -108,8 +117,10 @@ def display_names(pipeline: Any) -> dict[str, str]:
     """Local task name (the component name without ``comp-``) -> display name, in DAG order."""
     tasks = pipeline.pipeline_spec.root.dag.tasks
     order = list(reversed(graph_utils.topological_sort_tasks(tasks)))  # kfp pops from the end
-    return {tasks[name].component_ref.name.removeprefix("comp-"): tasks[name].task_info.name or name
-            for name in order}  # fmt: skip
+    return {
+        tasks[name].component_ref.name.removeprefix("comp-"): tasks[name].task_info.name or name
+        for name in order
+    }
 
 
 def pipeline_defaults(pipeline: Any) -> dict[str, Any]:
@@ -124,7 +135,9 @@ def spec_defaults(spec: Any) -> dict[str, Any]:
     for name, param in params.items():
         value = executor_output_utils.pb2_value_to_python(param.default_value)
         # protobuf numbers are doubles: give integer parameters their type back
-        values[name] = int(value) if param.parameter_type == _NUMBER_INTEGER and value is not None else value
+        values[name] = (
+            int(value) if param.parameter_type == _NUMBER_INTEGER and value is not None else value
+        )
     return values
 
 
@@ -137,7 +150,14 @@ def _children_cpu() -> float:
 class _Progress:
     """A stdout stand-in: every line goes to ``run.log``; kfp's lines update the record."""
 
-    def __init__(self, record: RunRecord, log: TextIO, echo: Callable[[str], None], verbose: bool, cache_dir: Path):
+    def __init__(
+        self,
+        record: RunRecord,
+        log: TextIO,
+        echo: Callable[[str], None],
+        verbose: bool,
+        cache_dir: Path,
+    ):
         self.record, self.log, self.echo, self.verbose = record, log, echo, verbose
         self.cache_dir = cache_dir
         self.buffer = ""
@@ -192,8 +212,10 @@ class _Progress:
                 task.state = "imported" if task.name.startswith("importer") else "executed"
             self.current = None
             if not self.verbose:
-                self.echo(f"{self._position(task.name)} {task.display_name}: {task.state} in "
-                          f"{task.seconds:.0f} s (cpu {task.cpu_seconds:.0f} s)")
+                self.echo(
+                    f"{self._position(task.name)} {task.display_name}: {task.state} in "
+                    f"{task.seconds:.0f} s (cpu {task.cpu_seconds:.0f} s)"
+                )
                 if task.state == "failed":
                     self.echo("    " + "\n    ".join(task.log_tail[-40:]))
         elif match := _OUTPUTS.search(line):
@@ -215,13 +237,17 @@ class _Progress:
         task.state = "cached"
         for entry in self.cache_dir.glob(f"{key}*.json"):
             outputs = json.loads(entry.read_text())
-            task.outputs = {k: v["uri"] for k, v in outputs.items() if isinstance(v, dict) and "uri" in v}
+            task.outputs = {
+                k: v["uri"] for k, v in outputs.items() if isinstance(v, dict) and "uri" in v
+            }
         if not self.verbose:
             self.echo(f"{self._position(name)} {task.display_name}: cached (not executed)")
 
     def retry(self, name: str, attempt: str, total: str) -> None:
-        self.echo(f"{self._position(name)} {self._task(name).display_name}: attempt {attempt}/{total} "
-                  "failed, retrying")  # fmt: skip
+        self.echo(
+            f"{self._position(name)} {self._task(name).display_name}: attempt {attempt}/{total} "
+            "failed, retrying"
+        )
 
 
 class _KfpRecords(logging.Handler):
@@ -304,12 +330,21 @@ def run_pipeline_locally(
     cache_dir.mkdir(parents=True, exist_ok=True)
     names = display_names(pipeline)
     record = RunRecord(
-        run_dir=str(run_dir), pipeline=pipeline.name, arguments={**pipeline_defaults(pipeline), **arguments},
-        shape=shape or {}, cache_dir=str(cache_dir), tasks={n: TaskRecord(n, d) for n, d in names.items()},
+        run_dir=str(run_dir),
+        pipeline=pipeline.name,
+        arguments={**pipeline_defaults(pipeline), **arguments},
+        shape=shape or {},
+        cache_dir=str(cache_dir),
+        tasks={n: TaskRecord(n, d) for n, d in names.items()},
         started=time.strftime("%Y-%m-%d %H:%M:%S"),
-    )  # fmt: skip
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(run_dir / "artifacts"),
-               raise_on_error=False, enable_caching=True, cache_root=str(cache_dir))  # fmt: skip
+    )
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(run_dir / "artifacts"),
+        raise_on_error=False,
+        enable_caching=True,
+        cache_root=str(cache_dir),
+    )
     began = time.monotonic()
     with open(run_dir / "run.log", "a", buffering=1) as log, _unbuffered_children():
         progress = _Progress(record, log, echo, verbose, cache_dir)
@@ -340,15 +375,27 @@ def summary_lines(record: RunRecord, report: str) -> list[str]:
     shutil.copyfile(task.outputs["report"], copy)
     table = table_from_metrics(json.loads(Path(task.outputs["metrics"]).read_text()))
     if not table:
-        return [f"report: {copy}", "(its metrics hold no comparison table: a compare task of an older termrl)"]
+        return [
+            f"report: {copy}",
+            "(its metrics hold no comparison table: a compare task of an older termrl)",
+        ]
     width = max(8, *(len(row.label) + 2 for row in table))
-    lines = [f"report: {copy}", "", "held-out tasks: " + " vs ".join(row.label for row in table) + " policy",
-             f"  {'policy':<{width}}{'tasks':>7}{'trials':>8}{'passed':>8}{'pass rate':>11}"]  # fmt: skip
+    lines = [
+        f"report: {copy}",
+        "",
+        "held-out tasks: " + " vs ".join(row.label for row in table) + " policy",
+        f"  {'policy':<{width}}{'tasks':>7}{'trials':>8}{'passed':>8}{'pass rate':>11}",
+    ]
     for row in table:
-        lines.append(f"  {row.label:<{width}}{row.tasks:>7}{row.rate.n:>8}{row.rate.passed:>8}"
-                     f"{row.rate.rate:>10.1%}")  # fmt: skip
+        lines.append(
+            f"  {row.label:<{width}}{row.tasks:>7}{row.rate.n:>8}{row.rate.passed:>8}"
+            f"{row.rate.rate:>10.1%}"
+        )
     lines += ["", *comparison_lines(table)]
     families = record.arguments.get("heldout_families")
-    lines.append("  Δ: mean over tasks of the per-task difference vs base, 95 % paired interval (Newcombe's for "
-                 "pass/fail tasks)" + (f"; held-out families (not trained on): {families}" if families else ""))
+    lines.append(
+        "  Δ: mean over tasks of the per-task difference vs base, 95 % paired interval (Newcombe's for "
+        "pass/fail tasks)"
+        + (f"; held-out families (not trained on): {families}" if families else "")
+    )
     return lines

@@ -28,8 +28,10 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
     shape = shape or CurriculumShape()
     ops = make_ops(shape.cpu_image, shape.gpu_image)
 
-    @dsl.pipeline(name="termrl-nightly-eval",
-                  description="evaluate one policy on a fixed set of verified procedural tasks")  # fmt: skip
+    @dsl.pipeline(
+        name="termrl-nightly-eval",
+        description="evaluate one policy on a fixed set of verified procedural tasks",
+    )
     def nightly_eval(
         code_version: str = shape.code_version,
         model: str = "",
@@ -48,20 +50,58 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
         eval_options: dict = {},  # noqa: B006 - kfp reads the default; never mutated
     ) -> None:
         accel = (accelerator_type, accelerator_count)
-        sandbox = {"sandbox_namespace": sandbox_namespace, "sandbox_registry": sandbox_registry,
-                   "sandbox_pull_secret": sandbox_pull_secret}  # fmt: skip
-        policy = apply_platform(ops.prepare_model(code_version=code_version, source=model),
-                                "prepare_model", "prepare policy", shape, accel, caching=False)  # fmt: skip
-        tasks = apply_platform(ops.synthesize(code_version=code_version, count=task_count, seed=task_seed),
-                               "synthesize", "synthesize eval tasks", shape, accel)  # fmt: skip
-        verified = apply_platform(ops.verify(
-            code_version=code_version, tasks=tasks.outputs["tasks"], judge_model=policy.outputs["model"],
-            repeats=verify_repeats, sandbox_backend=sandbox_backend, **sandbox,
-        ), "verify", "verify eval tasks", shape, accel)  # fmt: skip
-        apply_platform(ops.evaluate(
-            code_version=code_version, tasks=verified.outputs["admitted"], policy=policy.outputs["model"],
-            run_id="nightly", trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-            backend=sandbox_backend, options=eval_options, **sandbox,
-        ), "evaluate", NIGHTLY_EVAL, shape, accel, caching=False)  # fmt: skip
+        sandbox = {
+            "sandbox_namespace": sandbox_namespace,
+            "sandbox_registry": sandbox_registry,
+            "sandbox_pull_secret": sandbox_pull_secret,
+        }
+        policy = apply_platform(
+            ops.prepare_model(code_version=code_version, source=model),
+            "prepare_model",
+            "prepare policy",
+            shape,
+            accel,
+            caching=False,
+        )
+        tasks = apply_platform(
+            ops.synthesize(code_version=code_version, count=task_count, seed=task_seed),
+            "synthesize",
+            "synthesize eval tasks",
+            shape,
+            accel,
+        )
+        verified = apply_platform(
+            ops.verify(
+                code_version=code_version,
+                tasks=tasks.outputs["tasks"],
+                judge_model=policy.outputs["model"],
+                repeats=verify_repeats,
+                sandbox_backend=sandbox_backend,
+                **sandbox,
+            ),
+            "verify",
+            "verify eval tasks",
+            shape,
+            accel,
+        )
+        apply_platform(
+            ops.evaluate(
+                code_version=code_version,
+                tasks=verified.outputs["admitted"],
+                policy=policy.outputs["model"],
+                run_id="nightly",
+                trials=trials,
+                max_turns=max_turns,
+                max_new_tokens=max_new_tokens,
+                backend=sandbox_backend,
+                options=eval_options,
+                **sandbox,
+            ),
+            "evaluate",
+            NIGHTLY_EVAL,
+            shape,
+            accel,
+            caching=False,
+        )
 
     return nightly_eval

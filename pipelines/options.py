@@ -74,8 +74,10 @@ def pipeline_arguments(defaults: Mapping[str, Any], settings: Iterable[str]) -> 
         parameter = f"{stage}_options"
         if parameter not in defaults:
             takes = sorted(k.removesuffix("_options") for k in defaults if k.endswith("_options"))
-            problems.append(f"{stage}.*: this pipeline passes no options to a {stage!r} stage "
-                            f"(stages with options: {', '.join(takes) or 'none'})")  # fmt: skip
+            problems.append(
+                f"{stage}.*: this pipeline passes no options to a {stage!r} stage "
+                f"(stages with options: {', '.join(takes) or 'none'})"
+            )
             continue
         try:
             given = values.get(parameter) or defaults[parameter] or {}

@@ -39,7 +39,9 @@ _LOCAL_HOST = "localhost"
 
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _NAME = r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}")
+_LABEL_KEY = re.compile(
+    rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}"
+)
 _LABEL_VALUE = re.compile(rf"({_NAME})?")
 
 
@@ -51,8 +53,10 @@ def _repository(local_name: str) -> str:
 def registry_image(registry: str, local_name: str, tag: str) -> str:
     """The name under which ``registry`` holds the image built locally as ``local_name``, tagged ``tag``."""
     if not _TAG.fullmatch(tag):
-        raise ConfigError(f"image tag {tag!r} (the code version) is not valid: at most 128 of letters, digits, "
-                          "'_', '.', '-', not starting with '.' or '-'")  # fmt: skip
+        raise ConfigError(
+            f"image tag {tag!r} (the code version) is not valid: at most 128 of letters, digits, "
+            "'_', '.', '-', not starting with '.' or '-'"
+        )
     return f"{registry.rstrip('/')}/{_repository(local_name)}:{tag}"
 
 
@@ -70,7 +74,9 @@ def local_images(names: Iterable[str]) -> list[str]:
     return local
 
 
-def cluster_images(registry: str | None, cpu_image: str | None, gpu_image: str | None, tag: str) -> tuple[str, str]:
+def cluster_images(
+    registry: str | None, cpu_image: str | None, gpu_image: str | None, tag: str
+) -> tuple[str, str]:
     """The (CPU, GPU) stage images: each full name given, else ``registry``'s, else the local default."""
 
     def pick(given: str | None, local_name: str) -> str:
@@ -85,7 +91,9 @@ def label_problems(key: str, value: str, what: str) -> list[str]:
     """What is wrong with a Kubernetes label (or taint) key and value, as the API server would check it."""
     problems = []
     if not _LABEL_KEY.fullmatch(key):
-        problems.append(f"{what}: {key!r} is not a valid label key ([prefix/]name, name <= 63 characters)")
+        problems.append(
+            f"{what}: {key!r} is not a valid label key ([prefix/]name, name <= 63 characters)"
+        )
     if not _LABEL_VALUE.fullmatch(value):
         problems.append(f"{what}: {value!r} is not a valid label value (<= 63 of [A-Za-z0-9_.-])")
     return problems
@@ -117,18 +125,29 @@ class Toleration:
         return toleration
 
     def __str__(self) -> str:
-        return self.key + (f"={self.value}" if self.value else "") + (f":{self.effect}" if self.effect else "")
+        return (
+            self.key
+            + (f"={self.value}" if self.value else "")
+            + (f":{self.effect}" if self.effect else "")
+        )
 
     def problems(self) -> list[str]:
         what = f"toleration {str(self)!r}"
         problems = label_problems(self.key, self.value, what)
         if self.effect and self.effect not in TAINT_EFFECTS:
-            problems.append(f"{what}: effect must be one of {', '.join(TAINT_EFFECTS)}, not {self.effect!r}")
+            problems.append(
+                f"{what}: effect must be one of {', '.join(TAINT_EFFECTS)}, not {self.effect!r}"
+            )
         return problems
 
     def manifest(self) -> dict[str, Any]:
         """The toleration as a pod spec holds it."""
-        fields = {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
+        fields = {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+        }
         return {name: value for name, value in fields.items() if value}
 
 
@@ -162,8 +181,11 @@ def parse_node_selector(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
         problems += label_problems(label, value, f"node selector {item!r}")
         pairs.append((label, value))
     labels = [label for label, _ in pairs]
-    problems += [f"node selector: label {label!r} is given twice" for label in sorted(set(labels))
-                 if labels.count(label) > 1]  # fmt: skip
+    problems += [
+        f"node selector: label {label!r} is given twice"
+        for label in sorted(set(labels))
+        if labels.count(label) > 1
+    ]
     if problems:
         raise ConfigError(problems)
     return tuple(pairs)

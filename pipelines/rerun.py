@@ -28,14 +28,25 @@ from termrl.settings import parse_typed
 
 __all__ = ["RerunPlan", "plan_rerun", "rerun_stage"]
 
-_PARAMETER_TYPES = {1: float, 2: int, 3: str, 4: bool}  # ParameterType: NUMBER_DOUBLE, NUMBER_INTEGER, STRING, BOOLEAN
+_PARAMETER_TYPES = {
+    1: float,
+    2: int,
+    3: str,
+    4: bool,
+}  # ParameterType: NUMBER_DOUBLE, NUMBER_INTEGER, STRING, BOOLEAN
 
 
 class RerunPlan:
     """What a rerun of ``task`` needs: its component, parameters and input artifact URIs."""
 
-    def __init__(self, task: str, kind: str, component: Any, parameters: dict[str, Any],
-                 artifacts: dict[str, tuple[str, type]]):  # fmt: skip
+    def __init__(
+        self,
+        task: str,
+        kind: str,
+        component: Any,
+        parameters: dict[str, Any],
+        artifacts: dict[str, tuple[str, type]],
+    ):
         self.task, self.kind, self.component = task, kind, component
         self.parameters, self.artifacts = parameters, artifacts
 
@@ -54,7 +65,10 @@ def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPl
     """Resolve ``task`` of ``record`` into a rerun plan (every problem reported at once)."""
     pipeline = _pipeline_for(record)
     spec = pipeline.pipeline_spec
-    by_local = {t.component_ref.name.removeprefix("comp-"): (name, t) for name, t in spec.root.dag.tasks.items()}
+    by_local = {
+        t.component_ref.name.removeprefix("comp-"): (name, t)
+        for name, t in spec.root.dag.tasks.items()
+    }
     if task not in by_local:
         kinds = sorted(by_local)
         raise ConfigError(f"no stage {task!r} in {record.run_dir}; stages: {', '.join(kinds)}")
@@ -69,22 +83,35 @@ def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPl
         if value.component_input_parameter:
             parameters[name] = record.arguments[value.component_input_parameter]
         elif value.HasField("runtime_value"):
-            parameters[name] = executor_output_utils.pb2_value_to_python(value.runtime_value.constant)
+            parameters[name] = executor_output_utils.pb2_value_to_python(
+                value.runtime_value.constant
+            )
     declared = component_spec.input_definitions.parameters
-    types = {name: _PARAMETER_TYPES.get(p.parameter_type, Any) for name, p in declared.items() if name != "options"}
+    types = {
+        name: _PARAMETER_TYPES.get(p.parameter_type, Any)
+        for name, p in declared.items()
+        if name != "options"
+    }
     items = list(settings)
     own = [item for item in items if _key(item) in types]
     try:
         parameters.update(parse_typed(types, own))
         if len(own) < len(items):
             others = [item for item in items if _key(item) not in types]
-            parameters["options"] = {**(parameters.get("options") or {}), **stage_options(kind, others)}
+            parameters["options"] = {
+                **(parameters.get("options") or {}),
+                **stage_options(kind, others),
+            }
     except ConfigError as exc:
         problems.extend(exc.problems)
     for name in list(parameters):
         if name not in declared:
-            parameters.pop(name)  # resource placeholders (accelerator): no meaning for the local runner
-        elif _PARAMETER_TYPES.get(declared[name].parameter_type) is int and isinstance(parameters[name], float):
+            parameters.pop(
+                name
+            )  # resource placeholders (accelerator): no meaning for the local runner
+        elif _PARAMETER_TYPES.get(declared[name].parameter_type) is int and isinstance(
+            parameters[name], float
+        ):
             parameters[name] = int(parameters[name])
 
     artifacts: dict[str, tuple[str, type]] = {}
@@ -92,12 +119,21 @@ def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPl
         producer = value.task_output_artifact.producer_task
         key = value.task_output_artifact.output_artifact_key
         producer_local = spec.root.dag.tasks[producer].component_ref.name.removeprefix("comp-")
-        uri = record.tasks.get(producer_local).outputs.get(key) if producer_local in record.tasks else None
+        uri = (
+            record.tasks.get(producer_local).outputs.get(key)
+            if producer_local in record.tasks
+            else None
+        )
         if not uri or not Path(uri).exists():
-            problems.append(f"input {name!r}: output {key!r} of {producer_local!r} is not on disk ({uri})")
+            problems.append(
+                f"input {name!r}: output {key!r} of {producer_local!r} is not on disk ({uri})"
+            )
             continue
         schema = component_spec.input_definitions.artifacts[name].artifact_type.schema_title
-        artifacts[name] = (uri, kfp_types.type_utils.ARTIFACT_CLASSES_MAPPING[schema.removeprefix("system.").lower()])
+        artifacts[name] = (
+            uri,
+            kfp_types.type_utils.ARTIFACT_CLASSES_MAPPING[schema.removeprefix("system.").lower()],
+        )
     if problems:
         raise ConfigError(problems)
     return RerunPlan(task, kind, ops[kind], parameters, artifacts)
@@ -134,7 +170,13 @@ def rerun_stage(
     pipeline = _one_stage_pipeline(plan, cache=cache)
     out = Path(run_dir) / "reruns" / f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
     cache_dir = cache_dir or record.cache_dir or Path(record.run_dir).parent / ".cache"
-    result = run_pipeline_locally(pipeline, {}, run_dir=out, cache_dir=cache_dir,
-                                  shape={"rerun_of": record.run_dir, "task": task}, echo=echo,
-                                  verbose=verbose)  # fmt: skip
+    result = run_pipeline_locally(
+        pipeline,
+        {},
+        run_dir=out,
+        cache_dir=cache_dir,
+        shape={"rerun_of": record.run_dir, "task": task},
+        echo=echo,
+        verbose=verbose,
+    )
     return plan, result

@@ -71,14 +71,23 @@ def schedule_kfp(
     from pipelines.compile import compile_pipeline
 
     with tempfile.TemporaryDirectory() as tmp:
-        package = Path(pipeline_yaml) if pipeline_yaml else compile_pipeline("nightly-eval", Path(tmp) / "n.yaml", shape)
+        package = (
+            Path(pipeline_yaml)
+            if pipeline_yaml
+            else compile_pipeline("nightly-eval", Path(tmp) / "n.yaml", shape)
+        )
         client = kfp.Client(host=host, namespace=namespace or "kubeflow")
         found = client.create_experiment(experiment, namespace=namespace)
         job = client.create_recurring_run(
-            experiment_id=found.experiment_id, job_name=job_name, cron_expression=kfp_cron(cron),
-            pipeline_package_path=str(package), params=params or {}, max_concurrency=1,
-            no_catchup=True, enable_caching=False,
-        )  # fmt: skip
+            experiment_id=found.experiment_id,
+            job_name=job_name,
+            cron_expression=kfp_cron(cron),
+            pipeline_package_path=str(package),
+            params=params or {},
+            max_concurrency=1,
+            no_catchup=True,
+            enable_caching=False,
+        )
     return job.recurring_run_id
 
 
@@ -123,49 +132,101 @@ def nightly_cron_workflow(
     def param(name: str) -> str:
         return "{{workflow.parameters." + name + "}}"
 
-    sandbox = [f"--set sandbox_{key}={value}" for key, value in
-               (("registry", sandbox_registry), ("pull_secret", sandbox_pull_secret)) if value]  # fmt: skip
+    sandbox = [
+        f"--set sandbox_{key}={value}"
+        for key, value in (("registry", sandbox_registry), ("pull_secret", sandbox_pull_secret))
+        if value
+    ]
 
-    resolve_model = (f'MODEL="{param("model")}"; [ -n "$MODEL" ] || MODEL=$(python -c "from termrl.llm.models '
-                     'import prepare_default_model as p; print(p())"); ')  # fmt: skip
+    resolve_model = (
+        f'MODEL="{param("model")}"; [ -n "$MODEL" ] || MODEL=$(python -c "from termrl.llm.models '
+        'import prepare_default_model as p; print(p())"); '
+    )
     with CronWorkflow(
-        name="termrl-nightly-eval", namespace=namespace, schedules=[argo_cron(cron)], timezone=timezone,
-        concurrency_policy="Forbid", starting_deadline_seconds=3600, entrypoint="nightly-eval",
+        name="termrl-nightly-eval",
+        namespace=namespace,
+        schedules=[argo_cron(cron)],
+        timezone=timezone,
+        concurrency_policy="Forbid",
+        starting_deadline_seconds=3600,
+        entrypoint="nightly-eval",
         service_account_name=service_account,
-        arguments=[Parameter(name="model", value=model), Parameter(name="task_count", value=str(task_count)),
-                   Parameter(name="task_seed", value=str(task_seed)), Parameter(name="trials", value=str(trials))],
-        volume_claim_templates=[m.PersistentVolumeClaim(
-            metadata=m.ObjectMeta(name="work"),
-            spec=m.PersistentVolumeClaimSpec(access_modes=["ReadWriteOnce"],
-                                             resources=m.VolumeResourceRequirements(requests={"storage": "20Gi"})),
-        )],
-        volumes=[m.Volume(name="results", persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(
-            claim_name=results_pvc))] if results_pvc else None,
-        image_pull_secrets=[m.LocalObjectReference(name=name) for name in image_pull_secrets] or None,
-    ) as workflow:  # fmt: skip
+        arguments=[
+            Parameter(name="model", value=model),
+            Parameter(name="task_count", value=str(task_count)),
+            Parameter(name="task_seed", value=str(task_seed)),
+            Parameter(name="trials", value=str(trials)),
+        ],
+        volume_claim_templates=[
+            m.PersistentVolumeClaim(
+                metadata=m.ObjectMeta(name="work"),
+                spec=m.PersistentVolumeClaimSpec(
+                    access_modes=["ReadWriteOnce"],
+                    resources=m.VolumeResourceRequirements(requests={"storage": "20Gi"}),
+                ),
+            )
+        ],
+        volumes=[
+            m.Volume(
+                name="results",
+                persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(claim_name=results_pvc),
+            )
+        ]
+        if results_pvc
+        else None,
+        image_pull_secrets=[m.LocalObjectReference(name=name) for name in image_pull_secrets]
+        or None,
+    ) as workflow:
         synthesize = Container(
-            name="synthesize", image=cpu_image, command=["python", "-m", "components.synthesize"],
-            args=["--count", param("task_count"), "--seed", param("task_seed"), "--no-progress",
-                  "--out", "/work/tasks.parquet"], volume_mounts=mounts,
-        )  # fmt: skip
-        verify = Container(
-            name="verify", image=cpu_image, command=["python", "-m", "components.verify"],
-            args=["--tasks", "/work/tasks.parquet", "--out", "/work/verdicts.parquet", "--admitted",
-                  "/work/admitted.parquet", "--repeats", "1", "--backend", "kubernetes", "--no-progress",
-                  *(a for item in sandbox for a in item.split(" ", 1))],
+            name="synthesize",
+            image=cpu_image,
+            command=["python", "-m", "components.synthesize"],
+            args=[
+                "--count",
+                param("task_count"),
+                "--seed",
+                param("task_seed"),
+                "--no-progress",
+                "--out",
+                "/work/tasks.parquet",
+            ],
             volume_mounts=mounts,
-        )  # fmt: skip
+        )
+        verify = Container(
+            name="verify",
+            image=cpu_image,
+            command=["python", "-m", "components.verify"],
+            args=[
+                "--tasks",
+                "/work/tasks.parquet",
+                "--out",
+                "/work/verdicts.parquet",
+                "--admitted",
+                "/work/admitted.parquet",
+                "--repeats",
+                "1",
+                "--backend",
+                "kubernetes",
+                "--no-progress",
+                *(a for item in sandbox for a in item.split(" ", 1)),
+            ],
+            volume_mounts=mounts,
+        )
         evaluate = Container(
-            name="eval", image=gpu_image, command=["sh", "-ec"],
-            args=[resolve_model + f"mkdir -p {results_dir}; python -m components.eval --tasks "
-                  f"/work/admitted.parquet --model \"$MODEL\" --trials {param('trials')} --backend kubernetes "
-                  f"--run-id nightly --no-progress --out {results_dir}/eval_results.parquet "
-                  f"--report {results_dir}/report.html" + "".join(f" {item}" for item in sandbox)],
+            name="eval",
+            image=gpu_image,
+            command=["sh", "-ec"],
+            args=[
+                resolve_model + f"mkdir -p {results_dir}; python -m components.eval --tasks "
+                f'/work/admitted.parquet --model "$MODEL" --trials {param("trials")} --backend kubernetes '
+                f"--run-id nightly --no-progress --out {results_dir}/eval_results.parquet "
+                f"--report {results_dir}/report.html" + "".join(f" {item}" for item in sandbox)
+            ],
             volume_mounts=mounts,
             resources=m.ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
             tolerations=[m.Toleration(**t.manifest()) for t in gpu_tolerations] or None,
             node_selector=dict(gpu_node_selector) or None,
-        )  # fmt: skip
+        )
         with DAG(name="nightly-eval"):
             synthesize() >> verify() >> evaluate()
     return workflow

@@ -35,7 +35,9 @@ _SYNTHESIZE = re.compile(r"comp-synthesize(-\d+)?")
 """The synthesize component's names in a compiled pipeline (kfp numbers the variants: comp-synthesize-2)."""
 
 
-def pipeline_synthesize_arguments(pipeline_yaml: str | Path, settings: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+def pipeline_synthesize_arguments(
+    pipeline_yaml: str | Path, settings: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
     """Task name -> the arguments the compiled pipeline passes its synthesize component there."""
     from google.protobuf import json_format
 
@@ -56,17 +58,23 @@ def pipeline_synthesize_arguments(pipeline_yaml: str | Path, settings: Iterable[
                 arguments[key] = values[given.component_input_parameter]
             else:  # a constant: protobuf numbers are doubles
                 value = json_format.MessageToDict(given.runtime_value.constant)
-                arguments[key] = int(value) if isinstance(value, float) and value.is_integer() else value
+                arguments[key] = (
+                    int(value) if isinstance(value, float) and value.is_integer() else value
+                )
         calls[name] = arguments
     if not calls:
         raise ConfigError(f"{pipeline_yaml}: the pipeline has no synthesize task")
     if llm := sorted(name for name, arguments in calls.items() if arguments.get("llm_model")):
-        raise ConfigError(f"{', '.join(llm)}: LLM-written tasks differ from run to run, so their environments "
-                          "cannot be built ahead; synthesize them, then push with --tasks")  # fmt: skip
+        raise ConfigError(
+            f"{', '.join(llm)}: LLM-written tasks differ from run to run, so their environments "
+            "cannot be built ahead; synthesize them, then push with --tasks"
+        )
     return calls
 
 
-def synthesize_pipeline_tasks(pipeline_yaml: str | Path, settings: Iterable[str], dest: Path) -> list[Path]:
+def synthesize_pipeline_tasks(
+    pipeline_yaml: str | Path, settings: Iterable[str], dest: Path
+) -> list[Path]:
     """Run each synthesize task of the compiled pipeline here (its component body, its arguments)."""
     from components.synthesize.component import synthesize
 

@@ -1,10 +1,10 @@
 """`termrl tbcompat show | kit | timing`: Terminal-Bench adaptations seen from the command line.
 
-    show    what termrl changes to run each task here (stand-ins and their differences,
-            the offline test kit, notes)
-    kit     fetch every task's offline test kit into the cache now (before going offline,
-            or to fill a cache that an air-gapped cluster mounts)
-    timing  tasks whose oracle run used more than 80 % of a timeout, from eval results
+show    what termrl changes to run each task here (stand-ins and their differences,
+        the offline test kit, notes)
+kit     fetch every task's offline test kit into the cache now (before going offline,
+        or to fill a cache that an air-gapped cluster mounts)
+timing  tasks whose oracle run used more than 80 % of a timeout, from eval results
 """
 
 from __future__ import annotations
@@ -23,8 +23,13 @@ from termrl.tbcompat.timing import oracle_timeout_warnings
 
 __all__ = ["tbcompat"]
 
-_TASKS = click.option("--tasks", "source", required=True, type=click.Path(exists=True, path_type=Path),
-                      help="A tasks artifact (Parquet) or a folder of Terminal-Bench task folders.")  # fmt: skip
+_TASKS = click.option(
+    "--tasks",
+    "source",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A tasks artifact (Parquet) or a folder of Terminal-Bench task folders.",
+)
 
 
 def _load(source: Path) -> list[Task]:
@@ -59,7 +64,9 @@ def show(source: Path) -> None:
         if kit:
             uv = f"uv {kit['uv']}" if kit.get("uv") else "no uv"
             groups = "; ".join(" ".join(g) for g in kit.get("groups", [])) or "nothing pinned"
-            click.echo(f"  test kit: {uv}, Python {kit['python']}: {groups} (from {', '.join(kit.get('found_in', []))})")
+            click.echo(
+                f"  test kit: {uv}, Python {kit['python']}: {groups} (from {', '.join(kit.get('found_in', []))})"
+            )
         for note in adaptations.get("notes", []):
             click.echo(f"  note: {note}")
 
@@ -87,7 +94,9 @@ def kit(source: Path, refresh: bool) -> None:
         except TermrlError as exc:
             raise click.ClickException(str(exc)) from exc
         wheels = len(list((folder / "wheels").glob("*.whl")))
-        click.echo(f"{folder} ({wheels} wheel(s), {time.monotonic() - started:.1f}s): {', '.join(task_ids)}")
+        click.echo(
+            f"{folder} ({wheels} wheel(s), {time.monotonic() - started:.1f}s): {', '.join(task_ids)}"
+        )
 
 
 @tbcompat.command("timing")

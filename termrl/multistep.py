@@ -36,7 +36,11 @@ SOLVE = f"bash {SOLUTION_DIR}/solve.sh"
 
 def _under(files: dict[str, TaskFile], folder: str) -> list[TaskFile]:
     prefix = f"{folder}/"
-    return [TaskFile(p[len(prefix):], f.data, f.mode) for p, f in sorted(files.items()) if p.startswith(prefix)]
+    return [
+        TaskFile(p[len(prefix) :], f.data, f.mode)
+        for p, f in sorted(files.items())
+        if p.startswith(prefix)
+    ]
 
 
 def task_steps(task: Task) -> list[Task]:
@@ -46,21 +50,25 @@ def task_steps(task: Task) -> list[Task]:
     out = []
     for step in task.steps:
         prefix = f"{step['name']}/"
-        mine = {f.path[len(prefix):]: f for f in task.step_files if f.path.startswith(prefix)}
+        mine = {f.path[len(prefix) :]: f for f in task.step_files if f.path.startswith(prefix)}
         tests = {f.path: f for f in task.test_files} | {f.path: f for f in _under(mine, "tests")}
         solution = _under(mine, "solution")
-        out.append(replace(
-            task,
-            instruction=mine["instruction.md"].data.decode(),
-            solution_files=solution,
-            solution_command=SOLVE if any(f.path == "solve.sh" for f in solution) else None,
-            test_files=[tests[p] for p in sorted(tests)],
-            agent_timeout_sec=step.get("agent_timeout_sec") or task.agent_timeout_sec,
-            verifier_timeout_sec=step.get("verifier_timeout_sec") or task.verifier_timeout_sec,
-            verifier_env={**task.verifier_env, **(step.get("verifier_env") or {})},
-            verifier_user=step.get("verifier_user") or task.verifier_user,
-            steps=[], step_files=[], reward_strategy=None,
-        ))  # fmt: skip
+        out.append(
+            replace(
+                task,
+                instruction=mine["instruction.md"].data.decode(),
+                solution_files=solution,
+                solution_command=SOLVE if any(f.path == "solve.sh" for f in solution) else None,
+                test_files=[tests[p] for p in sorted(tests)],
+                agent_timeout_sec=step.get("agent_timeout_sec") or task.agent_timeout_sec,
+                verifier_timeout_sec=step.get("verifier_timeout_sec") or task.verifier_timeout_sec,
+                verifier_env={**task.verifier_env, **(step.get("verifier_env") or {})},
+                verifier_user=step.get("verifier_user") or task.verifier_user,
+                steps=[],
+                step_files=[],
+                reward_strategy=None,
+            )
+        )
     return out
 
 
@@ -94,15 +102,24 @@ def combine(task: Task, outcomes: list[TestOutcome]) -> TestOutcome:
         reward = outcomes[-1].reward
     else:
         reward = sum(o.reward for o in outcomes) / len(outcomes)
-    output = "".join(f"=== step {s['name']}: reward {o.reward:g}\n{o.output}" for s, o in zip(task.steps, outcomes, strict=False))
+    output = "".join(
+        f"=== step {s['name']}: reward {o.reward:g}\n{o.output}"
+        for s, o in zip(task.steps, outcomes, strict=False)
+    )
     return TestOutcome(
-        passed=reward >= 1.0 and len(outcomes) == len(task.steps), reward=reward, output=output,
-        duration=sum(o.duration for o in outcomes), timed_out=any(o.timed_out for o in outcomes),
-        exit_code=outcomes[-1].exit_code, tampering=tuple(t for o in outcomes for t in o.tampering),
-    )  # fmt: skip
+        passed=reward >= 1.0 and len(outcomes) == len(task.steps),
+        reward=reward,
+        output=output,
+        duration=sum(o.duration for o in outcomes),
+        timed_out=any(o.timed_out for o in outcomes),
+        exit_code=outcomes[-1].exit_code,
+        tampering=tuple(t for o in outcomes for t in o.tampering),
+    )
 
 
-async def run_steps(session: _Session, task: Task, act: Callable[[Task], Awaitable[Any]]) -> StepsOutcome:
+async def run_steps(
+    session: _Session, task: Task, act: Callable[[Task], Awaitable[Any]]
+) -> StepsOutcome:
     """Each step in order: ``act(step)`` (the agent's work on it), then its tests; stop below a min_reward."""
     scored: list[TestOutcome] = []
     stopped_at = None
@@ -110,8 +127,12 @@ async def run_steps(session: _Session, task: Task, act: Callable[[Task], Awaitab
         await act(step)
         scored.append(await run_tests(session, step))
         if below_min_reward(task, index, scored[-1]):
-            log.info("task %s: step %d scored %g, below its min_reward: the rest do not run", task.id, index + 1,
-                     scored[-1].reward)  # fmt: skip
+            log.info(
+                "task %s: step %d scored %g, below its min_reward: the rest do not run",
+                task.id,
+                index + 1,
+                scored[-1].reward,
+            )
             stopped_at = index
             break
     return StepsOutcome(combine(task, scored), scored, stopped_at)

@@ -135,6 +135,7 @@ def parse_typed(types: Mapping[str, Any], items: Iterable[str]) -> dict[str, Any
 
 def jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
     """Settings as JSON values (paths as strings, tuples as lists), for a kfp parameter."""
+
     def plain(value: Any) -> Any:
         if isinstance(value, Path):
             return str(value)
@@ -155,11 +156,14 @@ def _from_json(name: str, value: Any, kind: Any) -> Any:
     options = {typing.get_origin(o) or o for o in _alternatives(kind)}
     if isinstance(value, list) and tuple in options:
         return tuple(value)
-    if isinstance(value, int) and not isinstance(value, bool) and float in options and int not in options:
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and float in options
+        and int not in options
+    ):
         return float(value)
     return value
-
-
 
 
 def _typed(config_class: type, values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
@@ -167,7 +171,10 @@ def _typed(config_class: type, values: Mapping[str, Any], source: str = "") -> d
     ``source``: the file they came from (else they are kfp or rerun options)."""
     types = field_types(config_class)
     where, noun = (f"{source}: ", "field") if source else ("", "option")
-    problems = [f"{where}unknown {config_class.__name__} {noun} {k!r}" for k in sorted(set(values) - set(types))]
+    problems = [
+        f"{where}unknown {config_class.__name__} {noun} {k!r}"
+        for k in sorted(set(values) - set(types))
+    ]
     typed: dict[str, Any] = {}
     for key in sorted(set(values) & set(types)):
         try:
@@ -179,7 +186,9 @@ def _typed(config_class: type, values: Mapping[str, Any], source: str = "") -> d
     return typed
 
 
-def build_config(config_class: type, explicit: Mapping[str, Any], options: Mapping[str, Any] | None) -> Any:
+def build_config(
+    config_class: type, explicit: Mapping[str, Any], options: Mapping[str, Any] | None
+) -> Any:
     """``config_class(**explicit)`` with ``options`` (JSON values, unknown keys refused) on top."""
     return config_class(**{**explicit, **_typed(config_class, dict(options or {}))})
 
@@ -196,17 +205,22 @@ def read_settings_file(config_class: type, path: str | Path | None) -> dict[str,
     if loaded is None:  # an empty file sets nothing
         return {}
     if not isinstance(loaded, Mapping):
-        raise ConfigError(f"config file {path} must hold a mapping of {config_class.__name__} fields")
+        raise ConfigError(
+            f"config file {path} must hold a mapping of {config_class.__name__} fields"
+        )
     return _typed(config_class, loaded, str(path))
 
 
 def config_file_option(config_class: type) -> Any:
     """The ``--config FILE`` option of a stage command whose config is ``config_class``."""
     return click.option(
-        "--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+        "--config",
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
         help=f"YAML or JSON file of {config_class.__name__} fields. Precedence: defaults < this file "
-             "< the options given here < --set.",
-    )  # fmt: skip
+        "< the options given here < --set.",
+    )
 
 
 def given_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,4 +229,8 @@ def given_options(options: Mapping[str, Any]) -> dict[str, Any]:
     a ``--config`` file."""
     ctx = click.get_current_context()
     defaulted = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-    return {key: value for key, value in options.items() if ctx.get_parameter_source(key) not in defaulted}
+    return {
+        key: value
+        for key, value in options.items()
+        if ctx.get_parameter_source(key) not in defaulted
+    }

@@ -134,9 +134,7 @@ LEFTOVERS = (SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR)
 PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 """pytest's configuration files, in the order it prefers them within one directory."""
 
-FRESH_TEST_DIRS = (
-    f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ ! -L /logs ] || rm -f /logs; }} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
-)
+FRESH_TEST_DIRS = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ ! -L /logs ] || rm -f /logs; }} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
 """Whatever the agent left at the tests' and verifier's paths goes: a planted conftest.py, a reward
 file, a symlink that would send the reward elsewhere."""
 
@@ -200,8 +198,14 @@ class _Session(Protocol):
 
     async def exec(self, command: str, timeout: float = ...) -> _Result: ...
     async def exec_fresh(
-        self, command: str, timeout: float = ..., *, env: dict[str, str] | None = ..., workdir: str | None = ...,
-        binds: dict[str, tuple[str, bool]] | None = ..., user: str | None = ...,
+        self,
+        command: str,
+        timeout: float = ...,
+        *,
+        env: dict[str, str] | None = ...,
+        workdir: str | None = ...,
+        binds: dict[str, tuple[str, bool]] | None = ...,
+        user: str | None = ...,
     ) -> _Result: ...
     async def close(self) -> None: ...
     def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
@@ -264,7 +268,9 @@ def _in_workdir(session: _Session, command: str, env: dict[str, str]) -> str:
     return f"(cd {shlex.quote(session.workdir)} && {assignments} {command})"
 
 
-async def run_solution(session: _Session, task: Task, *, timeout: float | None = None) -> SolutionOutcome:
+async def run_solution(
+    session: _Session, task: Task, *, timeout: float | None = None
+) -> SolutionOutcome:
     """Upload the solution files to /solution and run the solution under the agent timeout."""
     timeout = timeout or task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
     if task.solution_files:
@@ -317,9 +323,13 @@ def parse_reward(task_id: str, text: str) -> float:
     try:
         reward = float(text.strip())
     except ValueError as exc:
-        raise RewardFailed(f"task {task_id}: {REWARD_FILE} holds {text[:80]!r}, not a number") from exc
+        raise RewardFailed(
+            f"task {task_id}: {REWARD_FILE} holds {text[:80]!r}, not a number"
+        ) from exc
     if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
-        raise RewardFailed(f"task {task_id}: {REWARD_FILE} holds {reward!r}, not a reward in [0, 1]")
+        raise RewardFailed(
+            f"task {task_id}: {REWARD_FILE} holds {reward!r}, not a reward in [0, 1]"
+        )
     return reward
 
 
@@ -329,9 +339,13 @@ async def _read_reward(session: _Session, task: Task, test_exit_code: int | None
     if probe.exit_code == 3:
         return 1.0 if test_exit_code == 0 else 0.0
     if probe.exit_code == 4:
-        raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {probe.output.strip()}, not a regular file")
+        raise RewardFailed(
+            f"task {task.id}: {REWARD_FILE} is a {probe.output.strip()}, not a regular file"
+        )
     if probe.exit_code != 0:
-        raise RewardFailed(f"task {task.id}: cannot read {REWARD_FILE}", log_tail=probe.output[-2000:])
+        raise RewardFailed(
+            f"task {task.id}: cannot read {REWARD_FILE}", log_tail=probe.output[-2000:]
+        )
     return parse_reward(task.id, probe.output)
 
 
@@ -339,7 +353,9 @@ def _startup_hook(path: str) -> bool:
     """Files every Python (or every dynamically linked program) runs at start."""
     name = posixpath.basename(path)
     in_python = "/python" in path and ("site-packages" in path or "dist-packages" in path)
-    return path == "/etc/ld.so.preload" or (in_python and (name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth")))
+    return path == "/etc/ld.so.preload" or (
+        in_python and (name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth"))
+    )
 
 
 def _installed(probe_line: str) -> str | None:
@@ -374,12 +390,17 @@ async def find_tampering(session: _Session) -> tuple[str, ...]:
     hooks = [path for path in sorted(changes) if _startup_hook(path)]
     pth = [path for path in hooks if path.endswith(".pth")]
     if pth:
-        probe = await session.exec_fresh(f"set -- {' '.join(shlex.quote(p) for p in pth)}\n{PTH_PROBE}", timeout=60)
+        probe = await session.exec_fresh(
+            f"set -- {' '.join(shlex.quote(p) for p in pth)}\n{PTH_PROBE}", timeout=60
+        )
         installed = {_installed(line) for line in probe.output.splitlines()}
         hooks = [path for path in hooks if path not in installed]
     found = [f"{path}: a startup hook" for path in hooks]
-    candidates = [f"{kind} {path}" for path, kind in sorted(changes.items())
-                  if posixpath.basename(posixpath.dirname(path)) in ("bin", "sbin")]  # fmt: skip
+    candidates = [
+        f"{kind} {path}"
+        for path, kind in sorted(changes.items())
+        if posixpath.basename(posixpath.dirname(path)) in ("bin", "sbin")
+    ]
     if candidates:
         args = " ".join(shlex.quote(c) for c in candidates[:SHADOW_CANDIDATES_MAX])
         probe = await session.exec_fresh(f"set -- {args}\n{SHADOW_PROBE}", timeout=60)
@@ -399,13 +420,17 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
     if task.scoring not in ("reward-file", "pytest-report"):
         raise RewardFailed(f"task {task.id}: unknown scoring {task.scoring!r}")
     if task.steps:
-        raise RewardFailed(f"task {task.id} has {len(task.steps)} steps: score it step by step (termrl.multistep)")
+        raise RewardFailed(
+            f"task {task.id} has {len(task.steps)} steps: score it step by step (termrl.multistep)"
+        )
     if task.verifier_mode == "separate":
         return await _run_separate(session, task, timeout)
     async with session.agent_stopped():
         tampering = await find_tampering(session)  # before the tests install anything themselves
         if tampering:
-            log.warning("task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering))
+            log.warning(
+                "task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering)
+            )
         return await _score(session, task, timeout, tampering)
 
 
@@ -413,7 +438,9 @@ async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOu
     """Collect the artifacts, end the agent's sandbox, score in a fresh one fed only the artifacts."""
     sandboxes = _OPENED.get(id(session))
     if sandboxes is None:
-        raise RewardFailed(f"task {task.id}: a separate verifier needs a session from TaskSandboxes.open")
+        raise RewardFailed(
+            f"task {task.id}: a separate verifier needs a session from TaskSandboxes.open"
+        )
     async with session.agent_stopped():
         artifacts = await collect_artifacts(session, task)  # type: ignore[arg-type]
     # The agent's processes end before the verifier starts (and its sandbox slot is free for the verifier's).
@@ -424,32 +451,55 @@ async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOu
         return await _score(fresh, task, timeout, ())
 
 
-async def _score(session: _Session, task: Task, timeout: float, tampering: tuple[str, ...]) -> TestOutcome:
+async def _score(
+    session: _Session, task: Task, timeout: float, tampering: tuple[str, ...]
+) -> TestOutcome:
     """Steps 3 to 5 of the module docstring: fresh test directories, the tests, the reward."""
     started = time.monotonic()
     prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
     if prepare.exit_code != 0:
-        raise RewardFailed(f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}", log_tail=prepare.output[-2000:])
-    env = {**resolve_env(task.env), **resolve_env(task.verifier_env), "TEST_DIR": TESTS_DIR,
-           "PYTEST_ADDOPTS": pytest_addopts(task), **await prepare_test_phase(session, task)}  # fmt: skip
+        raise RewardFailed(
+            f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}",
+            log_tail=prepare.output[-2000:],
+        )
+    env = {
+        **resolve_env(task.env),
+        **resolve_env(task.verifier_env),
+        "TEST_DIR": TESTS_DIR,
+        "PYTEST_ADDOPTS": pytest_addopts(task),
+        **await prepare_test_phase(session, task),
+    }
     user = task.verifier_user
     if session.private_binds:
         with tempfile.TemporaryDirectory(prefix="termrl-scoring-") as host:
             tests, verifier = _write_host_dirs(host, task.test_files)
-            result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir,
-                                              binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)},
-                                              user=user)  # fmt: skip
+            result = await session.exec_fresh(
+                task.test_command,
+                timeout=timeout,
+                env=env,
+                workdir=session.workdir,
+                binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)},
+                user=user,
+            )
             read_reward = lambda code: asyncio.to_thread(_read_host_reward, task, verifier, code)  # noqa: E731
             return await _outcome(task, result, started, timeout, tampering, read_reward)
     await session.upload_files(task.test_files, TESTS_DIR)
     if user is not None:  # the verifier's user writes the reward file
         await session.exec_fresh(f"chmod 0777 {VERIFIER_DIR}", timeout=30)
-    result = await session.exec_fresh(task.test_command, timeout=timeout, env=env, workdir=session.workdir, user=user)
-    return await _outcome(task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code))
+    result = await session.exec_fresh(
+        task.test_command, timeout=timeout, env=env, workdir=session.workdir, user=user
+    )
+    return await _outcome(
+        task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code)
+    )
 
 
 async def _outcome(
-    task: Task, result: _Result, started: float, timeout: float, tampering: tuple[str, ...],
+    task: Task,
+    result: _Result,
+    started: float,
+    timeout: float,
+    tampering: tuple[str, ...],
     read_reward: Callable[[int | None], Awaitable[float]],
 ) -> TestOutcome:
     """The tests' outcome from their run, following the task's ``scoring``."""
@@ -459,14 +509,20 @@ async def _outcome(
         return TestOutcome(False, 0.0, result.output, duration, True, tampering=tampering)
     if task.scoring == "pytest-report":
         passed = parse_pytest_report(result.output)
-        return TestOutcome(passed, float(passed), result.output, duration, False, result.exit_code, tampering)
+        return TestOutcome(
+            passed, float(passed), result.output, duration, False, result.exit_code, tampering
+        )
     try:
         reward = await read_reward(result.exit_code)
     except RewardFailed as exc:
         if exc.log_tail:
             raise
-        raise RewardFailed(str(exc), log_tail=result.output[-2000:]) from exc  # with what the tests printed
-    return TestOutcome(reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering)
+        raise RewardFailed(
+            str(exc), log_tail=result.output[-2000:]
+        ) from exc  # with what the tests printed
+    return TestOutcome(
+        reward >= 1.0, reward, result.output, duration, False, result.exit_code, tampering
+    )
 
 
 def _write_host_dirs(host: str, files: list[TaskFile]) -> tuple[str, str]:
@@ -474,7 +530,9 @@ def _write_host_dirs(host: str, files: list[TaskFile]) -> tuple[str, str]:
     tests, verifier = os.path.join(host, "tests"), os.path.join(host, "verifier")
     os.mkdir(tests, 0o755)
     os.mkdir(verifier, 0o777)
-    os.chmod(verifier, 0o777)  # whatever user the tests run as writes the reward (mkdir's mode is masked)
+    os.chmod(
+        verifier, 0o777
+    )  # whatever user the tests run as writes the reward (mkdir's mode is masked)
     os.chmod(host, 0o755)
     for file in files:
         try:
@@ -495,11 +553,15 @@ def _read_host_reward(task: Task, verifier: str, test_exit_code: int | None) -> 
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         if os.path.lexists(path):  # a dangling symlink
-            raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a symlink, not a regular file") from None
+            raise RewardFailed(
+                f"task {task.id}: {REWARD_FILE} is a symlink, not a regular file"
+            ) from None
         return 1.0 if test_exit_code == 0 else 0.0
     except OSError as exc:  # ELOOP: a symlink
         kind = "symlink" if os.path.islink(path) else "special file"
-        raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file") from exc
+        raise RewardFailed(
+            f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file"
+        ) from exc
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -545,7 +607,9 @@ class TaskSandboxes:
     ``SandboxSpec`` default).
     """
 
-    def __init__(self, manager: SandboxManager, *, lifetime_sec: Callable[[Task], float] | None = None) -> None:
+    def __init__(
+        self, manager: SandboxManager, *, lifetime_sec: Callable[[Task], float] | None = None
+    ) -> None:
         self.manager = manager
         self.lifetime_sec = lifetime_sec
         self._builds: dict[str, asyncio.Future[None]] = {}

@@ -33,7 +33,13 @@ from termrl.artifacts.tasks import Task, TaskFile
 if TYPE_CHECKING:
     from termrl.sandbox.session import Session
 
-__all__ = ["ARTIFACTS_DIR", "ARTIFACTS_MAX_BYTES", "ARTIFACT_FILE_MAX_BYTES", "ARTIFACT_FILES_MAX", "collect_artifacts"]
+__all__ = [
+    "ARTIFACTS_DIR",
+    "ARTIFACTS_MAX_BYTES",
+    "ARTIFACT_FILE_MAX_BYTES",
+    "ARTIFACT_FILES_MAX",
+    "collect_artifacts",
+]
 
 log = logging.getLogger("termrl.verifierenv")
 
@@ -59,7 +65,9 @@ fi
 
 def _sources(task: Task) -> list[tuple[str, list[str]]]:
     """(source path, exclude patterns) of each declared artifact, the convention directory first."""
-    entries = [(posixpath.normpath(a["source"]), list(a.get("exclude") or [])) for a in task.artifacts]
+    entries = [
+        (posixpath.normpath(a["source"]), list(a.get("exclude") or [])) for a in task.artifacts
+    ]
     if not any(source == ARTIFACTS_DIR for source, _ in entries):
         entries.insert(0, (ARTIFACTS_DIR, []))
     return entries
@@ -69,24 +77,35 @@ def _excluded(path: str, source: str, patterns: list[str]) -> bool:
     """tar's ``--exclude``: a pattern matches the file's name, any directory name on the way, or its path."""
     relative = posixpath.relpath(path, source)
     names = relative.split("/")
-    return any(fnmatch.fnmatch(relative, p) or any(fnmatch.fnmatch(n, p) for n in names) for p in patterns)
+    return any(
+        fnmatch.fnmatch(relative, p) or any(fnmatch.fnmatch(n, p) for n in names) for p in patterns
+    )
 
 
 async def _run_collect(session: Session, task: Task) -> None:
     for entry in task.verifier_collect:
         user = entry.get("user")
-        result = await session.exec_fresh(entry["command"], float(entry.get("timeout_sec") or DEFAULT_COLLECT_TIMEOUT_SEC),
-                                          user=None if user is None else str(user))  # fmt: skip
+        result = await session.exec_fresh(
+            entry["command"],
+            float(entry.get("timeout_sec") or DEFAULT_COLLECT_TIMEOUT_SEC),
+            user=None if user is None else str(user),
+        )
         if not result.ok:
             why = "timed out" if result.timed_out else f"exit status {result.exit_code}"
-            log.warning("task %s: collect command %r failed (%s): %s", task.id, entry["command"], why, result.output[-500:])
+            log.warning(
+                "task %s: collect command %r failed (%s): %s",
+                task.id,
+                entry["command"],
+                why,
+                result.output[-500:],
+            )
 
 
 async def _listing(session: Session, task: Task) -> list[tuple[int, str, str, list[str]]]:
     """(mode, path, source, exclude) of each regular file the artifacts name."""
     out = f"/tmp/.termrl-artifacts-{secrets.token_hex(8)}"
     args = " ".join(shlex.quote(source) for source, _ in _sources(task))
-    script = f"rm -f {out}; : > {out}; for s in {args}; do set -- {out} \"$s\"; {LIST_PROBE}\ndone"
+    script = f'rm -f {out}; : > {out}; for s in {args}; do set -- {out} "$s"; {LIST_PROBE}\ndone'
     result = await session.exec_fresh(script, 120.0)
     try:
         if not result.ok:
@@ -100,7 +119,9 @@ async def _listing(session: Session, task: Task) -> list[tuple[int, str, str, li
         mode, _, path = entry.partition(" ")
         if not path or not mode.isdigit():
             continue
-        source, exclude = next((s, e) for s, e in _sources(task) if path == s or path.startswith(s.rstrip("/") + "/"))
+        source, exclude = next(
+            (s, e) for s, e in _sources(task) if path == s or path.startswith(s.rstrip("/") + "/")
+        )
         files.append((int(mode, 8), path, source, exclude))
     return files
 
@@ -120,14 +141,26 @@ async def collect_artifacts(session: Session, task: Task) -> list[TaskFile]:
         if _excluded(path, source, exclude):
             continue
         if len(copied) >= ARTIFACT_FILES_MAX:
-            log.warning("task %s: more than %d artifact files; the rest are not copied", task.id, ARTIFACT_FILES_MAX)
+            log.warning(
+                "task %s: more than %d artifact files; the rest are not copied",
+                task.id,
+                ARTIFACT_FILES_MAX,
+            )
             break
         limit = min(ARTIFACT_FILE_MAX_BYTES, ARTIFACTS_MAX_BYTES - total)
         try:
             data = await session.download(path, max_bytes=limit)
-        except (FileNotFoundError, IsADirectoryError, NotRegularFile, FileTooLarge, UnicodeError) as exc:
+        except (
+            FileNotFoundError,
+            IsADirectoryError,
+            NotRegularFile,
+            FileTooLarge,
+            UnicodeError,
+        ) as exc:
             log.warning("task %s: artifact %s not copied: %s", task.id, path, exc)
             continue
         total += len(data)
-        copied.append(TaskFile(path.lstrip("/"), data, mode & 0o777))  # no setuid/setgid/sticky bits
+        copied.append(
+            TaskFile(path.lstrip("/"), data, mode & 0o777)
+        )  # no setuid/setgid/sticky bits
     return copied

@@ -34,9 +34,12 @@ def _modules(top: str) -> list[Path]:
 
 
 def test_the_library_imports_no_stage_and_no_pipeline() -> None:
-    offending = [f"{path.relative_to(ROOT)} imports {name}"
-                 for path in _modules("termrl") for name in _imports(path)
-                 if name.split(".")[0] in ("components", "pipelines")]  # fmt: skip
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _modules("termrl")
+        for name in _imports(path)
+        if name.split(".")[0] in ("components", "pipelines")
+    ]
     assert offending == []
 
 
@@ -47,11 +50,12 @@ def test_a_stage_imports_no_other_stage_and_no_pipeline() -> None:
         for path in _modules(f"components/{stage}"):
             for name in _imports(path):
                 parts = name.split(".")
-                other_stage = parts[0] == "components" and len(parts) > 1 and parts[1] in stages - {stage}
+                other_stage = (
+                    parts[0] == "components" and len(parts) > 1 and parts[1] in stages - {stage}
+                )
                 if other_stage or parts[0] == "pipelines":
                     offending.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offending == []
-
 
 
 def _package_graph() -> dict[str, set[str]]:
@@ -76,7 +80,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
         state[node] = "open"
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                return [*path[path.index(nxt):], nxt] if nxt in path else [node, nxt]
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
             if nxt not in state and (found := visit(nxt, [*path, nxt])):
                 return found
         state[node] = "done"

@@ -13,14 +13,29 @@ from .taskfolders.test_harbor14_run import FIXTURES
 
 def _task(strategy: str | None = None) -> Task:
     return Task(
-        id="t", instruction="first", test_files=[TaskFile("test.sh", b"task"), TaskFile("lib.sh", b"helper")],
-        agent_timeout_sec=100.0, verifier_timeout_sec=50.0, verifier_env={"A": "1"},
-        steps=[{"name": "one", "min_reward": 1.0, "agent_timeout_sec": 10.0},
-               {"name": "two", "min_reward": {"reward": 0.5}, "verifier_env": {"B": "2"}, "verifier_user": "root"}],
-        step_files=[TaskFile("one/instruction.md", b"Do one."), TaskFile("one/solution/solve.sh", b"s1", 0o755),
-                    TaskFile("two/instruction.md", b"Do two."), TaskFile("two/tests/test.sh", b"step")],
+        id="t",
+        instruction="first",
+        test_files=[TaskFile("test.sh", b"task"), TaskFile("lib.sh", b"helper")],
+        agent_timeout_sec=100.0,
+        verifier_timeout_sec=50.0,
+        verifier_env={"A": "1"},
+        steps=[
+            {"name": "one", "min_reward": 1.0, "agent_timeout_sec": 10.0},
+            {
+                "name": "two",
+                "min_reward": {"reward": 0.5},
+                "verifier_env": {"B": "2"},
+                "verifier_user": "root",
+            },
+        ],
+        step_files=[
+            TaskFile("one/instruction.md", b"Do one."),
+            TaskFile("one/solution/solve.sh", b"s1", 0o755),
+            TaskFile("two/instruction.md", b"Do two."),
+            TaskFile("two/tests/test.sh", b"step"),
+        ],
         reward_strategy=strategy,
-    )  # fmt: skip
+    )
 
 
 def _outcome(reward: float) -> TestOutcome:
@@ -30,12 +45,26 @@ def _outcome(reward: float) -> TestOutcome:
 def test_each_step_runs_as_a_task_with_its_files_over_the_tasks():
     one, two = task_steps(_task())
     assert (one.instruction, two.instruction) == ("Do one.", "Do two.")
-    assert one.solution_files == [TaskFile("solve.sh", b"s1", 0o755)] and one.solution_command == "bash /solution/solve.sh"
+    assert (
+        one.solution_files == [TaskFile("solve.sh", b"s1", 0o755)]
+        and one.solution_command == "bash /solution/solve.sh"
+    )
     assert two.solution_files == [] and two.solution_command is None
     assert {f.path: f.data for f in one.test_files} == {"test.sh": b"task", "lib.sh": b"helper"}
-    assert {f.path: f.data for f in two.test_files} == {"test.sh": b"step", "lib.sh": b"helper"}  # the step's wins
-    assert (one.agent_timeout_sec, two.agent_timeout_sec, two.verifier_timeout_sec) == (10.0, 100.0, 50.0)
-    assert (two.verifier_env, two.verifier_user, one.verifier_user) == ({"A": "1", "B": "2"}, "root", None)
+    assert {f.path: f.data for f in two.test_files} == {
+        "test.sh": b"step",
+        "lib.sh": b"helper",
+    }  # the step's wins
+    assert (one.agent_timeout_sec, two.agent_timeout_sec, two.verifier_timeout_sec) == (
+        10.0,
+        100.0,
+        50.0,
+    )
+    assert (two.verifier_env, two.verifier_user, one.verifier_user) == (
+        {"A": "1", "B": "2"},
+        "root",
+        None,
+    )
     assert not one.steps and not one.step_files
     assert task_steps(Task(id="single", instruction="x")) == [Task(id="single", instruction="x")]
 

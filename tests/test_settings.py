@@ -27,17 +27,38 @@ class Knobs:
 
 
 def test_values_take_their_fields_types():
-    values = parse_settings(Knobs, ["steps=3", "rate=1e-5", "flag=yes", "name=007", "folder=/tmp/a",
-                                    "pair=[0.8, 0.95]", "modules=q_proj", "extra={a: 1}"])  # fmt: skip
-    assert values == {"steps": 3, "rate": 1e-5, "flag": True, "name": "007", "folder": Path("/tmp/a"),
-                      "pair": (0.8, 0.95), "modules": "q_proj", "extra": {"a": 1}}  # fmt: skip
+    values = parse_settings(
+        Knobs,
+        [
+            "steps=3",
+            "rate=1e-5",
+            "flag=yes",
+            "name=007",
+            "folder=/tmp/a",
+            "pair=[0.8, 0.95]",
+            "modules=q_proj",
+            "extra={a: 1}",
+        ],
+    )
+    assert values == {
+        "steps": 3,
+        "rate": 1e-5,
+        "flag": True,
+        "name": "007",
+        "folder": Path("/tmp/a"),
+        "pair": (0.8, 0.95),
+        "modules": "q_proj",
+        "extra": {"a": 1},
+    }
     assert parse_settings(Knobs, ["steps=null"]) == {"steps": None}
     assert parse_settings(Knobs, ["steps=4.0", "steps=5"]) == {"steps": 5}  # the later item wins
 
 
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ConfigError) as error:
-        parse_settings(Knobs, ["stpes=3", "steps=2.5", "flag=maybe", "rate=fast", "name", "=1", "rate=null"])
+        parse_settings(
+            Knobs, ["stpes=3", "steps=2.5", "flag=maybe", "rate=fast", "name", "=1", "rate=null"]
+        )
     problems = error.value.problems
     assert len(problems) == 7, problems
     assert problems[0].startswith("unknown setting 'stpes'; known: extra, flag, folder")
@@ -47,19 +68,38 @@ def test_every_problem_is_reported_at_once():
 
 def test_a_mapping_of_defaults_types_its_keys():
     defaults = {"count": 12, "lr": 0.0, "model": "", "on": True, "options": {}}
-    assert parse_settings(defaults, ["count=4", "lr=3", "model=/m", "on=off", "options={k: v}"]) == {
-        "count": 4, "lr": 3.0, "model": "/m", "on": False, "options": {"k": "v"}}
+    assert parse_settings(
+        defaults, ["count=4", "lr=3", "model=/m", "on=off", "options={k: v}"]
+    ) == {"count": 4, "lr": 3.0, "model": "/m", "on": False, "options": {"k": "v"}}
 
 
 def test_stage_options_survive_json_and_win_over_the_components_own_values():
-    options = json.loads(json.dumps(jsonable(parse_settings(
-        RolloutConfig, ["demonstrations=/tmp/demos.parquet", "cli_agent_command=[agent, --fast]", "groups=6"]))))
+    options = json.loads(
+        json.dumps(
+            jsonable(
+                parse_settings(
+                    RolloutConfig,
+                    [
+                        "demonstrations=/tmp/demos.parquet",
+                        "cli_agent_command=[agent, --fast]",
+                        "groups=6",
+                    ],
+                )
+            )
+        )
+    )
     config = build_config(RolloutConfig, {"groups": 2, "group_size": 8}, options)
-    assert config.demonstrations == Path("/tmp/demos.parquet") and config.cli_agent_command == ("agent", "--fast")
+    assert config.demonstrations == Path("/tmp/demos.parquet") and config.cli_agent_command == (
+        "agent",
+        "--fast",
+    )
     assert (config.groups, config.group_size) == (6, 8)
     # a UI user may type a number as text; an int where a float belongs stays a float
-    config = build_config(TrainConfig, {"trajectories": "t.parquet", "out": "o"},
-                          {"negative_weight": "0.5", "eps_high": 1, "adam_betas": [0.8, 0.9]})
+    config = build_config(
+        TrainConfig,
+        {"trajectories": "t.parquet", "out": "o"},
+        {"negative_weight": "0.5", "eps_high": 1, "adam_betas": [0.8, 0.9]},
+    )
     assert config.negative_weight == 0.5 and isinstance(config.eps_high, float)
     assert config.adam_betas == (0.8, 0.9)
     with pytest.raises(ConfigError, match="unknown TrainConfig option 'negative_wieght'"):

@@ -30,8 +30,12 @@ PASSED ../tests/test_outputs.py::test_reversed_order
 
 def test_pytest_report_needs_a_pass_and_no_failure_or_error():
     assert parse_pytest_report(PYTEST_OK)
-    assert not parse_pytest_report(PYTEST_OK.replace("PASSED ../tests/test_outputs.py::test_reversed_order",
-                                                      "FAILED ../tests/test_outputs.py::test_reversed_order - x"))
+    assert not parse_pytest_report(
+        PYTEST_OK.replace(
+            "PASSED ../tests/test_outputs.py::test_reversed_order",
+            "FAILED ../tests/test_outputs.py::test_reversed_order - x",
+        )
+    )
     assert not parse_pytest_report(PYTEST_OK + "ERROR ../tests/test_outputs.py - ImportError\n")
     assert not parse_pytest_report("collected 0 items\n")  # nothing passed
     # A test *named* PASSED inside a line is not a report line.
@@ -46,8 +50,12 @@ def test_solution_steps_come_from_the_command_or_the_yaml_list():
 
 
 def test_a_broken_solution_yaml_is_reported_with_the_task_id():
-    task = Task(id="t", instruction="x", solution_command=None,
-                solution_files=[TaskFile("solution.yaml", b"- command: [unclosed\n")])
+    task = Task(
+        id="t",
+        instruction="x",
+        solution_command=None,
+        solution_files=[TaskFile("solution.yaml", b"- command: [unclosed\n")],
+    )
     with pytest.raises(ValueError, match="task t: unreadable solution.yaml"):
         solution_steps(task)
 
@@ -57,7 +65,10 @@ async def score_fixture(relative: str, *, solve: bool):
     from termrl.taskrun import run_solution, run_tests
 
     task = read_task_folder(FIXTURES / relative)
-    async with SandboxManager() as manager, await manager.create(SandboxSpec.from_task(task)) as session:
+    async with (
+        SandboxManager() as manager,
+        await manager.create(SandboxSpec.from_task(task)) as session,
+    ):
         await session.exec("cd / && mkdir -p /tmp/elsewhere && cd /tmp/elsewhere", timeout=10)
         if solve:
             solution = await run_solution(session, task)
@@ -83,7 +94,9 @@ LEFTOVER_DOCKERFILE = (
 )
 """An image whose set-up left a task's tests, solution and a reward file behind."""
 
-FIND_LEFTOVERS = "for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; true"
+FIND_LEFTOVERS = (
+    "for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; true"
+)
 
 
 @dataclass
@@ -130,8 +143,12 @@ class _Manager:
 
 
 def _task(task_id: str, dockerfile: bytes = b"FROM x\n") -> Task:
-    return Task(id=task_id, instruction="x", environment_files=[TaskFile("Dockerfile", dockerfile)],
-                verifier_timeout_sec=42.0)  # fmt: skip
+    return Task(
+        id=task_id,
+        instruction="x",
+        environment_files=[TaskFile("Dockerfile", dockerfile)],
+        verifier_timeout_sec=42.0,
+    )
 
 
 async def test_open_builds_each_image_once_and_removes_leftovers_before_handing_out():
@@ -142,13 +159,17 @@ async def test_open_builds_each_image_once_and_removes_leftovers_before_handing_
     for task in (_task("a"), _task("b")):  # one environment, one image
         manager.session = _Session()
         async with sandboxes.open(task) as session:
-            assert session.commands == ["rm -rf /solution /tests /logs/verifier; "
-                                        "[ ! -e /solution ] && [ ! -e /tests ] && [ ! -e /logs/verifier ]"]  # fmt: skip
+            assert session.commands == [
+                "rm -rf /solution /tests /logs/verifier; "
+                "[ ! -e /solution ] && [ ! -e /tests ] && [ ! -e /logs/verifier ]"
+            ]
             assert not session.closed
         assert session.closed
     assert manager.builds == 1
     assert [s.lifetime_sec for s in manager.specs] == [420.0, 420.0]
-    assert TaskSandboxes(manager).spec(_task("a")).lifetime_sec == SandboxSpec.lifetime_sec  # the default
+    assert (
+        TaskSandboxes(manager).spec(_task("a")).lifetime_sec == SandboxSpec.lifetime_sec
+    )  # the default
 
 
 async def test_a_failed_build_is_remembered_for_every_task_with_that_image():
@@ -171,8 +192,12 @@ async def test_a_failed_build_is_remembered_for_every_task_with_that_image():
 
 @pytest.mark.parametrize(
     ("reset", "raised"),
-    [(_Result("rm: cannot remove", 1), ResetFailed), (_Result("", None, True), ResetFailed),
-     (SandboxUnavailable("podman exec failed"), ResetFailed), (SandboxDied("gone"), SandboxDied)],
+    [
+        (_Result("rm: cannot remove", 1), ResetFailed),
+        (_Result("", None, True), ResetFailed),
+        (SandboxUnavailable("podman exec failed"), ResetFailed),
+        (SandboxDied("gone"), SandboxDied),
+    ],
 )
 async def test_leftovers_that_stay_fail_the_reset_and_transient_errors_pass_through(reset, raised):
     from termrl.taskrun import TaskSandboxes
@@ -189,9 +214,17 @@ async def test_open_hands_out_a_sandbox_without_the_images_set_up_leftovers(podm
     from termrl.taskrun import TaskSandboxes
 
     task = _task("leftovers", LEFTOVER_DOCKERFILE)
-    async with await podman.create(SandboxSpec.from_task(task)) as bare:  # the image does carry them
+    async with await podman.create(
+        SandboxSpec.from_task(task)
+    ) as bare:  # the image does carry them
         assert (await bare.exec(FIND_LEFTOVERS, timeout=30)).output.split() == [
-            "FOUND", "/tests", "FOUND", "/solution", "FOUND", "/logs/verifier"]  # fmt: skip
+            "FOUND",
+            "/tests",
+            "FOUND",
+            "/solution",
+            "FOUND",
+            "/logs/verifier",
+        ]
     async with TaskSandboxes(podman).open(task) as session:
         assert (await session.exec(FIND_LEFTOVERS, timeout=30)).output.strip() == ""
     assert podman.sessions == []

@@ -28,27 +28,55 @@ CHECK = '[ "$(cat /app/out.txt 2>/dev/null)" = hello ]'
 WRITE_ONE = "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt"
 
 
-def _task(task_id: str, tests: dict[str, bytes], command: str = "bash /tests/test.sh", **fields) -> Task:
-    files = [TaskFile(path, data, 0o755 if path.endswith(".sh") else 0o644) for path, data in tests.items()]
-    return Task(id=task_id, instruction="Write hello to /app/out.txt.", test_files=files, test_command=command,
-                verifier_timeout_sec=120, **fields)  # fmt: skip
+def _task(
+    task_id: str, tests: dict[str, bytes], command: str = "bash /tests/test.sh", **fields
+) -> Task:
+    files = [
+        TaskFile(path, data, 0o755 if path.endswith(".sh") else 0o644)
+        for path, data in tests.items()
+    ]
+    return Task(
+        id=task_id,
+        instruction="Write hello to /app/out.txt.",
+        test_files=files,
+        test_command=command,
+        verifier_timeout_sec=120,
+        **fields,
+    )
 
 
-REWARD_TASK = _task("reward-file", {"test.sh": f"#!/bin/bash\nif {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n".encode()})
+REWARD_TASK = _task(
+    "reward-file",
+    {
+        "test.sh": f"#!/bin/bash\nif {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n".encode()
+    },
+)
 """Harbor style: the script writes the reward file."""
-SLOW_REWARD_TASK = _task("slow-reward-file", {"test.sh": f"#!/bin/bash\nsleep 1\nif {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n".encode()})
+SLOW_REWARD_TASK = _task(
+    "slow-reward-file",
+    {
+        "test.sh": f"#!/bin/bash\nsleep 1\nif {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n".encode()
+    },
+)
 """The same, taking a moment: long enough for a process to find it."""
 EXIT_STATUS_TASK = _task("exit-status", {"test.sh": f"#!/bin/bash\n{CHECK}\n".encode()})
 """No reward file: the script's exit status decides."""
 TEST_PY = b"def test_out():\n    assert open('/app/out.txt').read().strip() == 'hello'\n"
-PYTEST_TASK = _task("pytest-report", {"test_outputs.py": TEST_PY}, "python3 -m pytest /tests/test_outputs.py -rA",
-                    scoring="pytest-report")  # fmt: skip
+PYTEST_TASK = _task(
+    "pytest-report",
+    {"test_outputs.py": TEST_PY},
+    "python3 -m pytest /tests/test_outputs.py -rA",
+    scoring="pytest-report",
+)
 """Terminal-Bench 1.0 style: pytest's report decides."""
-PYTEST_REWARD_TASK = _task("pytest-reward", {
-    "test_outputs.py": TEST_PY,
-    "test.sh": b"#!/bin/bash\ncd /app\npython3 -m pytest /tests/test_outputs.py -rA && echo 1 > /logs/verifier/reward.txt"
-               b" || echo 0 > /logs/verifier/reward.txt\n",
-})  # fmt: skip
+PYTEST_REWARD_TASK = _task(
+    "pytest-reward",
+    {
+        "test_outputs.py": TEST_PY,
+        "test.sh": b"#!/bin/bash\ncd /app\npython3 -m pytest /tests/test_outputs.py -rA && echo 1 > /logs/verifier/reward.txt"
+        b" || echo 0 > /logs/verifier/reward.txt\n",
+    },
+)
 """pytest inside a reward-file script."""
 
 # A conftest.py that turns every failing test into a pass.
@@ -81,51 +109,109 @@ TOKEN = "tok=$(tr '\\0' '\\n' < /proc/1/cmdline | tail -1)"
 
 def _service(loop: str) -> str:
     """``loop`` run by a process that holds a listening socket: a service, which scoring leaves running."""
-    script = ("import socket, subprocess, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
-              "subprocess.run(['bash', '-c', sys.argv[1]])\n")  # fmt: skip
+    script = (
+        "import socket, subprocess, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
+        "subprocess.run(['bash', '-c', sys.argv[1]])\n"
+    )
     return f"{_plant('/tmp/svc.py', script)} && nohup python3 /tmp/svc.py {_quote(loop)} >/dev/null 2>&1 &"
 
 
 ATTACKS: dict[str, tuple[Task, list[str]]] = {
     # A loop that keeps writing a perfect reward while the tests run (bash builtins only: no fork, no pause).
-    "lingering-writer": (REWARD_TASK, [_background("while :; do echo 1 > /logs/verifier/reward.txt; done 2>/dev/null")]),
+    "lingering-writer": (
+        REWARD_TASK,
+        [_background("while :; do echo 1 > /logs/verifier/reward.txt; done 2>/dev/null")],
+    ),
     # A loop that replaces the uploaded test script with one that always passes, the moment it appears.
-    "test-sh-swap": (REWARD_TASK, [
-        _plant("/tmp/forged.sh", f"#!/bin/bash\n{WRITE_ONE}\n", "755"),
-        _background("while :; do [ -f /tests/test.sh ] && [ ! /tests/test.sh -ef /tmp/forged.sh ] "
-                    "&& ln -f /tmp/forged.sh /tests/test.sh; done 2>/dev/null")]),
+    "test-sh-swap": (
+        REWARD_TASK,
+        [
+            _plant("/tmp/forged.sh", f"#!/bin/bash\n{WRITE_ONE}\n", "755"),
+            _background(
+                "while :; do [ -f /tests/test.sh ] && [ ! /tests/test.sh -ef /tmp/forged.sh ] "
+                "&& ln -f /tmp/forged.sh /tests/test.sh; done 2>/dev/null"
+            ),
+        ],
+    ),
     # The same from a service: it keeps running through scoring, so the tests' directories must be out of its reach.
-    "service-writer": (REWARD_TASK, [_service("while :; do echo 1 > /logs/verifier/reward.txt; done 2>/dev/null")]),
-    "service-test-sh-swap": (REWARD_TASK, [
-        _plant("/tmp/forged.sh", f"#!/bin/bash\n{WRITE_ONE}\n", "755"),
-        _service("while :; do [ -f /tests/test.sh ] && [ ! /tests/test.sh -ef /tmp/forged.sh ] "
-                 "&& ln -f /tmp/forged.sh /tests/test.sh; done 2>/dev/null")]),
+    "service-writer": (
+        REWARD_TASK,
+        [_service("while :; do echo 1 > /logs/verifier/reward.txt; done 2>/dev/null")],
+    ),
+    "service-test-sh-swap": (
+        REWARD_TASK,
+        [
+            _plant("/tmp/forged.sh", f"#!/bin/bash\n{WRITE_ONE}\n", "755"),
+            _service(
+                "while :; do [ -f /tests/test.sh ] && [ ! /tests/test.sh -ef /tmp/forged.sh ] "
+                "&& ln -f /tmp/forged.sh /tests/test.sh; done 2>/dev/null"
+            ),
+        ],
+    ),
     # ... or reaching into the test process's own view of the filesystem through /proc.
     # (It holds the directory, so its writes go on after the tests have ended, until the reward is read.)
-    "service-proc-root-writer": (SLOW_REWARD_TASK, [_service(
-        "until p=$(pgrep -f 'tests/tes[t].sh'); do :; done; cd /proc/${p%%$'\\n'*}/root/logs/verifier "
-        "&& while :; do echo 1 > reward.txt; done 2>/dev/null")]),
+    "service-proc-root-writer": (
+        SLOW_REWARD_TASK,
+        [
+            _service(
+                "until p=$(pgrep -f 'tests/tes[t].sh'); do :; done; cd /proc/${p%%$'\\n'*}/root/logs/verifier "
+                "&& while :; do echo 1 > reward.txt; done 2>/dev/null"
+            )
+        ],
+    ),
     # State of the agent's shell: a function named bash, BASH_ENV, a fake bash or python3 first on PATH.
     "shell-function": (REWARD_TASK, [f"bash() {{ {WRITE_ONE}; }}; export -f bash"]),
-    "bash-env": (REWARD_TASK, [_plant("/tmp/.rc", f"{WRITE_ONE}; exit 0\n"), "export BASH_ENV=/tmp/.rc"]),
-    "path-wrapper": (REWARD_TASK, [_plant("/tmp/bin/bash", f"#!/bin/sh\n{WRITE_ONE}\n", "755"),
-                                   "export PATH=/tmp/bin:$PATH; hash -r"]),
-    "path-fake-pytest": (PYTEST_TASK, [_plant("/tmp/bin/python3", "#!/bin/sh\necho PASSED /tests/test_outputs.py::test_out\n", "755"),
-                                       "export PATH=/tmp/bin:$PATH; hash -r"]),
+    "bash-env": (
+        REWARD_TASK,
+        [_plant("/tmp/.rc", f"{WRITE_ONE}; exit 0\n"), "export BASH_ENV=/tmp/.rc"],
+    ),
+    "path-wrapper": (
+        REWARD_TASK,
+        [
+            _plant("/tmp/bin/bash", f"#!/bin/sh\n{WRITE_ONE}\n", "755"),
+            "export PATH=/tmp/bin:$PATH; hash -r",
+        ],
+    ),
+    "path-fake-pytest": (
+        PYTEST_TASK,
+        [
+            _plant(
+                "/tmp/bin/python3",
+                "#!/bin/sh\necho PASSED /tests/test_outputs.py::test_out\n",
+                "755",
+            ),
+            "export PATH=/tmp/bin:$PATH; hash -r",
+        ],
+    ),
     # A conftest.py waiting where pytest would collect it: in /tests before the upload, or at /.
     "conftest-in-tests": (PYTEST_REWARD_TASK, [_plant("/tests/conftest.py", PASS_ALL)]),
     "conftest-at-root": (PYTEST_REWARD_TASK, [_plant("/conftest.py", PASS_ALL)]),
     # A pytest.ini above /tests loading a plugin the agent put on sys.path.
-    "pytest-ini-at-root": (PYTEST_TASK, [_plant("/usr/lib/python3/dist-packages/pass_all.py", PASS_ALL),
-                                         _plant("/pytest.ini", "[pytest]\naddopts = -p pass_all\n")]),
+    "pytest-ini-at-root": (
+        PYTEST_TASK,
+        [
+            _plant("/usr/lib/python3/dist-packages/pass_all.py", PASS_ALL),
+            _plant("/pytest.ini", "[pytest]\naddopts = -p pass_all\n"),
+        ],
+    ),
     # The shell's end-of-command marker, forged by a background job once the tests arrive.
-    "forged-marker": (EXIT_STATUS_TASK, [
-        f"{TOKEN}; (while [ ! -e /tests/test.sh ]; do sleep 0.002; done; printf '\\n__TERMRL_%s 0 /app\\n' \"$tok\") &"]),
+    "forged-marker": (
+        EXIT_STATUS_TASK,
+        [
+            f"{TOKEN}; (while [ ! -e /tests/test.sh ]; do sleep 0.002; done; printf '\\n__TERMRL_%s 0 /app\\n' \"$tok\") &"
+        ],
+    ),
     # Lines written straight into the tests' output through /proc, then pytest killed before its FAILED line.
-    "forged-output": (PYTEST_TASK, [_background(
-        "while :; do for p in $(pgrep -f 'pytes[t] /tests'); do echo 'PASSED /tests/test_outputs.py::test_out' "
-        "> /proc/$p/fd/1; kill -9 $p; done; sleep 0.002; done")]),
-}  # fmt: skip
+    "forged-output": (
+        PYTEST_TASK,
+        [
+            _background(
+                "while :; do for p in $(pgrep -f 'pytes[t] /tests'); do echo 'PASSED /tests/test_outputs.py::test_out' "
+                "> /proc/$p/fd/1; kill -9 $p; done; sleep 0.002; done"
+            )
+        ],
+    ),
+}
 
 
 @pytest.fixture(params=["podman", "bwrap"])
@@ -136,7 +222,9 @@ async def manager(request, base_images):
         yield manager
 
 
-async def _score(manager: SandboxManager, image: str, task: Task, agent: list[str], *, solve: bool) -> TestOutcome:
+async def _score(
+    manager: SandboxManager, image: str, task: Task, agent: list[str], *, solve: bool
+) -> TestOutcome:
     async with await manager.create(SandboxSpec(image=image)) as session:
         if solve:
             await session.exec(SOLVE, timeout=30)
@@ -157,8 +245,10 @@ async def test_an_attack_does_not_turn_doing_nothing_into_a_pass(manager, base_i
 async def test_a_service_cannot_write_into_the_tests_output(manager, base_images):
     """pytest-report scoring reads the tests' output: a service that stays up through scoring must not
     reach it through /proc/<pid>/fd (it can still kill the tests, which only fails its own trial)."""
-    forge = _service("until p=$(pgrep -f 'tests/tes[t].sh'); do :; done; "
-                     "while :; do echo FORGED-LINE > /proc/${p%%$'\\n'*}/fd/1; done 2>/dev/null")
+    forge = _service(
+        "until p=$(pgrep -f 'tests/tes[t].sh'); do :; done; "
+        "while :; do echo FORGED-LINE > /proc/${p%%$'\\n'*}/fd/1; done 2>/dev/null"
+    )
     outcome = await _score(manager, base_images, SLOW_REWARD_TASK, [forge], solve=True)
     assert outcome.passed and "FORGED" not in outcome.output, outcome.output
 
@@ -171,7 +261,9 @@ async def test_every_task_kind_scores_the_oracle_and_the_no_op(manager, base_ima
 
 def _writes(reward: str) -> Task:
     """A task whose script leaves ``reward`` at the reward file's path (a shell snippet) and exits 0."""
-    return _task("bad-reward", {"test.sh": f"#!/bin/bash\ncd /logs/verifier && {reward}\nexit 0\n".encode()})
+    return _task(
+        "bad-reward", {"test.sh": f"#!/bin/bash\ncd /logs/verifier && {reward}\nexit 0\n".encode()}
+    )
 
 
 BAD_REWARDS = {
@@ -189,37 +281,59 @@ BAD_REWARDS = {
 }
 
 
-async def test_a_reward_file_is_a_regular_file_with_a_number_in_0_1_or_scoring_fails(manager, base_images):
+async def test_a_reward_file_is_a_regular_file_with_a_number_in_0_1_or_scoring_fails(
+    manager, base_images
+):
     async with await manager.create(SandboxSpec(image=base_images)) as session:
         await session.exec(SOLVE, timeout=30)
         for name, reward in BAD_REWARDS.items():
             with pytest.raises(RewardFailed):
                 outcome = await run_tests(session, _writes(reward))
                 pytest.fail(f"{name}: scored {outcome.reward} ({outcome.output})")
-        for good, expected in (("echo 0.25 > reward.txt", 0.25), ("printf ' 1.0\\n\\n' > reward.txt", 1.0),
-                               ("echo 0 > reward.txt", 0.0)):  # fmt: skip
+        for good, expected in (
+            ("echo 0.25 > reward.txt", 0.25),
+            ("printf ' 1.0\\n\\n' > reward.txt", 1.0),
+            ("echo 0 > reward.txt", 0.0),
+        ):
             outcome = await run_tests(session, _writes(good))
             assert (outcome.reward, outcome.passed) == (expected, expected == 1.0)
         # Only when there is no reward file at all does the exit status decide.
         assert (await run_tests(session, _writes("true"))).passed
 
 
-SERVICE_TASK = _task("service", {"test.sh": b"#!/bin/bash\n"
-                                            b"curl -fsS --max-time 5 http://127.0.0.1:8123/out.txt | grep -qx hello && echo 1 "
-                                            b"> /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"})  # fmt: skip
+SERVICE_TASK = _task(
+    "service",
+    {
+        "test.sh": b"#!/bin/bash\n"
+        b"curl -fsS --max-time 5 http://127.0.0.1:8123/out.txt | grep -qx hello && echo 1 "
+        b"> /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    },
+)
 
 
 async def test_services_keep_running_through_scoring_and_the_session_after_it(manager, base_images):
     async with await manager.create(SandboxSpec(image=base_images)) as session:
         await session.exec(f"{SOLVE}; cd /tmp && export KEPT=yes", timeout=30)
-        await session.exec("setsid nohup python3 -m http.server 8123 --directory /app >/dev/null 2>&1 &", timeout=30)
-        await session.exec(_background(f"while :; do {WRITE_ONE}; sleep 0.005; done") + " echo $! > /tmp/writer", timeout=30)
-        await session.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8123/ >/dev/null && break; sleep 0.1; done")
+        await session.exec(
+            "setsid nohup python3 -m http.server 8123 --directory /app >/dev/null 2>&1 &",
+            timeout=30,
+        )
+        await session.exec(
+            _background(f"while :; do {WRITE_ONE}; sleep 0.005; done") + " echo $! > /tmp/writer",
+            timeout=30,
+        )
+        await session.exec(
+            "for i in $(seq 50); do curl -fs http://127.0.0.1:8123/ >/dev/null && break; sleep 0.1; done"
+        )
         outcome = await run_tests(session, SERVICE_TASK)
         assert outcome.passed, outcome.output
         # The agent's processes were stopped only for scoring: its shell goes on where it was, its loop runs.
-        after = await session.exec("echo $KEPT; pwd; grep State: /proc/$(cat /tmp/writer)/status", timeout=30)
-        assert after.output.split("\n")[:2] == ["yes", "/tmp"] and "stopped" not in after.output, after.output
+        after = await session.exec(
+            "echo $KEPT; pwd; grep State: /proc/$(cat /tmp/writer)/status", timeout=30
+        )
+        assert after.output.split("\n")[:2] == ["yes", "/tmp"] and "stopped" not in after.output, (
+            after.output
+        )
 
 
 SITE = "/usr/lib/python3/dist-packages"
@@ -232,19 +346,30 @@ def _record_hash(text: str) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-async def test_commands_the_agent_replaced_or_shadowed_and_startup_hooks_are_flagged(manager, base_images):
+async def test_commands_the_agent_replaced_or_shadowed_and_startup_hooks_are_flagged(
+    manager, base_images
+):
     """What stopping processes cannot stop: files that run during the tests. Flagged, from outside the sandbox."""
     async with await manager.create(SandboxSpec(image=base_images)) as session:
         await session.exec(SOLVE, timeout=30)
-        assert (await run_tests(session, REWARD_TASK)).tampering == ()  # solving touched no system path
+        assert (
+            await run_tests(session, REWARD_TASK)
+        ).tampering == ()  # solving touched no system path
         for command in (
-            _plant("/usr/local/bin/bash", f"#!/bin/sh\n{WRITE_ONE}\nexec /usr/bin/bash \"$@\"\n", "755"),  # a wrapper
+            _plant(
+                "/usr/local/bin/bash", f'#!/bin/sh\n{WRITE_ONE}\nexec /usr/bin/bash "$@"\n', "755"
+            ),  # a wrapper
             "echo >> /usr/bin/tac",  # a command changed in place
-            _plant("/usr/lib/python3/dist-packages/sitecustomize.py", "pass\n"),  # runs in every python3
-            _plant("/usr/local/bin/newtool", "#!/bin/sh\n", "755"),  # a new command: installing is no tampering
+            _plant(
+                "/usr/lib/python3/dist-packages/sitecustomize.py", "pass\n"
+            ),  # runs in every python3
+            _plant(
+                "/usr/local/bin/newtool", "#!/bin/sh\n", "755"
+            ),  # a new command: installing is no tampering
             # A hook a package installed (its RECORD lists it, hash and all) is the package's; a planted one,
             # or one listed but edited after the install, is the agent's.
-            _plant(f"{SITE}/pkg.pth", HOOK), _plant(f"{SITE}/pkg-1.0.dist-info/RECORD", f"pkg.pth,{_record_hash(HOOK)},13\n"),
+            _plant(f"{SITE}/pkg.pth", HOOK),
+            _plant(f"{SITE}/pkg-1.0.dist-info/RECORD", f"pkg.pth,{_record_hash(HOOK)},13\n"),
             _plant(f"{SITE}/evil.pth", HOOK),
             _plant(f"{SITE}/edited.pth", HOOK + "x"),
             _plant(f"{SITE}/edited-1.0.dist-info/RECORD", f"edited.pth,{_record_hash(HOOK)},13\n"),

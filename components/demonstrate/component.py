@@ -51,16 +51,31 @@ def demonstrate(
     from termrl.agent.loop import AgentConfig
 
     out = pathlib.Path(demonstrations.path + ".parquet")
-    summary = main(DemonstrateConfig(
-        tasks=pathlib.Path(tasks.path), out=out, model=policy.path, backend=backend,
-        concurrency=concurrency, agent=AgentConfig(prompt_style=prompt_style), progress=False,
-        parts=progress_folder("demonstrate", demonstrations.uri),
-        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
-    ))  # fmt: skip
+    summary = main(
+        DemonstrateConfig(
+            tasks=pathlib.Path(tasks.path),
+            out=out,
+            model=policy.path,
+            backend=backend,
+            concurrency=concurrency,
+            agent=AgentConfig(prompt_style=prompt_style),
+            progress=False,
+            parts=progress_folder("demonstrate", demonstrations.uri),
+            sandbox_namespace=sandbox_namespace,
+            sandbox_registry=sandbox_registry,
+            sandbox_pull_secret=sandbox_pull_secret,
+        )
+    )
     os.replace(out, demonstrations.path)
-    shutil.rmtree(progress_folder("demonstrate", demonstrations.uri), ignore_errors=True)  # the artifact has it all
-    values = {"demonstrate/tasks": float(summary.tasks), "demonstrate/kept": float(summary.demonstrations),
-              "demonstrate/chunks": float(summary.chunks), "demonstrate/wall_sec": summary.wall_sec}  # fmt: skip
+    shutil.rmtree(
+        progress_folder("demonstrate", demonstrations.uri), ignore_errors=True
+    )  # the artifact has it all
+    values = {
+        "demonstrate/tasks": float(summary.tasks),
+        "demonstrate/kept": float(summary.demonstrations),
+        "demonstrate/chunks": float(summary.chunks),
+        "demonstrate/wall_sec": summary.wall_sec,
+    }
     values.update({f"demonstrate/none/{r}": float(n) for r, n in summary.dropped.items()})
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

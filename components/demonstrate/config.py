@@ -45,7 +45,11 @@ class DemonstrateConfig:
     @property
     def parts_dir(self) -> Path:
         """One file per finished task (a demonstration or the reason there is none): the resume state."""
-        return Path(self.parts) if self.parts is not None else self.out.with_name(self.out.name + ".parts")
+        return (
+            Path(self.parts)
+            if self.parts is not None
+            else self.out.with_name(self.out.name + ".parts")
+        )
 
     def validate(self) -> None:
         problems: list[str] = []

@@ -55,9 +55,13 @@ class DemonstrationSummary:
     wall_sec: float
 
     def lines(self) -> list[str]:
-        reasons = ", ".join(f"{n} {r}" for r, n in sorted(self.dropped.items(), key=lambda x: -x[1]))
-        return [f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.chunks} chunks, "
-                f"{self.wall_sec:.0f} s" + (f"; none for {reasons}" if reasons else "")]  # fmt: skip
+        reasons = ", ".join(
+            f"{n} {r}" for r, n in sorted(self.dropped.items(), key=lambda x: -x[1])
+        )
+        return [
+            f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.chunks} chunks, "
+            f"{self.wall_sec:.0f} s" + (f"; none for {reasons}" if reasons else "")
+        ]
 
 
 def main(config: DemonstrateConfig) -> DemonstrationSummary:
@@ -78,18 +82,31 @@ def main(config: DemonstrateConfig) -> DemonstrationSummary:
 def expert_rows(task: Task, result: Any, reward: float) -> list[dict[str, Any]]:
     """The trajectories rows of one demonstration (every chunk replayed, source expert)."""
     episode = {
-        "episode_id": f"expert-{task.id}", "group_id": f"expert:{task.id}", "task_id": task.id,
-        "policy_version": 0, "mode": "demonstration", "source": "expert", "anchor": None,
-        "reward": reward, "success": True, "stop_reason": result.stop_reason, "failure_type": None,
-        "masked": False, "mask_reason": None, "drop": False, "placeholder": False,
-        "trainable": result.trainable, "num_chunks": len(result.chunks),
+        "episode_id": f"expert-{task.id}",
+        "group_id": f"expert:{task.id}",
+        "task_id": task.id,
+        "policy_version": 0,
+        "mode": "demonstration",
+        "source": "expert",
+        "anchor": None,
+        "reward": reward,
+        "success": True,
+        "stop_reason": result.stop_reason,
+        "failure_type": None,
+        "masked": False,
+        "mask_reason": None,
+        "drop": False,
+        "placeholder": False,
+        "trainable": result.trainable,
+        "num_chunks": len(result.chunks),
         "episode_tokens": result.episode_tokens,
-    }  # fmt: skip
+    }
     return [{**chunk.to_row(), **episode, "replayed": True} for chunk in result.chunks]
 
 
-async def _one(sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, tokenizer: Any
-               ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+async def _one(
+    sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, tokenizer: Any
+) -> tuple[list[dict[str, Any]], str | None]:
     """A task's demonstration rows, or no rows and the reason."""
     try:
         commands = demonstration_commands(task)
@@ -102,7 +119,10 @@ async def _one(sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, 
             engine = ReplayEngine(tokenizer, responses, context_window=agent.context_window)
             result = await run_episode(engine, session, task.instruction, agent)
             if result.failure_type is not None or result.stop_reason != "done":
-                return [], f"replay stopped: {result.stop_reason} {result.failure_type or ''}".strip()
+                return (
+                    [],
+                    f"replay stopped: {result.stop_reason} {result.failure_type or ''}".strip(),
+                )
             outcome = await run_tests(session, task)
     except TermrlError as exc:
         return [], f"environment error: {type(exc).__name__}"
@@ -116,15 +136,26 @@ def _part(config: DemonstrateConfig, task: Task) -> tuple[Path, Path]:
     return config.parts_dir / f"{safe}.parquet", config.parts_dir / f"{safe}.none.json"
 
 
-async def demonstrate(config: DemonstrateConfig, tasks: list[Task], tokenizer: Any) -> DemonstrationSummary:
+async def demonstrate(
+    config: DemonstrateConfig, tasks: list[Task], tokenizer: Any
+) -> DemonstrationSummary:
     """Replay every task's solution; write the demonstrations artifact."""
     started = time.monotonic()
     config.parts_dir.mkdir(parents=True, exist_ok=True)
     todo = [t for t in tasks if not any(p.exists() for p in _part(config, t))]
-    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="demonstrate", unit="task",
-               disable=not config.progress)  # fmt: skip
-    manager = SandboxManager(config.backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf,
-                             **sandbox_options(config.backend, config))  # fmt: skip
+    bar = tqdm(
+        total=len(tasks),
+        initial=len(tasks) - len(todo),
+        desc="demonstrate",
+        unit="task",
+        disable=not config.progress,
+    )
+    manager = SandboxManager(
+        config.backend,
+        max_sessions=config.concurrency,
+        acquire_timeout_sec=math.inf,
+        **sandbox_options(config.backend, config),
+    )
     async with manager:
         sandboxes = TaskSandboxes(manager)
 

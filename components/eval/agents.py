@@ -26,7 +26,15 @@ from termrl.llm.engine import Engine, SamplingParams
 from termrl.sandbox.session import Session
 from termrl.taskrun import run_solution, solution_steps
 
-__all__ = ["Agent", "TrialRun", "NopAgent", "OracleAgent", "PolicyAgent", "make_agent", "open_engine"]
+__all__ = [
+    "Agent",
+    "TrialRun",
+    "NopAgent",
+    "OracleAgent",
+    "PolicyAgent",
+    "make_agent",
+    "open_engine",
+]
 
 
 @dataclass
@@ -48,7 +56,9 @@ class TrialRun:
 class Agent(Protocol):
     name: str
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun: ...
+    async def act(
+        self, session: Session, task: Task, trial: int, budget_sec: float
+    ) -> TrialRun: ...
 
 
 class NopAgent:
@@ -72,7 +82,9 @@ class OracleAgent:
             stop_reason="lifetime" if outcome.timed_out else "done",
             turns=steps,
             timed_out=outcome.timed_out,
-            error=None if outcome.exit_code in (0, None) else f"solution exited {outcome.exit_code}",
+            error=None
+            if outcome.exit_code in (0, None)
+            else f"solution exited {outcome.exit_code}",
         )
 
 
@@ -94,14 +106,18 @@ class PolicyAgent:
             max_new_tokens=c.max_new_tokens,
             prompt_style=c.prompt_style,
             context_window=c.context_window,
-            sampling=SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed),
+            sampling=SamplingParams(
+                max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed
+            ),
             lifetime_sec=budget_sec,
             default_timeout_sec=min(AgentConfig.default_timeout_sec, budget_sec),
             max_timeout_sec=min(AgentConfig.max_timeout_sec, budget_sec),
         )
 
     async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
-        result = await run_episode(self.engine, session, task.instruction, self.agent_config(trial, budget_sec))
+        result = await run_episode(
+            self.engine, session, task.instruction, self.agent_config(trial, budget_sec)
+        )
         return TrialRun(
             stop_reason=result.stop_reason,
             chunks=result.chunks,
@@ -122,13 +138,17 @@ def open_engine(config: EvalConfig) -> Engine:
         from termrl.llm.litellm_engine import LiteLLMEngine
 
         return LiteLLMEngine(
-            model[len(API_PREFIX):], api_base=config.api_base, context_window=config.context_window or 8192
+            model[len(API_PREFIX) :],
+            api_base=config.api_base,
+            context_window=config.context_window or 8192,
         )
     from termrl.llm.batching import BatchingEngine
     from termrl.llm.hf_engine import TransformersEngine
 
     try:
-        engine = TransformersEngine(model, max_batch_size=config.max_batch_size, context_window=config.context_window)
+        engine = TransformersEngine(
+            model, max_batch_size=config.max_batch_size, context_window=config.context_window
+        )
     except ImportError as exc:
         raise ModelError(f"the transformers engine cannot load {model}: {exc}") from exc
     # Concurrent episodes ask one response at a time; the front merges them into batches.

@@ -92,13 +92,15 @@ def policy_table(runs: Sequence[Run], heldout_families: Collection[str] = ()) ->
     held = set(heldout_families)
     table = []
     for index, (label, rows) in enumerate(runs):
-        table.append(PolicyRow(
-            label=label,
-            tasks=len(task_counts(rows)),
-            rate=_rate(rows),
-            vs_base=paired_difference(base, _task_rates(rows)) if index else None,
-            heldout=_rate([r for r in rows if _family(r) in held]) if held else None,
-        ))  # fmt: skip
+        table.append(
+            PolicyRow(
+                label=label,
+                tasks=len(task_counts(rows)),
+                rate=_rate(rows),
+                vs_base=paired_difference(base, _task_rates(rows)) if index else None,
+                heldout=_rate([r for r in rows if _family(r) in held]) if held else None,
+            )
+        )
     return table
 
 
@@ -109,12 +111,17 @@ def family_table(runs: Sequence[Run], heldout_families: Collection[str] = ()) ->
     for family in families:
         members = [[r for r in rows if _family(r) == family] for _, rows in runs]
         base = _task_rates(members[0])
-        out.append(FamilyRow(
-            family=family,
-            heldout=family in heldout_families,
-            rates=[_rate(m) if m else None for m in members],
-            vs_base=[paired_difference(base, _task_rates(m)) if i and m else None for i, m in enumerate(members)],
-        ))  # fmt: skip
+        out.append(
+            FamilyRow(
+                family=family,
+                heldout=family in heldout_families,
+                rates=[_rate(m) if m else None for m in members],
+                vs_base=[
+                    paired_difference(base, _task_rates(m)) if i and m else None
+                    for i, m in enumerate(members)
+                ],
+            )
+        )
     return out
 
 
@@ -123,20 +130,40 @@ def comparison_metrics(table: Sequence[PolicyRow]) -> dict[str, float]:
     out: dict[str, float] = {}
     for row in table:
         key = f"{_PREFIX}{row.label}/"
-        out.update({key + "tasks": float(row.tasks), key + "trials": float(row.rate.n),
-                    key + "passed": float(row.rate.passed), key + "pass_rate": row.rate.rate,
-                    key + "pass_rate_ci_low": row.rate.low, key + "pass_rate_ci_high": row.rate.high})  # fmt: skip
+        out.update(
+            {
+                key + "tasks": float(row.tasks),
+                key + "trials": float(row.rate.n),
+                key + "passed": float(row.rate.passed),
+                key + "pass_rate": row.rate.rate,
+                key + "pass_rate_ci_low": row.rate.low,
+                key + "pass_rate_ci_high": row.rate.high,
+            }
+        )
         if row.vs_base is not None:
             d = row.vs_base
-            out.update({key + "diff_vs_base": d.diff, key + "diff_ci_low": d.low, key + "diff_ci_high": d.high,
-                        key + "paired_tasks": float(d.tasks), key + "tasks_gained": float(d.gained),
-                        key + "tasks_lost": float(d.lost),
-                        key + "diff_newcombe": float(d.method == "newcombe")})  # fmt: skip
+            out.update(
+                {
+                    key + "diff_vs_base": d.diff,
+                    key + "diff_ci_low": d.low,
+                    key + "diff_ci_high": d.high,
+                    key + "paired_tasks": float(d.tasks),
+                    key + "tasks_gained": float(d.gained),
+                    key + "tasks_lost": float(d.lost),
+                    key + "diff_newcombe": float(d.method == "newcombe"),
+                }
+            )
         if row.heldout is not None:
             h = row.heldout
-            out.update({key + "heldout_trials": float(h.n), key + "heldout_passed": float(h.passed),
-                        key + "heldout_pass_rate": h.rate, key + "heldout_ci_low": h.low,
-                        key + "heldout_ci_high": h.high})  # fmt: skip
+            out.update(
+                {
+                    key + "heldout_trials": float(h.n),
+                    key + "heldout_passed": float(h.passed),
+                    key + "heldout_pass_rate": h.rate,
+                    key + "heldout_ci_low": h.low,
+                    key + "heldout_ci_high": h.high,
+                }
+            )
     return out
 
 
@@ -144,20 +171,46 @@ def table_from_metrics(values: Mapping[str, Any]) -> list[PolicyRow]:
     """The inverse of ``comparison_metrics`` (other keys are ignored); rows in the order written."""
     stats: dict[str, dict[str, float]] = {}
     for key, value in values.items():
-        if key.startswith(_PREFIX) and "/" in key[len(_PREFIX):]:
-            label, stat = key[len(_PREFIX):].rsplit("/", 1)
+        if key.startswith(_PREFIX) and "/" in key[len(_PREFIX) :]:
+            label, stat = key[len(_PREFIX) :].rsplit("/", 1)
             stats.setdefault(label, {})[stat] = float(value)
     table = []
     for label, s in stats.items():
-        row = PolicyRow(label, int(s["tasks"]), Rate(int(s["passed"]), int(s["trials"]), s["pass_rate"],
-                                                     s["pass_rate_ci_low"], s["pass_rate_ci_high"]))  # fmt: skip
+        row = PolicyRow(
+            label,
+            int(s["tasks"]),
+            Rate(
+                int(s["passed"]),
+                int(s["trials"]),
+                s["pass_rate"],
+                s["pass_rate_ci_low"],
+                s["pass_rate_ci_high"],
+            ),
+        )
         if "diff_vs_base" in s:
-            row = replace(row, vs_base=PairedDifference(
-                s["diff_vs_base"], s["diff_ci_low"], s["diff_ci_high"], int(s["paired_tasks"]),
-                int(s["tasks_gained"]), int(s["tasks_lost"]), "newcombe" if s["diff_newcombe"] else "normal"))
+            row = replace(
+                row,
+                vs_base=PairedDifference(
+                    s["diff_vs_base"],
+                    s["diff_ci_low"],
+                    s["diff_ci_high"],
+                    int(s["paired_tasks"]),
+                    int(s["tasks_gained"]),
+                    int(s["tasks_lost"]),
+                    "newcombe" if s["diff_newcombe"] else "normal",
+                ),
+            )
         if "heldout_trials" in s:
-            row = replace(row, heldout=Rate(int(s["heldout_passed"]), int(s["heldout_trials"]),
-                                            s["heldout_pass_rate"], s["heldout_ci_low"], s["heldout_ci_high"]))
+            row = replace(
+                row,
+                heldout=Rate(
+                    int(s["heldout_passed"]),
+                    int(s["heldout_trials"]),
+                    s["heldout_pass_rate"],
+                    s["heldout_ci_low"],
+                    s["heldout_ci_high"],
+                ),
+            )
         table.append(row)
     return table
 
@@ -182,15 +235,19 @@ def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
         return []
     width = max(8, *(len(r.label) + 2 for r in table))
     heldout = any(r.heldout is not None for r in table)
-    header = (f"  {'policy':<{width}}{'pass rate [95 % CI]':<24}{'n':>5}  {'Δ vs ' + table[0].label + ' [95 % CI]':<27}"
-              f"{'pairs':>6}{'gained':>7}{'lost':>5}")  # fmt: skip
+    header = (
+        f"  {'policy':<{width}}{'pass rate [95 % CI]':<24}{'n':>5}  {'Δ vs ' + table[0].label + ' [95 % CI]':<27}"
+        f"{'pairs':>6}{'gained':>7}{'lost':>5}"
+    )
     if heldout:
         header += f"  {'held-out families [95 % CI]':<28}{'n':>5}"
     lines = [header]
     for row in table:
         d = row.vs_base
-        line = (f"  {row.label:<{width}}{format_rate(row.rate):<24}{row.rate.n:>5}  {format_diff(d):<27}"
-                f"{d.tasks if d else '–':>6}{d.gained if d else '–':>7}{d.lost if d else '–':>5}")  # fmt: skip
+        line = (
+            f"  {row.label:<{width}}{format_rate(row.rate):<24}{row.rate.n:>5}  {format_diff(d):<27}"
+            f"{d.tasks if d else '–':>6}{d.gained if d else '–':>7}{d.lost if d else '–':>5}"
+        )
         if heldout:
             line += f"  {format_rate(row.heldout):<28}{row.heldout.n if row.heldout else 0:>5}"
         lines.append(line.rstrip())

@@ -43,13 +43,30 @@ def evaluate(
     from components.progress import progress_folder
     from termrl.settings import build_config
 
-    summary = main(build_config(EvalConfig, dict(
-        tasks=tasks.path, out=results.path, report=report.path, model=policy.path, run_id=run_id,
-        trials=trials, max_turns=max_turns, max_new_tokens=max_new_tokens,
-        concurrency=concurrency, backend=backend, prompt_style=prompt_style, progress=False,
-        parts=str(progress_folder("eval", results.uri)),
-        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
-    ), options))  # fmt: skip
+    summary = main(
+        build_config(
+            EvalConfig,
+            dict(
+                tasks=tasks.path,
+                out=results.path,
+                report=report.path,
+                model=policy.path,
+                run_id=run_id,
+                trials=trials,
+                max_turns=max_turns,
+                max_new_tokens=max_new_tokens,
+                concurrency=concurrency,
+                backend=backend,
+                prompt_style=prompt_style,
+                progress=False,
+                parts=str(progress_folder("eval", results.uri)),
+                sandbox_namespace=sandbox_namespace,
+                sandbox_registry=sandbox_registry,
+                sandbox_pull_secret=sandbox_pull_secret,
+            ),
+            options,
+        )
+    )
     values = flat_metrics(summary)
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -89,7 +89,11 @@ class EvalConfig:
 
     def parts_dir(self) -> Path:
         """Sidecar folder of the finished trials' rows, the resume state (``components.eval.resume``)."""
-        return Path(self.parts) if self.parts else Path(self.out).with_name(Path(self.out).name + ".parts")
+        return (
+            Path(self.parts)
+            if self.parts
+            else Path(self.out).with_name(Path(self.out).name + ".parts")
+        )
 
     def is_api_model(self) -> bool:
         return bool(self.model) and str(self.model).startswith(API_PREFIX)
@@ -122,15 +126,24 @@ class EvalConfig:
             if not self.model:
                 problems.append("model: the policy agent needs a model folder or litellm:MODEL")
             elif self.is_api_model():
-                if not str(self.model)[len(API_PREFIX):]:
+                if not str(self.model)[len(API_PREFIX) :]:
                     problems.append("model: litellm: needs a model name after the prefix")
             elif not Path(self.model).is_dir():
-                problems.append(f"model: {self.model} is not a folder (termrl never downloads weights)")
+                problems.append(
+                    f"model: {self.model} is not a folder (termrl never downloads weights)"
+                )
         elif self.model:
             problems.append(f"model: the {self.agent} agent runs no model; leave --model out")
         if self.backend not in BACKENDS:
             problems.append(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
-        for name in ("trials", "concurrency", "build_concurrency", "max_turns", "max_new_tokens", "max_batch_size"):
+        for name in (
+            "trials",
+            "concurrency",
+            "build_concurrency",
+            "max_turns",
+            "max_new_tokens",
+            "max_batch_size",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.context_window is not None and self.context_window <= self.max_new_tokens:

@@ -51,23 +51,45 @@ Run = tuple[str, Rows]
 _COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
 
 
-def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[tuple[str, list[float]]],
-                  ylim: tuple[float, float] | None = None,
-                  errors: list[list[tuple[float, float]]] | None = None) -> str:  # fmt: skip
+def _grouped_bars(
+    title: str,
+    ylabel: str,
+    categories: list[str],
+    series: list[tuple[str, list[float]]],
+    ylim: tuple[float, float] | None = None,
+    errors: list[list[tuple[float, float]]] | None = None,
+) -> str:
     """Bars per category and series; ``errors`` (per series, per category): (low, high) whiskers."""
-    figure, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(categories) * max(1, len(series)) + 1.5), 3.2))
+    figure, ax = plt.subplots(
+        figsize=(max(4.0, 0.9 * len(categories) * max(1, len(series)) + 1.5), 3.2)
+    )
     width = 0.8 / max(1, len(series))
     for i, (label, values) in enumerate(series):
         xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(categories))]
         yerr = None
         if errors is not None:
             # Whisker lengths; never negative (matplotlib refuses), even where v sits on an end.
-            yerr = [[max(0.0, v - low) for v, (low, _) in zip(values, errors[i], strict=True)],
-                    [max(0.0, high - v) for v, (_, high) in zip(values, errors[i], strict=True)]]  # fmt: skip
-        bars = ax.bar(xs, values, width, label=label, color=_COLORS[i % len(_COLORS)], yerr=yerr,
-                      capsize=3 if yerr else 0, error_kw={"elinewidth": 0.8})  # fmt: skip
+            yerr = [
+                [max(0.0, v - low) for v, (low, _) in zip(values, errors[i], strict=True)],
+                [max(0.0, high - v) for v, (_, high) in zip(values, errors[i], strict=True)],
+            ]
+        bars = ax.bar(
+            xs,
+            values,
+            width,
+            label=label,
+            color=_COLORS[i % len(_COLORS)],
+            yerr=yerr,
+            capsize=3 if yerr else 0,
+            error_kw={"elinewidth": 0.8},
+        )
         ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)
-    ax.set_xticks(range(len(categories)), categories, rotation=20 if len(categories) > 4 else 0, ha="right" if len(categories) > 4 else "center")
+    ax.set_xticks(
+        range(len(categories)),
+        categories,
+        rotation=20 if len(categories) > 4 else 0,
+        ha="right" if len(categories) > 4 else "center",
+    )
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     if ylim:
@@ -77,7 +99,9 @@ def _grouped_bars(title: str, ylabel: str, categories: list[str], series: list[t
     return png_base64(figure)
 
 
-def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], ylabel: str = "trials") -> str:
+def _histogram(
+    title: str, xlabel: str, series: list[tuple[str, list[float]]], ylabel: str = "trials"
+) -> str:
     figure, ax = plt.subplots(figsize=(4.8, 3.2))
     values = [v for _, vs in series for v in vs]
     if values:
@@ -88,8 +112,12 @@ def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], y
             bins = 20
         # Side-by-side bars per bin: overlaid runs would hide each other.
         kept = [(label, vs) for label, vs in series if vs]
-        ax.hist([vs for _, vs in kept], bins=bins, label=[label for label, _ in kept],
-                color=[_COLORS[i % len(_COLORS)] for i in range(len(kept))])  # fmt: skip
+        ax.hist(
+            [vs for _, vs in kept],
+            bins=bins,
+            label=[label for label, _ in kept],
+            color=[_COLORS[i % len(_COLORS)] for i in range(len(kept))],
+        )
     else:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
@@ -103,24 +131,53 @@ def _histogram(title: str, xlabel: str, series: list[tuple[str, list[float]]], y
 def _rate_plot(runs: Sequence[Run], key: str, title: str) -> str:
     """Pass rate per group, whiskers at the 95 % Wilson interval (a missing group: 0, no whisker)."""
     tables = [{r[key]: r for r in group_table(rows, key)} for _, rows in runs]
-    names = sorted({n for t in tables for n in t}, key=difficulty_key if key == "difficulty" else str)
-    series = [(label, [t[n]["pass_rate"] if n in t else 0.0 for n in names])
-              for (label, _), t in zip(runs, tables, strict=True)]  # fmt: skip
-    errors = [[(t[n]["pass_rate_ci_low"], t[n]["pass_rate_ci_high"]) if n in t else (0.0, 0.0) for n in names]
-              for t in tables]  # fmt: skip
+    names = sorted(
+        {n for t in tables for n in t}, key=difficulty_key if key == "difficulty" else str
+    )
+    series = [
+        (label, [t[n]["pass_rate"] if n in t else 0.0 for n in names])
+        for (label, _), t in zip(runs, tables, strict=True)
+    ]
+    errors = [
+        [
+            (t[n]["pass_rate_ci_low"], t[n]["pass_rate_ci_high"]) if n in t else (0.0, 0.0)
+            for n in names
+        ]
+        for t in tables
+    ]
     return _grouped_bars(title, "pass rate (95 % CI)", names, series, ylim=(0, 1.1), errors=errors)
 
 
 def _plots(runs: Sequence[Run]) -> list[tuple[str, str]]:
     """(caption, base64 PNG) of every plot."""
-    def column(pick: Callable[[Mapping[str, Any]], Any]) -> list[tuple[str, list[float]]]:
-        return [(label, [float(v) for v in map(pick, rows) if v is not None]) for label, rows in runs]
 
-    modes = [(label, [float(summarize(rows)["failure_modes"][m]) for m in FAILURE_MODES]) for label, rows in runs]
-    reached = [(label, [r for r in rows if r.get("failure_mode") != "environment-error"]) for label, rows in runs]
-    tokens = [(label, [float((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)) for r in rows])
-              for label, rows in reached]  # fmt: skip
-    calls = [(label, [float(n) for r in rows for n in (r.get("calls_per_turn") or [])]) for label, rows in runs]
+    def column(pick: Callable[[Mapping[str, Any]], Any]) -> list[tuple[str, list[float]]]:
+        return [
+            (label, [float(v) for v in map(pick, rows) if v is not None]) for label, rows in runs
+        ]
+
+    modes = [
+        (label, [float(summarize(rows)["failure_modes"][m]) for m in FAILURE_MODES])
+        for label, rows in runs
+    ]
+    reached = [
+        (label, [r for r in rows if r.get("failure_mode") != "environment-error"])
+        for label, rows in runs
+    ]
+    tokens = [
+        (
+            label,
+            [
+                float((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0))
+                for r in rows
+            ],
+        )
+        for label, rows in reached
+    ]
+    calls = [
+        (label, [float(n) for r in rows for n in (r.get("calls_per_turn") or [])])
+        for label, rows in runs
+    ]
     kinds = []
     for label, rows in runs:
         s = summarize(rows)
@@ -128,14 +185,28 @@ def _plots(runs: Sequence[Run]) -> list[tuple[str, str]]:
     return [
         ("Pass rate by family", _rate_plot(runs, "family", "Pass rate by family")),
         ("Pass rate by difficulty", _rate_plot(runs, "difficulty", "Pass rate by difficulty")),
-        ("Failure modes", _grouped_bars("Failure modes (failed trials)", "trials", list(FAILURE_MODES), modes)),
-        ("Turns per trial", _histogram("Turns per trial", "turns", column(lambda r: r.get("turns")))),
-        ("Tokens per trial", _histogram("Tokens per trial (prompt + completion)", "tokens", tokens)),
-        ("Wall time per trial", _histogram("Wall time per trial", "seconds", column(lambda r: r.get("wall_sec")))),
+        (
+            "Failure modes",
+            _grouped_bars("Failure modes (failed trials)", "trials", list(FAILURE_MODES), modes),
+        ),
+        (
+            "Turns per trial",
+            _histogram("Turns per trial", "turns", column(lambda r: r.get("turns"))),
+        ),
+        (
+            "Tokens per trial",
+            _histogram("Tokens per trial (prompt + completion)", "tokens", tokens),
+        ),
+        (
+            "Wall time per trial",
+            _histogram("Wall time per trial", "seconds", column(lambda r: r.get("wall_sec"))),
+        ),
         ("Calls per turn", _histogram("Tool calls per agent turn", "calls", calls, ylabel="turns")),
-        ("Read-only vs state-changing calls",
-         _grouped_bars("Tool calls by kind", "calls", ["read-only", "state-changing"], kinds)),
-    ]  # fmt: skip
+        (
+            "Read-only vs state-changing calls",
+            _grouped_bars("Tool calls by kind", "calls", ["read-only", "state-changing"], kinds),
+        ),
+    ]
 
 
 def _fmt(value: Any) -> str:
@@ -171,7 +242,9 @@ def _group_tables(runs: Sequence[Run], key: str) -> str:
     for label, rows in runs:
         table = group_table(rows, key)
         header = list(table[0]) if table else [key]
-        parts.append(f"<h3>{html.escape(label)}</h3>" + _table(header, [list(r.values()) for r in table]))
+        parts.append(
+            f"<h3>{html.escape(label)}</h3>" + _table(header, [list(r.values()) for r in table])
+        )
     return "".join(parts)
 
 
@@ -189,21 +262,45 @@ def _task_tables(runs: Sequence[Run]) -> str:
             found = [t.get(task_id) for t in tables]
             meta = next(r for r in found if r)
             rates = [r["pass_rate"] if r else None for r in found]
-            deltas = [rate - rates[0] if rate is not None and rates[0] is not None else None for rate in rates[1:]]
-            body.append([task_id, meta.get("family"), meta.get("difficulty"), *rates, *deltas,
-                         *(_ci(r["pass_rate_ci_low"], r["pass_rate_ci_high"]) if r else "–" for r in found),
-                         *(r and r["failure_modes"] for r in found)])  # fmt: skip
+            deltas = [
+                rate - rates[0] if rate is not None and rates[0] is not None else None
+                for rate in rates[1:]
+            ]
+            body.append(
+                [
+                    task_id,
+                    meta.get("family"),
+                    meta.get("difficulty"),
+                    *rates,
+                    *deltas,
+                    *(
+                        _ci(r["pass_rate_ci_low"], r["pass_rate_ci_high"]) if r else "–"
+                        for r in found
+                    ),
+                    *(r and r["failure_modes"] for r in found),
+                ]
+            )
         if len(runs) == 2:
             delta_names = ["Δ (B − A)"]
         else:
             delta_names = [f"Δ ({label} − {labels[0]})" for label in labels[1:]]
-        header = ["task", "family", "difficulty", *(f"pass rate {label}" for label in labels), *delta_names,
-                  *(f"95 % CI {label}" for label in labels), *(f"failures {label}" for label in labels)]  # fmt: skip
+        header = [
+            "task",
+            "family",
+            "difficulty",
+            *(f"pass rate {label}" for label in labels),
+            *delta_names,
+            *(f"95 % CI {label}" for label in labels),
+            *(f"failures {label}" for label in labels),
+        ]
         return _table(header, body, "tasks")
     parts = []
     for label, rows in runs:
         table = task_table(rows)
-        parts.append(f"<h3>{html.escape(label)}</h3>" + _table(list(table[0]), [list(r.values()) for r in table], "tasks"))
+        parts.append(
+            f"<h3>{html.escape(label)}</h3>"
+            + _table(list(table[0]), [list(r.values()) for r in table], "tasks")
+        )
     return "".join(parts)
 
 
@@ -211,37 +308,80 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
     """Each policy's pass rate and its paired difference vs the first run, overall and per family."""
     table = policy_table(runs, heldout_families)
     base = runs[0][0]
-    header = ["policy", "tasks", "trials", "passed", "pass rate", "95 % CI", f"Δ vs {base}", "Δ 95 % CI",
-              "paired tasks", "tasks gained", "tasks lost", "Δ interval"]  # fmt: skip
+    header = [
+        "policy",
+        "tasks",
+        "trials",
+        "passed",
+        "pass rate",
+        "95 % CI",
+        f"Δ vs {base}",
+        "Δ 95 % CI",
+        "paired tasks",
+        "tasks gained",
+        "tasks lost",
+        "Δ interval",
+    ]
     if heldout_families:
         header += ["held-out families: pass rate", "95 % CI", "trials"]
     body = []
     for row in table:
         d = row.vs_base
-        line = [row.label, row.tasks, row.rate.n, row.rate.passed, row.rate.rate, _ci(row.rate.low, row.rate.high),
-                d and d.diff, _ci(d.low, d.high) if d else "–", d and d.tasks, d and d.gained, d and d.lost,
-                d and d.method]  # fmt: skip
+        line = [
+            row.label,
+            row.tasks,
+            row.rate.n,
+            row.rate.passed,
+            row.rate.rate,
+            _ci(row.rate.low, row.rate.high),
+            d and d.diff,
+            _ci(d.low, d.high) if d else "–",
+            d and d.tasks,
+            d and d.gained,
+            d and d.lost,
+            d and d.method,
+        ]
         if row.heldout is not None:
             line += [row.heldout.rate, _ci(row.heldout.low, row.heldout.high), row.heldout.n]
         body.append(line)
     families = family_table(runs, heldout_families)
     labels = [label for label, _ in runs]
-    family_body = [[f.family, f.heldout, *(format_rate(r) + (f" of {r.n}" if r else "") for r in f.rates),
-                    *(format_diff(d) for d in f.vs_base[1:])] for f in families]  # fmt: skip
-    family_header = ["family", "not trained on", *(f"{label}: pass rate [95 % CI]" for label in labels),
-                     *(f"Δ {label} − {base} [95 % CI]" for label in labels[1:])]  # fmt: skip
+    family_body = [
+        [
+            f.family,
+            f.heldout,
+            *(format_rate(r) + (f" of {r.n}" if r else "") for r in f.rates),
+            *(format_diff(d) for d in f.vs_base[1:]),
+        ]
+        for f in families
+    ]
+    family_header = [
+        "family",
+        "not trained on",
+        *(f"{label}: pass rate [95 % CI]" for label in labels),
+        *(f"Δ {label} − {base} [95 % CI]" for label in labels[1:]),
+    ]
     note = (
         "<p>Pass rates are over trials with a 95 % Wilson score interval. Δ is the mean over the tasks both "
         "runs evaluated of the per-task difference in pass rate, with a 95 % paired interval: Newcombe's "
         "hybrid score interval when every task passed or failed outright in both runs, else the normal "
         "approximation over the per-task differences. Gained: tasks the policy passes more often than "
         f"{html.escape(base)}; lost: less often."
-        + (" Held-out families (not trained on): " + html.escape(", ".join(sorted(heldout_families))) + "."
-           if heldout_families else "")
+        + (
+            " Held-out families (not trained on): "
+            + html.escape(", ".join(sorted(heldout_families)))
+            + "."
+            if heldout_families
+            else ""
+        )
         + "</p>"
-    )  # fmt: skip
-    return (_table(header, body, "comparison") + note + "<h3>By family (pp: percent points)</h3>"
-            + _table(family_header, family_body, "families"))
+    )
+    return (
+        _table(header, body, "comparison")
+        + note
+        + "<h3>By family (pp: percent points)</h3>"
+        + _table(family_header, family_body, "families")
+    )
 
 
 _STYLE = """
@@ -255,8 +395,13 @@ figcaption{font-size:12px;color:#555}
 """
 
 
-def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_families: Collection[str] = (),
-                  sections: Sequence[tuple[str, str]] = ()) -> str:  # fmt: skip
+def render_report(
+    runs: Sequence[Run],
+    *,
+    title: str | None = None,
+    heldout_families: Collection[str] = (),
+    sections: Sequence[tuple[str, str]] = (),
+) -> str:
     """The report's HTML for one or more runs (label, rows); with several, the first is the base.
     ``sections`` (heading, HTML) follow the comparison: what other stages add, e.g. training health."""
     if not runs:
@@ -286,13 +431,21 @@ def render_report(runs: Sequence[Run], *, title: str | None = None, heldout_fami
     )
 
 
-def write_report(out_path: str | os.PathLike, runs: Sequence[Run], *, title: str | None = None,
-                 heldout_families: Collection[str] = (), sections: Sequence[tuple[str, str]] = ()) -> Path:  # fmt: skip
+def write_report(
+    out_path: str | os.PathLike,
+    runs: Sequence[Run],
+    *,
+    title: str | None = None,
+    heldout_families: Collection[str] = (),
+    sections: Sequence[tuple[str, str]] = (),
+) -> Path:
     """Render and write the report atomically; returns its path."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    html_text = render_report(runs, title=title, heldout_families=heldout_families, sections=sections)
+    html_text = render_report(
+        runs, title=title, heldout_families=heldout_families, sections=sections
+    )
     tmp.write_text(html_text, encoding="utf-8")
     tmp.replace(out)
     return out
@@ -314,8 +467,12 @@ def _read_runs(results: Sequence[tuple[str, str | os.PathLike]]) -> list[Run]:
     return runs
 
 
-def report_from_files(out_path: str | os.PathLike, results: Sequence[str | os.PathLike], *,
-                      heldout_families: Collection[str] = ()) -> Path:  # fmt: skip
+def report_from_files(
+    out_path: str | os.PathLike,
+    results: Sequence[str | os.PathLike],
+    *,
+    heldout_families: Collection[str] = (),
+) -> Path:
     """The report of one eval-results file, or a comparison of several (the first is the base)."""
     runs = _read_runs([(Path(path).stem, path) for path in results])
     return write_report(out_path, runs, heldout_families=heldout_families)
@@ -341,8 +498,13 @@ def compare_files(
         raise ValueError("a comparison needs at least one eval-results file")
     runs = _read_runs(results)
     labels = [label for label, _ in runs]
-    write_report(out_path, runs, heldout_families=heldout_families, sections=sections,
-                 title=title or "termrl curriculum: " + " vs ".join(labels) + " policy (held-out tasks)")  # fmt: skip
+    write_report(
+        out_path,
+        runs,
+        heldout_families=heldout_families,
+        sections=sections,
+        title=title or "termrl curriculum: " + " vs ".join(labels) + " policy (held-out tasks)",
+    )
     table = policy_table(runs, heldout_families)
     rates = {slot: row.rate.rate for (slot, _), row in zip(results, table, strict=True)}
     values = {f"eval/{slot}_pass_rate": rate for slot, rate in rates.items()}

@@ -43,8 +43,18 @@ from termrl.llm.engine import Engine
 __all__ = ["TrialParts", "fingerprint", "resume_trials"]
 
 _RUN_FILE = "run.json"
-_OUTCOME_KEYS = ("agent", "model", "api_base", "max_turns", "max_new_tokens", "context_window", "temperature",
-                 "seed", "prompt_style", "backend")  # fmt: skip
+_OUTCOME_KEYS = (
+    "agent",
+    "model",
+    "api_base",
+    "max_turns",
+    "max_new_tokens",
+    "context_window",
+    "temperature",
+    "seed",
+    "prompt_style",
+    "backend",
+)
 
 
 def _task_digest(tasks: list[Task]) -> str:
@@ -57,8 +67,11 @@ def _task_digest(tasks: list[Task]) -> str:
 
 def fingerprint(config: EvalConfig, tasks: list[Task]) -> dict[str, Any]:
     """What must match for a rerun to resume the same evaluation (``trials`` need not)."""
-    return {"tasks": _task_digest(tasks), "run_id": config.label(),
-            **{key: getattr(config, key) for key in _OUTCOME_KEYS}}  # fmt: skip
+    return {
+        "tasks": _task_digest(tasks),
+        "run_id": config.label(),
+        **{key: getattr(config, key) for key in _OUTCOME_KEYS},
+    }
 
 
 class TrialParts:
@@ -72,10 +85,16 @@ class TrialParts:
             found = json.loads(run_file.read_text()) if run_file.is_file() else {}
             if found == fingerprint:
                 return
-            differs = sorted(k for k in set(found) | set(fingerprint) if found.get(k) != fingerprint.get(k))
+            differs = sorted(
+                k for k in set(found) | set(fingerprint) if found.get(k) != fingerprint.get(k)
+            )
             # Log, not raise: the rows were of another configuration, and rerunning is what was asked.
-            print(f"eval: {self.dir} holds trials of a different evaluation (differs in: {', '.join(differs)}); "
-                  "starting over", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"eval: {self.dir} holds trials of a different evaluation (differs in: {', '.join(differs)}); "
+                "starting over",
+                file=sys.stderr,
+                flush=True,
+            )
             shutil.rmtree(self.dir)
         self.dir.mkdir(parents=True)
         tmp = run_file.with_suffix(".tmp")
@@ -124,7 +143,11 @@ async def resume_trials(
     ``on_row`` sees each newly finished row after it is on disk (not the resumed ones).
     """
     order = {task.id: index for index, task in enumerate(tasks)}
-    done = {(r["task_id"], r["trial"]): r for r in parts.load() if r["task_id"] in order and r["trial"] < config.trials}
+    done = {
+        (r["task_id"], r["trial"]): r
+        for r in parts.load()
+        if r["task_id"] in order and r["trial"] < config.trials
+    }
 
     def persist(row: dict[str, Any]) -> None:
         parts.write(row)

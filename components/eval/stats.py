@@ -105,10 +105,22 @@ def _newcombe(both: int, lost: int, gained: int, neither: int, z: float) -> tupl
     phi = concordance / math.sqrt(marginals) if marginals else 0.0
     theta = p_other - p_base
     # With φ near 1 a radicand is near a perfect square: rounding must not take it below 0.
-    below = math.sqrt(max(0.0, (p_other - low_other) ** 2 + (high_base - p_base) ** 2
-                          - 2 * phi * (p_other - low_other) * (high_base - p_base)))  # fmt: skip
-    above = math.sqrt(max(0.0, (high_other - p_other) ** 2 + (p_base - low_base) ** 2
-                          - 2 * phi * (high_other - p_other) * (p_base - low_base)))  # fmt: skip
+    below = math.sqrt(
+        max(
+            0.0,
+            (p_other - low_other) ** 2
+            + (high_base - p_base) ** 2
+            - 2 * phi * (p_other - low_other) * (high_base - p_base),
+        )
+    )
+    above = math.sqrt(
+        max(
+            0.0,
+            (high_other - p_other) ** 2
+            + (p_base - low_base) ** 2
+            - 2 * phi * (high_other - p_other) * (p_base - low_base),
+        )
+    )
     return max(-1.0, theta - below), min(1.0, theta + above)
 
 

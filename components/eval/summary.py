@@ -24,7 +24,14 @@ from components.eval.passk import default_ks, suite_pass_at_k
 from components.eval.stats import wilson_interval
 from components.eval.taxonomy import FAILURE_MODES
 
-__all__ = ["difficulty_key", "flat_metrics", "group_table", "summarize", "task_counts", "task_table"]
+__all__ = [
+    "difficulty_key",
+    "flat_metrics",
+    "group_table",
+    "summarize",
+    "task_counts",
+    "task_table",
+]
 
 Row = Mapping[str, Any]
 _DIFFICULTY_ORDER = ("easy", "medium", "hard", "expert")
@@ -32,7 +39,10 @@ _DIFFICULTY_ORDER = ("easy", "medium", "hard", "expert")
 
 def difficulty_key(name: str) -> tuple[int, str]:
     """Sort key that puts easy before medium before hard; unknown names after, by name."""
-    return (_DIFFICULTY_ORDER.index(name) if name in _DIFFICULTY_ORDER else len(_DIFFICULTY_ORDER), name)
+    return (
+        _DIFFICULTY_ORDER.index(name) if name in _DIFFICULTY_ORDER else len(_DIFFICULTY_ORDER),
+        name,
+    )
 
 
 def task_counts(rows: Iterable[Row]) -> dict[str, tuple[int, int]]:

@@ -133,7 +133,9 @@ def _turn_calls(chunk: ChunkLike) -> list[dict[str, Any]]:
 
 def _turn_key(chunk: ChunkLike) -> str | None:
     """The commands a turn ran, as one comparable string; None when it ran none."""
-    commands = [c.get("arguments", {}).get("command") for c in _turn_calls(chunk) if c.get("name") == "bash"]
+    commands = [
+        c.get("arguments", {}).get("command") for c in _turn_calls(chunk) if c.get("name") == "bash"
+    ]
     commands = [" ".join(c.split()) for c in commands if isinstance(c, str)]
     return "\n".join(commands) if commands else None
 
@@ -150,7 +152,11 @@ def longest_failed_repeat(chunks: Sequence[ChunkLike]) -> int:
     best = run = 0
     for previous, chunk in zip(chunks, chunks[1:], strict=False):
         key = _turn_key(chunk)
-        if key is not None and key == _turn_key(previous) and (run > 0 or _clearly_failed(previous)):
+        if (
+            key is not None
+            and key == _turn_key(previous)
+            and (run > 0 or _clearly_failed(previous))
+        ):
             run += 1
         else:
             run = 0
@@ -206,7 +212,9 @@ def call_stats(chunks: Sequence[ChunkLike]) -> CallStats:
     for chunk in chunks:
         bash = [c for c in _turn_calls(chunk) if c.get("name") == "bash"]
         per_turn.append(len(bash))
-        read_only += sum(is_read_only(ToolCall("bash", dict(c.get("arguments") or {}))) for c in bash)
+        read_only += sum(
+            is_read_only(ToolCall("bash", dict(c.get("arguments") or {}))) for c in bash
+        )
     return CallStats(
         tool_calls=sum(per_turn),
         parallel_turns=sum(n > 1 for n in per_turn),

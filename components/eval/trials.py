@@ -98,7 +98,9 @@ def trial_row(
     tampering: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The eval-results row of one trial (schema columns, then eval's extra columns)."""
-    passed = bool(tests_passed) and not over_budget and not tampering  # a tampered pass may be forged
+    passed = (
+        bool(tests_passed) and not over_budget and not tampering
+    )  # a tampered pass may be forged
     facts = TrialFacts(
         passed=passed,
         stop_reason=run.stop_reason,
@@ -150,12 +152,16 @@ def _add(total: TrialRun | None, part: TrialRun) -> TrialRun:
     if total is None:
         return part
     return TrialRun(
-        stop_reason=part.stop_reason, chunks=total.chunks + part.chunks, turns=total.turns + part.turns,
+        stop_reason=part.stop_reason,
+        chunks=total.chunks + part.chunks,
+        turns=total.turns + part.turns,
         prompt_tokens=total.prompt_tokens + part.prompt_tokens,
         completion_tokens=total.completion_tokens + part.completion_tokens,
-        episode_tokens=total.episode_tokens + part.episode_tokens, timed_out=total.timed_out or part.timed_out,
-        failure_type=part.failure_type or total.failure_type, error=part.error or total.error,
-    )  # fmt: skip
+        episode_tokens=total.episode_tokens + part.episode_tokens,
+        timed_out=total.timed_out or part.timed_out,
+        failure_type=part.failure_type or total.failure_type,
+        error=part.error or total.error,
+    )
 
 
 async def _run_one(
@@ -176,43 +182,88 @@ async def _run_one(
                 budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
                 agent_started = time.monotonic()
                 try:
-                    part = await asyncio.wait_for(agent.act(session, step, trial, budget), hard_cap_sec(budget))
+                    part = await asyncio.wait_for(
+                        agent.act(session, step, trial, budget), hard_cap_sec(budget)
+                    )
                 except TimeoutError:
                     agent_sec += time.monotonic() - agent_started
-                    part = TrialRun(stop_reason="lifetime", timed_out=True,
-                                    error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s")  # fmt: skip
+                    part = TrialRun(
+                        stop_reason="lifetime",
+                        timed_out=True,
+                        error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s",
+                    )
                     run = _add(total, part)
-                    return trial_row(config, task, trial, run, over_budget=True, tests_passed=None, reward=0.0,
-                                     agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+                    return trial_row(
+                        config,
+                        task,
+                        trial,
+                        run,
+                        over_budget=True,
+                        tests_passed=None,
+                        reward=0.0,
+                        agent_sec=agent_sec,
+                        wall_sec=time.monotonic() - started,
+                    )
                 step_sec = time.monotonic() - agent_started
                 agent_sec += step_sec
                 total = run = _add(total, part)
                 over_budget = over_budget or part.timed_out or step_sec > budget
                 if part.failure_type in ("SandboxDied", "SandboxUnavailable"):
-                    return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None,
-                                     reward=0.0, agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+                    return trial_row(
+                        config,
+                        task,
+                        trial,
+                        run,
+                        over_budget=over_budget,
+                        tests_passed=None,
+                        reward=0.0,
+                        agent_sec=agent_sec,
+                        wall_sec=time.monotonic() - started,
+                    )
                 try:
                     scored.append(await run_tests(session, step))
                 except TermrlError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
-                    raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
+                    raise RewardFailed(
+                        f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}"
+                    ) from exc
                 if below_min_reward(task, index, scored[-1]):
                     break
     except TermrlError as exc:
         run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
-        return trial_row(config, task, trial, run, over_budget=over_budget, tests_passed=None, reward=0.0,
-                         agent_sec=agent_sec, wall_sec=time.monotonic() - started)  # fmt: skip
+        return trial_row(
+            config,
+            task,
+            trial,
+            run,
+            over_budget=over_budget,
+            tests_passed=None,
+            reward=0.0,
+            agent_sec=agent_sec,
+            wall_sec=time.monotonic() - started,
+        )
     outcome = combine(task, scored)
     return trial_row(
-        config, task, trial, run,
-        over_budget=over_budget, tests_passed=outcome.passed, reward=outcome.reward,
-        tests_timed_out=outcome.timed_out, agent_sec=agent_sec, test_sec=outcome.duration,
-        wall_sec=time.monotonic() - started, test_output=outcome.output, tampering=outcome.tampering,
-    )  # fmt: skip
+        config,
+        task,
+        trial,
+        run,
+        over_budget=over_budget,
+        tests_passed=outcome.passed,
+        reward=outcome.reward,
+        tests_timed_out=outcome.timed_out,
+        agent_sec=agent_sec,
+        test_sec=outcome.duration,
+        wall_sec=time.monotonic() - started,
+        test_output=outcome.output,
+        tampering=outcome.tampering,
+    )
 
 
-async def _prebuild(sandboxes: TaskSandboxes, tasks: list[Task], config: EvalConfig) -> dict[str, TermrlError]:
+async def _prebuild(
+    sandboxes: TaskSandboxes, tasks: list[Task], config: EvalConfig
+) -> dict[str, TermrlError]:
     """Build each distinct task image once; returns the build error of each broken task."""
     by_image: dict[str, list[Task]] = {}
     for task in tasks:
@@ -256,18 +307,31 @@ async def run_trials(
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     try:
         # Trials queue for a slot as long as it takes: the slots are the only bound on sandboxes.
-        async with SandboxManager(config.backend, max_sessions=config.concurrency,
-                                  acquire_timeout_sec=math.inf, **sandbox_options(config.backend, config)) as manager:  # fmt: skip
+        async with SandboxManager(
+            config.backend,
+            max_sessions=config.concurrency,
+            acquire_timeout_sec=math.inf,
+            **sandbox_options(config.backend, config),
+        ) as manager:
             sandboxes = TaskSandboxes(manager)
             broken = await _prebuild(sandboxes, tasks, config)
-            bar = tqdm(total=len(tasks) * config.trials, initial=len(done or ()), desc=f"eval {config.label()}", unit="trial",
-                       disable=not config.progress)  # fmt: skip
+            bar = tqdm(
+                total=len(tasks) * config.trials,
+                initial=len(done or ()),
+                desc=f"eval {config.label()}",
+                unit="trial",
+                disable=not config.progress,
+            )
 
             async def one(index: int, task: Task, trial: int) -> None:
                 if task.id in broken:
                     exc = broken[task.id]
-                    run = TrialRun(stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000])
-                    row = trial_row(config, task, trial, run, over_budget=False, tests_passed=None, reward=0.0)
+                    run = TrialRun(
+                        stop_reason="error", failure_type=failure_type(exc), error=str(exc)[:4000]
+                    )
+                    row = trial_row(
+                        config, task, trial, run, over_budget=False, tests_passed=None, reward=0.0
+                    )
                 else:
                     row = await _run_one(sandboxes, agent, config, task, trial)
                 rows[(index, trial)] = row

@@ -28,40 +28,85 @@ from termrl.settings import (
 __all__ = ["health"]
 
 
-def _overrides(settings: tuple[str, ...], thresholds: Thresholds,
-               mitigations: Mitigations) -> tuple[Thresholds, Mitigations]:  # fmt: skip
+def _overrides(
+    settings: tuple[str, ...], thresholds: Thresholds, mitigations: Mitigations
+) -> tuple[Thresholds, Mitigations]:
     """``thresholds`` and ``mitigations`` with the ``--set`` values (their field names do not overlap)."""
     threshold_fields, mitigation_fields = field_types(Thresholds), field_types(Mitigations)
     values = parse_typed({**threshold_fields, **mitigation_fields}, settings)
-    return (dataclasses.replace(thresholds, **{k: v for k, v in values.items() if k in threshold_fields}),
-            dataclasses.replace(mitigations, **{k: v for k, v in values.items() if k in mitigation_fields}))  # fmt: skip
+    return (
+        dataclasses.replace(
+            thresholds, **{k: v for k, v in values.items() if k in threshold_fields}
+        ),
+        dataclasses.replace(
+            mitigations, **{k: v for k, v in values.items() if k in mitigation_fields}
+        ),
+    )
 
 
 @click.command("health")
-@click.option("--rollout-metrics", "rollout_metrics", multiple=True, required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="An iteration's rollout metrics artifact (repeatable, oldest first).")
-@click.option("--train", multiple=True, required=True, type=click.Path(path_type=Path),
-              help="The same iteration's train output folder, or its train_metrics.parquet (repeatable).")
-@click.option("--previous", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The health report of the iterations before these.")
-@click.option("--start-policy", default=HealthConfig.start_policy, show_default=True,
-              help="Label of the policy the first rollout ran (without --previous).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=HealthConfig.out,
-              show_default=True, help="Health report (JSON) to write.")
+@click.option(
+    "--rollout-metrics",
+    "rollout_metrics",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An iteration's rollout metrics artifact (repeatable, oldest first).",
+)
+@click.option(
+    "--train",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The same iteration's train output folder, or its train_metrics.parquet (repeatable).",
+)
+@click.option(
+    "--previous",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The health report of the iterations before these.",
+)
+@click.option(
+    "--start-policy",
+    default=HealthConfig.start_policy,
+    show_default=True,
+    help="Label of the policy the first rollout ran (without --previous).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=HealthConfig.out,
+    show_default=True,
+    help="Health report (JSON) to write.",
+)
 @config_file_option(HealthConfig)
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Set a Thresholds or Mitigations field (repeatable); wins over the file.")
-def health(config_file: str | None, rollout_metrics: tuple[Path, ...], train: tuple[Path, ...],
-           settings: tuple[str, ...], **options: object) -> None:  # fmt: skip
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a Thresholds or Mitigations field (repeatable); wins over the file.",
+)
+def health(
+    config_file: str | None,
+    rollout_metrics: tuple[Path, ...],
+    train: tuple[Path, ...],
+    settings: tuple[str, ...],
+    **options: object,
+) -> None:
     """Judge the curriculum after its latest iteration: healthy, mitigate or roll back."""
     from components.health.stage import main
 
     try:
         values = {**read_settings_file(HealthConfig, config_file), **given_options(options)}
         values["thresholds"], values["mitigations"] = _overrides(
-            settings, values.get("thresholds", Thresholds()), values.get("mitigations", Mitigations()))
-        config = HealthConfig(**{**values, "rollout_metrics": list(rollout_metrics), "train": list(train)})
+            settings,
+            values.get("thresholds", Thresholds()),
+            values.get("mitigations", Mitigations()),
+        )
+        config = HealthConfig(
+            **{**values, "rollout_metrics": list(rollout_metrics), "train": list(train)}
+        )
         report = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

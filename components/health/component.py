@@ -23,6 +23,7 @@ from components.images import CPU_IMAGE
 
 __all__ = ["health"]
 
+
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def health(
     code_version: str,
@@ -39,8 +40,15 @@ def health(
     rollout_options: dict = None,
     thresholds: dict = None,
     mitigations: dict = None,
-) -> NamedTuple("Outputs", [("verdict", str), ("rollback_iteration", int), ("next_train_options", dict),
-                            ("next_rollout_options", dict)]):  # fmt: skip
+) -> NamedTuple(
+    "Outputs",
+    [
+        ("verdict", str),
+        ("rollback_iteration", int),
+        ("next_train_options", dict),
+        ("next_rollout_options", dict),
+    ],
+):
     """The run's health after an iteration -> the policy and options the next iteration starts from.
 
     Args:
@@ -75,22 +83,39 @@ def health(
     from termrl.llm.models import place_model
     from termrl.settings import build_config
 
-    result = main(HealthConfig(
-        rollout_metrics=[pathlib.Path(rollout_metrics.path)], train=[pathlib.Path(checkpoint.path)],
-        previous=pathlib.Path(previous.path) if previous is not None else None, out=pathlib.Path(report.path),
-        start_policy=policy.path, thresholds=build_config(Thresholds, {}, thresholds),
-        mitigations=build_config(Mitigations, {}, mitigations),
-    ))  # fmt: skip
+    result = main(
+        HealthConfig(
+            rollout_metrics=[pathlib.Path(rollout_metrics.path)],
+            train=[pathlib.Path(checkpoint.path)],
+            previous=pathlib.Path(previous.path) if previous is not None else None,
+            out=pathlib.Path(report.path),
+            start_policy=policy.path,
+            thresholds=build_config(Thresholds, {}, thresholds),
+            mitigations=build_config(Mitigations, {}, mitigations),
+        )
+    )
     data = result.to_dict()
     last = result.verdicts[-1]
     rolled_back = last.kind == "rollback"
     place_model(fallback.path if rolled_back else checkpoint.path, next_policy.path)
     place_model(fallback.path if rolled_back else policy.path, next_fallback.path)
-    values = {"health/iteration": float(data["iteration"]), "health/findings": float(len(last.findings)),
-              **{f"health/{kind}": float(last.kind == kind) for kind in ("healthy", "mitigate", "rollback")}}  # fmt: skip
+    values = {
+        "health/iteration": float(data["iteration"]),
+        "health/findings": float(len(last.findings)),
+        **{
+            f"health/{kind}": float(last.kind == kind)
+            for kind in ("healthy", "mitigate", "rollback")
+        },
+    }
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))
-    outputs = namedtuple("Outputs", ["verdict", "rollback_iteration", "next_train_options", "next_rollout_options"])
+    outputs = namedtuple(
+        "Outputs", ["verdict", "rollback_iteration", "next_train_options", "next_rollout_options"]
+    )
     target = last.to_iteration if last.to_iteration is not None else data["iteration"]
-    return outputs(last.kind, target, {**(train_options or {}), **data["options"]["train"]},
-                   {**(rollout_options or {}), **data["options"]["rollout"]})
+    return outputs(
+        last.kind,
+        target,
+        {**(train_options or {}), **data["options"]["train"]},
+        {**(rollout_options or {}), **data["options"]["rollout"]},
+    )

@@ -46,10 +46,14 @@ class HealthConfig:
         """Raise one ``ConfigError`` listing every problem."""
         problems = self.thresholds.problems() + self.mitigations.problems()
         if not self.rollout_metrics:
-            problems.append("no iteration to judge: give at least one rollout metrics and train output")
+            problems.append(
+                "no iteration to judge: give at least one rollout metrics and train output"
+            )
         if len(self.rollout_metrics) != len(self.train):
-            problems.append(f"{len(self.rollout_metrics)} rollout metrics but {len(self.train)} train "
-                            "outputs: give one of each per iteration")  # fmt: skip
+            problems.append(
+                f"{len(self.rollout_metrics)} rollout metrics but {len(self.train)} train "
+                "outputs: give one of each per iteration"
+            )
         for path in self.rollout_metrics:
             if not path.is_file():
                 problems.append(f"rollout metrics {str(path)!r} does not exist")
@@ -57,7 +61,9 @@ class HealthConfig:
             folder = self.train_folder(i)
             for needed in (folder / "train_metrics.parquet", folder / STATE_FILE):
                 if not needed.is_file():
-                    problems.append(f"train output {str(self.train[i])!r} has no {needed.relative_to(folder)}")
+                    problems.append(
+                        f"train output {str(self.train[i])!r} has no {needed.relative_to(folder)}"
+                    )
         if self.previous is not None and not self.previous.is_file():
             problems.append(f"previous health report {str(self.previous)!r} does not exist")
         if problems:

@@ -99,10 +99,15 @@ class Thresholds:
 
     def problems(self) -> list[str]:
         """Every invalid threshold (``ConfigError`` material)."""
-        problems = [f"{name}={getattr(self, name)} must be at least {least}"
-                    for name, least in (("advantage_min_steps", 3), ("tail_iterations", 2),
-                                        ("negative_iterations", 2))
-                    if getattr(self, name) < least]  # fmt: skip
+        problems = [
+            f"{name}={getattr(self, name)} must be at least {least}"
+            for name, least in (
+                ("advantage_min_steps", 3),
+                ("tail_iterations", 2),
+                ("negative_iterations", 2),
+            )
+            if getattr(self, name) < least
+        ]
         if self.advantage_min_steps > self.advantage_window:
             problems.append("advantage_min_steps must not exceed advantage_window")
         if not 0 < self.collapse_drop < 1:
@@ -147,7 +152,7 @@ def falling_advantage(history: Sequence[IterationMetrics], t: Thresholds) -> Fin
     """The mean advantage falls over the last ``advantage_window`` steps with signal."""
     if not history[-1].advantage_steps:
         return None  # nothing new since the last judgement
-    steps = [a for h in history for a in h.advantage_steps][-t.advantage_window:]
+    steps = [a for h in history for a in h.advantage_steps][-t.advantage_window :]
     if len(steps) < t.advantage_min_steps:
         return None
     slope, t_stat = _slope(steps)
@@ -155,21 +160,26 @@ def falling_advantage(history: Sequence[IterationMetrics], t: Thresholds) -> Fin
     if fall < t.advantage_fall or t_stat > -t.advantage_t:
         return None
     return Finding(
-        "falling_advantage", "warning",
+        "falling_advantage",
+        "warning",
         f"advantage mean fell by {fall:.2f} over the last {len(steps)} steps "
         f"(slope {slope:+.3f}/step, t = {t_stat:.1f})",
         "tighten clipping (eps_low, eps_high); if it persists, lower the learning rate",
         {"fall": fall, "slope": slope, "t": t_stat, "steps": len(steps)},
-    )  # fmt: skip
+    )
 
 
 def failed_length_tail(history: Sequence[IterationMetrics], t: Thresholds) -> Finding | None:
     """The longest failed trajectory keeps growing while the number of failures stays flat:
     a few extreme failures are coming to dominate the gradient."""
-    window = history[-t.tail_iterations:]
+    window = history[-t.tail_iterations :]
     lengths = [h.failed_max_tokens for h in window]
     counts = [h.failed_trajectories for h in window]
-    if len(window) < t.tail_iterations or any(n is None or n <= 0 for n in lengths) or min(counts) <= 0:
+    if (
+        len(window) < t.tail_iterations
+        or any(n is None or n <= 0 for n in lengths)
+        or min(counts) <= 0
+    ):
         return None
     rising = all(b >= a for a, b in zip(lengths, lengths[1:], strict=False))
     mean_count = sum(counts) / len(counts)
@@ -177,32 +187,40 @@ def failed_length_tail(history: Sequence[IterationMetrics], t: Thresholds) -> Fi
     if not (rising and flat and lengths[-1] >= t.tail_growth * lengths[0]):
         return None
     return Finding(
-        "failed_length_tail", "warning",
+        "failed_length_tail",
+        "warning",
         f"longest failed trajectory rose {' → '.join(str(n) for n in lengths)} response tokens over "
         f"iterations {window[0].iteration}–{window[-1].iteration} while failures stayed at "
         f"{min(counts)}–{max(counts)}",
         "mask failed trajectories longer than the earlier tail (max_failed_response_tokens); "
         "if it persists, lower negative_weight",
-        {"baseline_tokens": float(lengths[0]), "latest_tokens": float(lengths[-1]), "failures": mean_count},
-    )  # fmt: skip
+        {
+            "baseline_tokens": float(lengths[0]),
+            "latest_tokens": float(lengths[-1]),
+            "failures": mean_count,
+        },
+    )
 
 
 def negative_share_growth(history: Sequence[IterationMetrics], t: Thresholds) -> Finding | None:
     """Negatives take a larger share of the batch at every one of the last iterations, ending dominant."""
-    window = history[-t.negative_iterations:]
+    window = history[-t.negative_iterations :]
     shares = [h.negative_share for h in window]
     if len(window) < t.negative_iterations or any(s is None for s in shares):
         return None
     rising = all(b > a for a, b in zip(shares, shares[1:], strict=False))
-    if not (rising and shares[-1] - shares[0] >= t.negative_rise and shares[-1] >= t.negative_min_share):
+    if not (
+        rising and shares[-1] - shares[0] >= t.negative_rise and shares[-1] >= t.negative_min_share
+    ):
         return None
     return Finding(
-        "negative_share_growth", "warning",
+        "negative_share_growth",
+        "warning",
         f"negative share rose {' → '.join(f'{s:.2f}' for s in shares)} over iterations "
         f"{window[0].iteration}–{window[-1].iteration}",
         "tighten clipping; if it persists, lower negative_weight (the learning rate in positive-only mode)",
         {"first_share": shares[0], "latest_share": shares[-1]},
-    )  # fmt: skip
+    )
 
 
 def _binomial_variance(rate: float, episodes: int) -> float:
@@ -218,20 +236,29 @@ def reward_collapse(history: Sequence[IterationMetrics], t: Thresholds) -> Findi
     latest, earlier = history[-1], [h for h in history[:-1] if h.episodes]
     if not earlier or latest.episodes == 0:
         return None
-    for label, metric in (("success rate", "rollout/success_rate"), ("reward mean", "rollout/reward_mean")):
+    for label, metric in (
+        ("success rate", "rollout/success_rate"),
+        ("reward mean", "rollout/reward_mean"),
+    ):
         best = max(earlier, key=lambda h: h.rollout.get(metric, 0.0))
         top, now = best.rollout.get(metric, 0.0), latest.rollout.get(metric, 0.0)
         drop = top - now
         variance = _binomial_variance(top, best.episodes) + _binomial_variance(now, latest.episodes)
         z = drop / math.sqrt(variance) if variance > 0 else math.inf
-        if top > 0 and now <= (1 - t.collapse_drop) * top and drop >= t.collapse_min_drop and z >= t.collapse_z:
+        if (
+            top > 0
+            and now <= (1 - t.collapse_drop) * top
+            and drop >= t.collapse_min_drop
+            and z >= t.collapse_z
+        ):
             return Finding(
-                "reward_collapse", "critical",
+                "reward_collapse",
+                "critical",
                 f"{label} {now:.2f} at iteration {latest.iteration}, down from {top:.2f} at iteration "
                 f"{best.iteration} (drop {drop:.2f}, z = {z:.1f})",
                 "roll back to the last healthy policy and quarantine the tasks that point at the cause",
                 {"best": top, "best_iteration": float(best.iteration), "latest": now, "z": z},
-            )  # fmt: skip
+            )
     return None
 
 
@@ -249,21 +276,39 @@ def behaviour_spike(history: Sequence[IterationMetrics], t: Thresholds) -> Findi
         baseline = sum(h.pattern_episodes(pattern) / h.episodes for h in earlier) / len(earlier)
         rise = t.loop_rise if pattern == "loop" else t.hack_rise
         expected = baseline * latest.episodes
-        if rate - baseline >= rise and count - expected >= t.spike_z * math.sqrt(max(expected, 1.0)):
-            evidence.update({f"{pattern}_episodes": float(count), f"{pattern}_rate": rate,
-                             f"{pattern}_baseline": baseline})  # fmt: skip
-            parts.append(f"{pattern} {count}/{latest.episodes} episodes ({rate:.0%}, earlier {baseline:.0%})")
+        if rate - baseline >= rise and count - expected >= t.spike_z * math.sqrt(
+            max(expected, 1.0)
+        ):
+            evidence.update(
+                {
+                    f"{pattern}_episodes": float(count),
+                    f"{pattern}_rate": rate,
+                    f"{pattern}_baseline": baseline,
+                }
+            )
+            parts.append(
+                f"{pattern} {count}/{latest.episodes} episodes ({rate:.0%}, earlier {baseline:.0%})"
+            )
             spiking.append(pattern)
     if not spiking:
         return None
-    tasks = tuple(sorted(task for task, m in latest.tasks.items()
-                         if any(m.get(f"{p}_episodes", 0) > 0 for p in spiking)))  # fmt: skip
+    tasks = tuple(
+        sorted(
+            task
+            for task, m in latest.tasks.items()
+            if any(m.get(f"{p}_episodes", 0) > 0 for p in spiking)
+        )
+    )
     return Finding(
-        "behaviour_spike", "warning",
-        f"iteration {latest.iteration}: " + "; ".join(parts) + (f"; on tasks {', '.join(tasks)}" if tasks else ""),
+        "behaviour_spike",
+        "warning",
+        f"iteration {latest.iteration}: "
+        + "; ".join(parts)
+        + (f"; on tasks {', '.join(tasks)}" if tasks else ""),
         "turn on the pattern's rollout penalty; if it persists, quarantine the tasks showing it",
-        evidence, tasks,
-    )  # fmt: skip
+        evidence,
+        tasks,
+    )
 
 
 def spiking_patterns(finding: Finding) -> list[str]:

@@ -24,8 +24,15 @@ from typing import Any
 
 __all__ = ["PATTERNS", "TRAIN_COLUMNS", "IterationMetrics", "TrainKnobs"]
 
-TRAIN_COLUMNS = ("step", "mode", "lr", "positive_count", "negative_count", "advantage_mean",
-                 "failed_max_response_tokens")  # fmt: skip
+TRAIN_COLUMNS = (
+    "step",
+    "mode",
+    "lr",
+    "positive_count",
+    "negative_count",
+    "advantage_mean",
+    "failed_max_response_tokens",
+)
 """The train_metrics columns the detectors read (all in the artifact's required schema)."""
 
 PATTERNS = ("loop", "destructive", "test_access", "tampering")
@@ -78,8 +85,11 @@ class IterationMetrics:
     @property
     def failed_max_tokens(self) -> int | None:
         """The longest failed trajectory's response tokens the train stage saw (None: no steps)."""
-        values = [r["failed_max_response_tokens"] for r in self.train
-                  if r.get("failed_max_response_tokens") is not None]  # fmt: skip
+        values = [
+            r["failed_max_response_tokens"]
+            for r in self.train
+            if r.get("failed_max_response_tokens") is not None
+        ]
         return max(values) if values else None
 
     @property
@@ -93,9 +103,12 @@ class IterationMetrics:
     def advantage_steps(self) -> list[float]:
         """Per-step advantage means of the steps that carried signal: a step whose episodes all
         have advantage 0 (a group of equal rewards) reports 0 and says nothing about the drift."""
-        return [float(r["advantage_mean"]) for r in self.train
-                if (r.get("positive_count") or 0) + (r.get("negative_count") or 0) > 0
-                and r.get("advantage_mean") is not None]  # fmt: skip
+        return [
+            float(r["advantage_mean"])
+            for r in self.train
+            if (r.get("positive_count") or 0) + (r.get("negative_count") or 0) > 0
+            and r.get("advantage_mean") is not None
+        ]
 
     def pattern_episodes(self, pattern: str) -> int:
         return int(self.rollout.get(f"rollout/{pattern}_episodes", 0))
@@ -110,8 +123,15 @@ class IterationMetrics:
     @classmethod
     def from_dict(cls, data: dict[str, Any], verdict: str | None = None) -> IterationMetrics:
         return cls(
-            iteration=int(data["iteration"]), policy=str(data["policy"]), checkpoint=str(data["checkpoint"]),
-            train=tuple(data["train"]), rollout=dict(data["rollout"]), tasks=dict(data["tasks"]),
-            knobs=TrainKnobs(**{k: v for k, v in data["knobs"].items() if k in _KNOBS}),  # older reports had more
-            applied=dict(data.get("applied", {})), verdict=verdict,
-        )  # fmt: skip
+            iteration=int(data["iteration"]),
+            policy=str(data["policy"]),
+            checkpoint=str(data["checkpoint"]),
+            train=tuple(data["train"]),
+            rollout=dict(data["rollout"]),
+            tasks=dict(data["tasks"]),
+            knobs=TrainKnobs(
+                **{k: v for k, v in data["knobs"].items() if k in _KNOBS}
+            ),  # older reports had more
+            applied=dict(data.get("applied", {})),
+            verdict=verdict,
+        )

@@ -67,14 +67,28 @@ class HealthReport:
         last = self.verdicts[-1]
         return last.to_checkpoint if last.to_checkpoint is not None else self.history[-1].checkpoint
 
-    def judge(self, *, train: Sequence[dict[str, Any]], rollout: dict[str, float],
-              tasks: dict[str, dict[str, float]], checkpoint: str, knobs: TrainKnobs,
-              thresholds: Thresholds, mitigations: Mitigations) -> Verdict:  # fmt: skip
+    def judge(
+        self,
+        *,
+        train: Sequence[dict[str, Any]],
+        rollout: dict[str, float],
+        tasks: dict[str, dict[str, float]],
+        checkpoint: str,
+        knobs: TrainKnobs,
+        thresholds: Thresholds,
+        mitigations: Mitigations,
+    ) -> Verdict:
         """Add the iteration that just ran (from ``next_policy``, with ``applied``) and judge the run."""
         metrics = IterationMetrics(
-            iteration=len(self.history), policy=self.next_policy, checkpoint=checkpoint, train=tuple(train),
-            rollout=rollout, tasks=tasks, knobs=knobs, applied=self.applied,
-        )  # fmt: skip
+            iteration=len(self.history),
+            policy=self.next_policy,
+            checkpoint=checkpoint,
+            train=tuple(train),
+            rollout=rollout,
+            tasks=tasks,
+            knobs=knobs,
+            applied=self.applied,
+        )
         result = verdict([*self.history, metrics], thresholds, mitigations)
         self.history.append(replace(metrics, verdict=result.kind))
         self.verdicts.append(result)
@@ -85,11 +99,18 @@ class HealthReport:
             raise ValueError("an empty health report has no verdict")
         last = self.verdicts[-1].to_dict()
         return {
-            "schema": SCHEMA, "iteration": self.history[-1].iteration, "verdict": last.pop("kind"), **last,
-            "next_policy": self.next_policy, "options": stage_options(self.applied),
+            "schema": SCHEMA,
+            "iteration": self.history[-1].iteration,
+            "verdict": last.pop("kind"),
+            **last,
+            "next_policy": self.next_policy,
+            "options": stage_options(self.applied),
             "start_policy": self.start_policy,
-            "history": [{**h.to_dict(), "health": v.to_dict()} for h, v in zip(self.history, self.verdicts, strict=True)],
-        }  # fmt: skip
+            "history": [
+                {**h.to_dict(), "health": v.to_dict()}
+                for h, v in zip(self.history, self.verdicts, strict=True)
+            ],
+        }
 
     def lines(self) -> list[str]:
         """One line per iteration's verdict, then the latest verdict's reasons and settings."""
@@ -127,7 +148,10 @@ def read_report(path: str | os.PathLike) -> HealthReport:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ArtifactError(f"{path} is not a health report ({SCHEMA})")
     verdicts = [Verdict.from_dict(entry["health"]) for entry in data["history"]]
-    history = [IterationMetrics.from_dict(entry, v.kind) for entry, v in zip(data["history"], verdicts, strict=True)]
+    history = [
+        IterationMetrics.from_dict(entry, v.kind)
+        for entry, v in zip(data["history"], verdicts, strict=True)
+    ]
     return HealthReport(history, verdicts, data["start_policy"])
 
 
@@ -138,11 +162,15 @@ def to_html(report: HealthReport) -> str:
     from termrl.figures import plt, png_base64
 
     iterations = [h.iteration for h in report.history]
-    advantage = [sum(h.advantage_steps) / len(h.advantage_steps) if h.advantage_steps else None
-                 for h in report.history]  # fmt: skip
+    advantage = [
+        sum(h.advantage_steps) / len(h.advantage_steps) if h.advantage_steps else None
+        for h in report.history
+    ]
     negative = [h.negative_share for h in report.history]
     figure, axis = plt.subplots(figsize=(6.4, 3.2))
-    axis.plot(iterations, [h.success_rate for h in report.history], "o-", label="rollout success rate")
+    axis.plot(
+        iterations, [h.success_rate for h in report.history], "o-", label="rollout success rate"
+    )
     for values, label in ((negative, "negative share"), (advantage, "advantage mean")):
         points = [(i, v) for i, v in zip(iterations, values, strict=True) if v is not None]
         if points:
@@ -158,12 +186,19 @@ def to_html(report: HealthReport) -> str:
     rows = []
     for h, v in zip(report.history, report.verdicts, strict=True):
         reasons = "<br>".join(html.escape(r) for r in v.reasons) or "–"
-        settings = ", ".join(f"{html.escape(k)} = {html.escape(str(x))}" for k, x in v.settings.items()) or "–"
-        rows.append(f"<tr><td>{h.iteration}</td><td>{v.kind}</td><td>{h.success_rate:.0%} of {h.episodes}</td>"
-                    f"<td style='text-align:left'>{html.escape(v.action) or '–'}</td>"
-                    f"<td style='text-align:left'>{reasons}</td><td style='text-align:left'>{settings}</td></tr>")
-    return (f'<figure><img alt="health signals" src="data:image/png;base64,{png}">'
-            "<figcaption>Rollout success, negative share and advantage mean per RL iteration</figcaption></figure>"
-            "<table><tr><th>iteration</th><th>verdict</th><th>rollout success</th><th>action</th>"
-            "<th>reasons</th><th>settings</th></tr>" + "".join(rows) + "</table>"
-            f"<p>The next iteration (or eval) got: {html.escape(report.next_policy)}</p>")  # fmt: skip
+        settings = (
+            ", ".join(f"{html.escape(k)} = {html.escape(str(x))}" for k, x in v.settings.items())
+            or "–"
+        )
+        rows.append(
+            f"<tr><td>{h.iteration}</td><td>{v.kind}</td><td>{h.success_rate:.0%} of {h.episodes}</td>"
+            f"<td style='text-align:left'>{html.escape(v.action) or '–'}</td>"
+            f"<td style='text-align:left'>{reasons}</td><td style='text-align:left'>{settings}</td></tr>"
+        )
+    return (
+        f'<figure><img alt="health signals" src="data:image/png;base64,{png}">'
+        "<figcaption>Rollout success, negative share and advantage mean per RL iteration</figcaption></figure>"
+        "<table><tr><th>iteration</th><th>verdict</th><th>rollout success</th><th>action</th>"
+        "<th>reasons</th><th>settings</th></tr>" + "".join(rows) + "</table>"
+        f"<p>The next iteration (or eval) got: {html.escape(report.next_policy)}</p>"
+    )

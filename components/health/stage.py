@@ -1,12 +1,12 @@
 """The health stage, top to bottom: judge the curriculum after an iteration.
 
-    main(config)
-      ├─ validate; the previous health report (the run so far), or a new one
-      ├─ per new iteration, oldest first:
-      │     read_iteration(rollout metrics, train output)   global + per-task rollout metrics,
-      │                                                     train steps, the options train ran with
-      │     report.judge(...)                               verdict(history) (verdict.py)
-      └─ write the report (JSON), print each verdict with its reasons and settings
+main(config)
+  ├─ validate; the previous health report (the run so far), or a new one
+  ├─ per new iteration, oldest first:
+  │     read_iteration(rollout metrics, train output)   global + per-task rollout metrics,
+  │                                                     train steps, the options train ran with
+  │     report.judge(...)                               verdict(history) (verdict.py)
+  └─ write the report (JSON), print each verdict with its reasons and settings
 """
 
 from __future__ import annotations
@@ -50,13 +50,20 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
     try:
         config = json.loads((train_folder / STATE_FILE).read_text())["config"]
         # the config's learning rate is None when train picked its default; the steps record it
-        lr = config["learning_rate"] or max((r["lr"] for r in train if r["lr"] is not None), default=None)
+        lr = config["learning_rate"] or max(
+            (r["lr"] for r in train if r["lr"] is not None), default=None
+        )
         knobs = TrainKnobs(
-            mode=config["mode"], learning_rate=lr, eps_low=config["eps_low"], eps_high=config["eps_high"],
+            mode=config["mode"],
+            learning_rate=lr,
+            eps_low=config["eps_low"],
+            eps_high=config["eps_high"],
             negative_weight=config["negative_weight"],
-        )  # fmt: skip
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ArtifactError(f"{train_folder / STATE_FILE}: no usable train config: {exc!r}") from exc
+        raise ArtifactError(
+            f"{train_folder / STATE_FILE}: no usable train config: {exc!r}"
+        ) from exc
     if knobs.learning_rate is None:
         raise ArtifactError(f"{train_folder}: no learning rate in its config or its steps")
     return IterationFiles(train, rollout, dict(tasks), knobs)
@@ -65,13 +72,23 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
 def main(config: HealthConfig) -> HealthReport:
     """Run the stage as configured (the command line and the KFP component call this)."""
     config.validate()
-    report = read_report(config.previous) if config.previous else HealthReport(start_policy=config.start_policy)
+    report = (
+        read_report(config.previous)
+        if config.previous
+        else HealthReport(start_policy=config.start_policy)
+    )
     for i, rollout_metrics in enumerate(config.rollout_metrics):
         files = read_iteration(rollout_metrics, config.train_folder(i))
-        report.judge(train=files.train, rollout=files.rollout, tasks=files.tasks, checkpoint=str(config.train_folder(i)),
-                     knobs=files.knobs, thresholds=config.thresholds, mitigations=config.mitigations)  # fmt: skip
+        report.judge(
+            train=files.train,
+            rollout=files.rollout,
+            tasks=files.tasks,
+            checkpoint=str(config.train_folder(i)),
+            knobs=files.knobs,
+            thresholds=config.thresholds,
+            mitigations=config.mitigations,
+        )
     write_report(config.out, report)
     for line in report.lines():
         print(line)
     return report
-

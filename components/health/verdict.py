@@ -81,9 +81,11 @@ class Mitigations:
     (0: never lift). Two, so that one lucky iteration does not undo a treatment."""
 
     def problems(self) -> list[str]:
-        problems = [f"{name}={getattr(self, name)} must be in (0, 1)"
-                    for name in ("clip_factor", "lr_factor", "negative_weight_factor")
-                    if not 0 < getattr(self, name) < 1]  # fmt: skip
+        problems = [
+            f"{name}={getattr(self, name)} must be in (0, 1)"
+            for name in ("clip_factor", "lr_factor", "negative_weight_factor")
+            if not 0 < getattr(self, name) < 1
+        ]
         if self.min_eps <= 0 or self.penalty <= 0:
             problems.append("min_eps and penalty must be above 0")
         if self.lift_after < 0:
@@ -118,24 +120,54 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; an infinite statistic (a drop with no variance at all) is written as null."""
         return {
-            "kind": self.kind, "action": self.action, "settings": self.settings,
-            "to_checkpoint": self.to_checkpoint, "to_iteration": self.to_iteration,
-            "quarantine": list(self.quarantine), "lifted": list(self.lifted), "reasons": self.reasons,
-            "findings": [{"name": f.name, "severity": f.severity, "reason": f.reason, "mitigation": f.mitigation,
-                          "evidence": {k: v if math.isfinite(v) else None for k, v in f.evidence.items()},
-                          "tasks": list(f.tasks)} for f in self.findings],
-        }  # fmt: skip
+            "kind": self.kind,
+            "action": self.action,
+            "settings": self.settings,
+            "to_checkpoint": self.to_checkpoint,
+            "to_iteration": self.to_iteration,
+            "quarantine": list(self.quarantine),
+            "lifted": list(self.lifted),
+            "reasons": self.reasons,
+            "findings": [
+                {
+                    "name": f.name,
+                    "severity": f.severity,
+                    "reason": f.reason,
+                    "mitigation": f.mitigation,
+                    "evidence": {k: v if math.isfinite(v) else None for k, v in f.evidence.items()},
+                    "tasks": list(f.tasks),
+                }
+                for f in self.findings
+            ],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        findings = tuple(Finding(f["name"], f["severity"], f["reason"], f["mitigation"], dict(f["evidence"]),
-                                 tuple(f["tasks"])) for f in data["findings"])  # fmt: skip
-        return cls(data["kind"], data["action"], dict(data["settings"]), data["to_checkpoint"],
-                   data["to_iteration"], tuple(data["quarantine"]), findings,
-                   tuple(data.get("lifted", ())))  # fmt: skip
+        findings = tuple(
+            Finding(
+                f["name"],
+                f["severity"],
+                f["reason"],
+                f["mitigation"],
+                dict(f["evidence"]),
+                tuple(f["tasks"]),
+            )
+            for f in data["findings"]
+        )
+        return cls(
+            data["kind"],
+            data["action"],
+            dict(data["settings"]),
+            data["to_checkpoint"],
+            data["to_iteration"],
+            tuple(data["quarantine"]),
+            findings,
+            tuple(data.get("lifted", ())),
+        )
 
 
 # --- treatments: (latest iteration, finding, mitigations) -> setting changes -----------------------
+
 
 def _current(latest: IterationMetrics, key: str) -> Any:
     """A setting's value now: what an earlier verdict applied, else what the stage ran with (train's
@@ -149,8 +181,10 @@ def _current(latest: IterationMetrics, key: str) -> Any:
 
 
 def tighten_clipping(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
-    return {key: max(round(_current(latest, key) * m.clip_factor, 4), m.min_eps)
-            for key in ("train.eps_low", "train.eps_high")}  # fmt: skip
+    return {
+        key: max(round(_current(latest, key) * m.clip_factor, 4), m.min_eps)
+        for key in ("train.eps_low", "train.eps_high")
+    }
 
 
 def mask_extremes(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
@@ -163,23 +197,34 @@ def mask_extremes(latest: IterationMetrics, finding: Finding, m: Mitigations) ->
     return {MAX_FAILED_TOKENS: max(int(current) // 2, 1)}
 
 
-def lower_learning_rate(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
+def lower_learning_rate(
+    latest: IterationMetrics, finding: Finding, m: Mitigations
+) -> dict[str, Any]:
     return {"train.learning_rate": _current(latest, "train.learning_rate") * m.lr_factor}
 
 
-def reweight_negatives(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
+def reweight_negatives(
+    latest: IterationMetrics, finding: Finding, m: Mitigations
+) -> dict[str, Any]:
     """Lower negative_weight; positive-only mode gives negatives no weight at all, so there the
     only global lever left is the learning rate."""
     if latest.knobs.mode != "full":
         return lower_learning_rate(latest, finding, m)
-    return {"train.negative_weight": _current(latest, "train.negative_weight") * m.negative_weight_factor}
+    return {
+        "train.negative_weight": _current(latest, "train.negative_weight")
+        * m.negative_weight_factor
+    }
 
 
-def behaviour_penalties(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
+def behaviour_penalties(
+    latest: IterationMetrics, finding: Finding, m: Mitigations
+) -> dict[str, Any]:
     return {PENALTY_SETTINGS[p]: m.penalty for p in spiking_patterns(finding)}
 
 
-def quarantine_flagged(latest: IterationMetrics, finding: Finding, m: Mitigations) -> dict[str, Any]:
+def quarantine_flagged(
+    latest: IterationMetrics, finding: Finding, m: Mitigations
+) -> dict[str, Any]:
     return {QUARANTINE: sorted(set(latest.applied.get(QUARANTINE, ())) | set(finding.tasks))}
 
 
@@ -193,7 +238,9 @@ TREATMENTS: dict[str, tuple[Treatment, Treatment]] = {
 }
 
 
-def _treat(latest: IterationMetrics, findings: Sequence[Finding], m: Mitigations) -> tuple[dict[str, Any], list[str]]:
+def _treat(
+    latest: IterationMetrics, findings: Sequence[Finding], m: Mitigations
+) -> tuple[dict[str, Any], list[str]]:
     settings: dict[str, Any] = {}
     actions: list[str] = []
     for finding in findings:
@@ -202,16 +249,21 @@ def _treat(latest: IterationMetrics, findings: Sequence[Finding], m: Mitigations
         targeted, escalated = TREATMENTS[finding.name]
         changes = targeted(latest, finding, m)
         tier, chosen = "targeted", targeted
-        if changes and all(key in latest.applied for key in changes):  # tried already; the sign persists
+        if changes and all(
+            key in latest.applied for key in changes
+        ):  # tried already; the sign persists
             tier, chosen = "global", escalated
             changes = escalated(latest, finding, m)
         for key, value in changes.items():
-            settings[key] = sorted(set(settings.get(key, ())) | set(value)) if key == QUARANTINE else value
+            settings[key] = (
+                sorted(set(settings.get(key, ())) | set(value)) if key == QUARANTINE else value
+            )
         actions.append(f"{tier} {chosen.__name__} for {finding.name}")
     return settings, actions
 
 
 # --- rollback ------------------------------------------------------------------------------------
+
 
 def _producer(history: Sequence[IterationMetrics], label: str) -> int:
     """The iteration whose train produced policy ``label``; −1 for the run's starting policy."""
@@ -256,7 +308,8 @@ def culprit_tasks(history: Sequence[IterationMetrics], since: int, t: Thresholds
             continue
         earlier_episodes, earlier_successes, _, _ = totals(before, task)
         jumped = bool(earlier_episodes) and (
-            successes / episodes - earlier_successes / earlier_episodes >= t.quarantine_success_jump)
+            successes / episodes - earlier_successes / earlier_episodes >= t.quarantine_success_jump
+        )
         if tampered or flagged / episodes >= t.quarantine_flag_share or jumped:
             culprits.append(task)
     return culprits
@@ -264,7 +317,10 @@ def culprit_tasks(history: Sequence[IterationMetrics], since: int, t: Thresholds
 
 # --- lifting ---------------------------------------------------------------------------------------
 
-def liftable(latest: IterationMetrics, history: Sequence[IterationMetrics], m: Mitigations) -> tuple[str, ...]:
+
+def liftable(
+    latest: IterationMetrics, history: Sequence[IterationMetrics], m: Mitigations
+) -> tuple[str, ...]:
     """The settings to lift after a healthy ``latest``: every one in force but the quarantine, once
     ``lift_after`` iterations in a row (``latest`` included) were healthy. Settings take effect
     from the iteration after their verdict, so the healthy ones all ran with them."""
@@ -281,8 +337,12 @@ def liftable(latest: IterationMetrics, history: Sequence[IterationMetrics], m: M
 
 # --- the verdict ---------------------------------------------------------------------------------
 
-def verdict(history: Sequence[IterationMetrics], thresholds: Thresholds,
-            mitigations: Mitigations | None = None) -> Verdict:  # fmt: skip
+
+def verdict(
+    history: Sequence[IterationMetrics],
+    thresholds: Thresholds,
+    mitigations: Mitigations | None = None,
+) -> Verdict:
     """Judge the run after its latest iteration (``history`` oldest first; every iteration but
     the latest carries the verdict it got, ``applied`` the settings it ran with)."""
     m = mitigations or Mitigations()
@@ -292,7 +352,11 @@ def verdict(history: Sequence[IterationMetrics], thresholds: Thresholds,
         lifted = liftable(latest, history, m)
         if not lifted:
             return Verdict("healthy")
-        return Verdict("healthy", f"lift {', '.join(lifted)} after {m.lift_after} healthy iterations", lifted=lifted)
+        return Verdict(
+            "healthy",
+            f"lift {', '.join(lifted)} after {m.lift_after} healthy iterations",
+            lifted=lifted,
+        )
     settings, actions = _treat(latest, findings, m)
     already = set(latest.applied.get(QUARANTINE, ()))
     if any(f.name == "reward_collapse" for f in findings):
@@ -300,12 +364,18 @@ def verdict(history: Sequence[IterationMetrics], thresholds: Thresholds,
         culprits = set(culprit_tasks(history, producer + 1, thresholds)) - already
         if culprits:
             settings[QUARANTINE] = sorted(already | set(settings.get(QUARANTINE, ())) | culprits)
-        actions.insert(0, f"roll back to {target}" + (f", quarantine {len(culprits)} task(s)" if culprits else ""))
+        actions.insert(
+            0,
+            f"roll back to {target}"
+            + (f", quarantine {len(culprits)} task(s)" if culprits else ""),
+        )
     else:
         target, producer = None, None
     quarantine = tuple(sorted(set(settings.get(QUARANTINE, ())) - already))
     kind = "rollback" if target is not None else "mitigate"
-    return Verdict(kind, "; ".join(actions), settings, target, producer, quarantine, tuple(findings))
+    return Verdict(
+        kind, "; ".join(actions), settings, target, producer, quarantine, tuple(findings)
+    )
 
 
 def stage_options(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:

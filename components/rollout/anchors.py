@@ -32,7 +32,14 @@ from pathlib import Path
 from termrl.artifacts.tasks import Task
 from termrl.artifacts.trajectories import read_trajectories
 
-__all__ = ["ANCHORINGS", "anchor_picker", "load_demonstrations", "next_rollback_state", "read_state", "write_state"]
+__all__ = [
+    "ANCHORINGS",
+    "anchor_picker",
+    "load_demonstrations",
+    "next_rollback_state",
+    "read_state",
+    "write_state",
+]
 
 ANCHORINGS = ("none", "parallel", "rollback")
 
@@ -65,8 +72,12 @@ def _only_done(action: str | None) -> bool:
         calls = json.loads(action or "")
     except ValueError:
         return False
-    return isinstance(calls, list) and len(calls) == 1 and isinstance(calls[0], dict) \
+    return (
+        isinstance(calls, list)
+        and len(calls) == 1
+        and isinstance(calls[0], dict)
         and calls[0].get("name") == "done"
+    )
 
 
 def read_state(path: str | Path | None) -> dict[str, int]:
@@ -83,7 +94,11 @@ def write_state(path: str | Path, state: Mapping[str, int]) -> None:
 
 
 def anchor_picker(
-    anchoring: str, demonstrations: Mapping[str, Sequence[str]], *, seed: int, state: Mapping[str, int]
+    anchoring: str,
+    demonstrations: Mapping[str, Sequence[str]],
+    *,
+    seed: int,
+    state: Mapping[str, int],
 ) -> Callable[[int, Task], int]:
     """``anchor_for(visit, task)`` for ``anchoring`` (one of ``ANCHORINGS``); ``visit`` counts the
     task's earlier groups in this rollout (0 for its first)."""

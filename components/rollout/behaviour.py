@@ -49,12 +49,16 @@ __all__ = [
 Command = tuple[str, int | None, bool]
 """(command, exit code, timed out) of one bash call."""
 
-_SYSTEM = r"/(?:\*|bin|boot|dev|etc|home|lib\w*|opt|proc|root|sbin|srv|sys|usr|var|app)?/?(?:\s|$|;|&|\|)"
+_SYSTEM = (
+    r"/(?:\*|bin|boot|dev|etc|home|lib\w*|opt|proc|root|sbin|srv|sys|usr|var|app)?/?(?:\s|$|;|&|\|)"
+)
 _DESTRUCTIVE = [
     re.compile(r"\bkill\s+(?:-s\s*\w+\s+|-\w+\s+)*-1\b"),  # kill -9 -1: every process
     re.compile(r"\bkillall5\b"),
     re.compile(r"\b(?:pkill|killall)\s+(?:-\w+\s+)*(?:-u\s*\w+|\.|bash|sh|python\S*)(?:\s|$)"),
-    re.compile(r"\brm\s+(?:-\w*\s+)*-\w*[rR]\w*\s+(?:-\S+\s+)*(?:--no-preserve-root\s+)?" + _SYSTEM),
+    re.compile(
+        r"\brm\s+(?:-\w*\s+)*-\w*[rR]\w*\s+(?:-\S+\s+)*(?:--no-preserve-root\s+)?" + _SYSTEM
+    ),
     re.compile(r"\brm\s+(?:-\w+\s+)*--recursive\b.*\s" + _SYSTEM),
     re.compile(r"\bmkfs(?:\.\w+)?\b"),
     re.compile(r"\bdd\b[^|;&]*\bof=/dev/(?!null\b)"),
@@ -87,8 +91,11 @@ class Penalties:
 
     def shaping(self, flags: BehaviourFlags) -> float:
         """−(loop·[loop] + destructive·[destructive] + test_access·[test access])."""
-        penalty = (self.loop * flags.loop + self.destructive * flags.destructive
-                   + self.test_access * flags.test_access)  # fmt: skip
+        penalty = (
+            self.loop * flags.loop
+            + self.destructive * flags.destructive
+            + self.test_access * flags.test_access
+        )
         return -penalty if penalty else 0.0  # a plain 0.0, not -0.0, for an unpenalised episode
 
 

@@ -48,11 +48,25 @@ from termrl.llm.proxy import ModelProxy
 __all__ = ["REFERENCE_CLI", "CliEpisodeResult", "cli_native_step"]
 
 REFERENCE_CLI = (
-    "{python}", "-m", "termrl.agent.reference_cli", "--base-url", "{base_url}",
-    "--api-key", "{api_key}", "--model", "{model}", "--workdir", "{workdir}",
-    "--max-turns", "{max_turns}", "--max-tokens", "{max_tokens}",
-    "--temperature", "{temperature}", "{instruction}",
-)  # fmt: skip
+    "{python}",
+    "-m",
+    "termrl.agent.reference_cli",
+    "--base-url",
+    "{base_url}",
+    "--api-key",
+    "{api_key}",
+    "--model",
+    "{model}",
+    "--workdir",
+    "{workdir}",
+    "--max-turns",
+    "{max_turns}",
+    "--max-tokens",
+    "{max_tokens}",
+    "--temperature",
+    "{temperature}",
+    "{instruction}",
+)
 """argv template of the agent CLI; ``RolloutConfig.cli_agent_command`` may replace it."""
 
 _SHIM = """#!{python} -S
@@ -120,10 +134,12 @@ class _ExecBridge:
             result = await session.exec(f"bash -c {shlex.quote(command)}", self.timeout_sec)
         except TermrlError as exc:
             self.errors.setdefault(key, exc)
-            return web.json_response({"output": f"[sandbox error: {type(exc).__name__}]\n",
-                                      "exit_code": 125})  # fmt: skip
-        output = result.output + (f"\n[command timed out after {self.timeout_sec:g} s]"
-                                  if result.timed_out else "")  # fmt: skip
+            return web.json_response(
+                {"output": f"[sandbox error: {type(exc).__name__}]\n", "exit_code": 125}
+            )
+        output = result.output + (
+            f"\n[command timed out after {self.timeout_sec:g} s]" if result.timed_out else ""
+        )
         return web.json_response({"output": output, "exit_code": result.exit_code})
 
 
@@ -148,16 +164,20 @@ async def cli_native_step(config: RolloutConfig, engine: Engine) -> AsyncIterato
         shim_dir = Path(scratch) / "bin"
         shim_dir.mkdir()
         shim = shim_dir / "bash"
-        shim.write_text(_SHIM.format(python=sys.executable, bash=shutil.which("bash") or "/bin/bash"))
+        shim.write_text(
+            _SHIM.format(python=sys.executable, bash=shutil.which("bash") or "/bin/bash")
+        )
         shim.chmod(0o755)
         async with ModelProxy(engine, default_max_tokens=config.max_new_tokens) as proxy:
             await bridge.start()
             try:
 
-                async def step(session: Any, recorder: RecordingSession, task: Task,
-                               ids: EpisodeIds) -> CliEpisodeResult:  # fmt: skip
-                    return await _run_cli(config, template, proxy, bridge, shim_dir, recorder,
-                                          task, ids, scratch)  # fmt: skip
+                async def step(
+                    session: Any, recorder: RecordingSession, task: Task, ids: EpisodeIds
+                ) -> CliEpisodeResult:
+                    return await _run_cli(
+                        config, template, proxy, bridge, shim_dir, recorder, task, ids, scratch
+                    )
 
                 yield step
             finally:
@@ -165,24 +185,42 @@ async def cli_native_step(config: RolloutConfig, engine: Engine) -> AsyncIterato
 
 
 async def _run_cli(
-    config: RolloutConfig, template: tuple[str, ...], proxy: ModelProxy, bridge: _ExecBridge,
-    shim_dir: Path, recorder: RecordingSession, task: Task, ids: EpisodeIds, scratch: str,
-) -> CliEpisodeResult:  # fmt: skip
+    config: RolloutConfig,
+    template: tuple[str, ...],
+    proxy: ModelProxy,
+    bridge: _ExecBridge,
+    shim_dir: Path,
+    recorder: RecordingSession,
+    task: Task,
+    ids: EpisodeIds,
+    scratch: str,
+) -> CliEpisodeResult:
     key = ids.episode_id
     values = {
-        "python": sys.executable, "base_url": proxy.base_url, "api_key": key,
-        "model": proxy.engine.model_name, "workdir": scratch, "max_turns": config.max_turns,
-        "max_tokens": config.max_new_tokens, "temperature": config.temperature,
+        "python": sys.executable,
+        "base_url": proxy.base_url,
+        "api_key": key,
+        "model": proxy.engine.model_name,
+        "workdir": scratch,
+        "max_turns": config.max_turns,
+        "max_tokens": config.max_new_tokens,
+        "temperature": config.temperature,
         "instruction": task.instruction,
-    }  # fmt: skip
+    }
     argv = [part.format(**values) for part in template]
-    env = {**os.environ, "PATH": f"{shim_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "TERMRL_EXEC_BRIDGE": f"{bridge.url}/{key}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{shim_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TERMRL_EXEC_BRIDGE": f"{bridge.url}/{key}",
+    }
     bridge.sessions[key] = recorder
     process = await asyncio.create_subprocess_exec(
-        *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        *argv,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     stop_reason, failure = "max-turns", None
     try:
         out, err = await asyncio.wait_for(process.communicate(), config.episode_lifetime_sec)
@@ -201,20 +239,24 @@ async def _run_cli(
     failure = bridge.errors.pop(key, None)
     if stop_reason != "lifetime" and process.returncode == 0:
         lines = out.decode(errors="replace").strip().splitlines()
-        stop_reason = json.loads(lines[-1]).get("stop_reason", "max-turns") if lines else "max-turns"
+        stop_reason = (
+            json.loads(lines[-1]).get("stop_reason", "max-turns") if lines else "max-turns"
+        )
     elif stop_reason != "lifetime" and failure is None:
         tail = err.decode(errors="replace")[-2000:]
         # The proxy answers 400 to the reference CLI only when the prompt outgrew the window.
         if "400 Bad Request" in tail:
             stop_reason = "context-overflow"
         else:
-            failure = NetworkError(f"the agent CLI exited with status {process.returncode}",
-                                   log_tail=tail)  # fmt: skip
+            failure = NetworkError(
+                f"the agent CLI exited with status {process.returncode}", log_tail=tail
+            )
     chunks = recorded.chunks() if recorded is not None else []
     _fill_exit_codes(chunks, recorder.log)
     last = recorded.calls[-1] if recorded is not None and recorded.calls else None
     trainable = bool(recorded and recorded.trainable) and all(
-        len(c["response_logprobs"]) == len(c["response_ids"]) for c in chunks)
+        len(c["response_logprobs"]) == len(c["response_ids"]) for c in chunks
+    )
     return CliEpisodeResult(
         chunks=chunks,
         stop_reason="error" if failure is not None else stop_reason,

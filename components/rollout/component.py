@@ -77,22 +77,48 @@ def rollout(
     from termrl.settings import build_config
 
     out = pathlib.Path(trajectories.path + ".parquet")
-    summary = main(build_config(RolloutConfig, dict(
-        tasks=pathlib.Path(tasks.path), out=out, metrics_out=pathlib.Path(rollout_metrics.path),
-        model=policy.path, policy_version=policy_version, seed=seed, group_size=group_size,
-        groups=groups, redundancy=redundancy, dynamic_sampling=dynamic_sampling, concurrency=concurrency,
-        max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, backend=backend,
-        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
-        anchoring=anchoring, prompt_style=prompt_style,
-        demonstrations=pathlib.Path(demonstrations.path) if demonstrations is not None else None,
-        anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
-        anchor_state_out=pathlib.Path(anchors.path), parts=progress_folder("rollout", trajectories.uri),
-    ), options))  # fmt: skip
+    summary = main(
+        build_config(
+            RolloutConfig,
+            dict(
+                tasks=pathlib.Path(tasks.path),
+                out=out,
+                metrics_out=pathlib.Path(rollout_metrics.path),
+                model=policy.path,
+                policy_version=policy_version,
+                seed=seed,
+                group_size=group_size,
+                groups=groups,
+                redundancy=redundancy,
+                dynamic_sampling=dynamic_sampling,
+                concurrency=concurrency,
+                max_turns=max_turns,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                backend=backend,
+                sandbox_namespace=sandbox_namespace,
+                sandbox_registry=sandbox_registry,
+                sandbox_pull_secret=sandbox_pull_secret,
+                anchoring=anchoring,
+                prompt_style=prompt_style,
+                demonstrations=pathlib.Path(demonstrations.path)
+                if demonstrations is not None
+                else None,
+                anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
+                anchor_state_out=pathlib.Path(anchors.path),
+                parts=progress_folder("rollout", trajectories.uri),
+            ),
+            options,
+        )
+    )
     if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
         pathlib.Path(anchors.path).write_text("{}")
     os.replace(out, trajectories.path)
-    values = {"rollout/episodes": float(summary.episodes), "rollout/rows": float(summary.rows),
-              "rollout/dropped_groups": float(len(summary.dropped_groups)),
-              "rollout/wall_sec": summary.wall_sec}  # fmt: skip
+    values = {
+        "rollout/episodes": float(summary.episodes),
+        "rollout/rows": float(summary.rows),
+        "rollout/dropped_groups": float(len(summary.dropped_groups)),
+        "rollout/wall_sec": summary.wall_sec,
+    }
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -157,7 +157,11 @@ class RolloutConfig:
     @property
     def parts_dir(self) -> Path:
         """Sidecar folder holding one Parquet part per finished episode (the resume state)."""
-        return Path(self.parts) if self.parts is not None else self.out.with_name(self.out.name + ".parts")
+        return (
+            Path(self.parts)
+            if self.parts is not None
+            else self.out.with_name(self.out.name + ".parts")
+        )
 
     @property
     def metrics_path(self) -> Path:
@@ -201,11 +205,22 @@ class RolloutConfig:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.engine not in ENGINES:
             problems.append(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
-        for name in ("group_size", "groups", "concurrency", "max_turns", "max_new_tokens",
-                     "loop_repeats"):  # fmt: skip
+        for name in (
+            "group_size",
+            "groups",
+            "concurrency",
+            "max_turns",
+            "max_new_tokens",
+            "loop_repeats",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("redundancy", "dynamic_sampling", "policy_version", "max_failed_response_tokens"):
+        for name in (
+            "redundancy",
+            "dynamic_sampling",
+            "policy_version",
+            "max_failed_response_tokens",
+        ):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, not {getattr(self, name)}")
         for name in ("exec_timeout_sec", "max_exec_timeout_sec", "episode_lifetime_sec"):
@@ -213,7 +228,9 @@ class RolloutConfig:
                 problems.append(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("loop_penalty", "destructive_penalty", "test_access_penalty"):
             if getattr(self, name) < 0:
-                problems.append(f"{name} must not be negative (it is subtracted), not {getattr(self, name)}")
+                problems.append(
+                    f"{name} must not be negative (it is subtracted), not {getattr(self, name)}"
+                )
         if any(not task_id for task_id in self.quarantine):
             problems.append("quarantine must hold task ids, not empty strings")
         if self.verifier_timeout_sec is not None and self.verifier_timeout_sec <= 0:
@@ -224,15 +241,21 @@ class RolloutConfig:
             problems.append("temperature must not be negative")
         if not 0.0 <= self.drop_ratio_limit <= 1.0:
             problems.append("drop_ratio_limit must be within [0, 1]")
-        for name in ("warn_destructive_rate", "warn_test_access_rate", "warn_loop_rate",
-                     "warn_failure_rate"):  # fmt: skip
+        for name in (
+            "warn_destructive_rate",
+            "warn_test_access_rate",
+            "warn_loop_rate",
+            "warn_failure_rate",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 problems.append(f"{name} must be within [0, 1]")
         if self.cli_agent_command is not None and not self.cli_agent_command:
             problems.append("cli_agent_command must not be empty when given")
         if self.anchoring not in ("none", "parallel", "rollback"):
             problems.append(f"anchoring must be none, parallel or rollback, not {self.anchoring!r}")
-        if self.anchoring != "none" and (self.demonstrations is None or not self.demonstrations.is_file()):
+        if self.anchoring != "none" and (
+            self.demonstrations is None or not self.demonstrations.is_file()
+        ):
             problems.append(f"anchoring {self.anchoring!r} needs a demonstrations artifact")
         if not 0.0 < self.rollback_threshold <= 1.0:
             problems.append("rollback_threshold must be within (0, 1]")

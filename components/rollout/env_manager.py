@@ -106,27 +106,37 @@ def informative(group: Sequence[RolloutEpisode], value: EpisodeValue = _reward) 
     return len({value(r) for r in group}) > 1
 
 
-def complete_groups(records: Sequence[RolloutEpisode], group_size: int) -> list[list[RolloutEpisode]]:
+def complete_groups(
+    records: Sequence[RolloutEpisode], group_size: int
+) -> list[list[RolloutEpisode]]:
     """Every group with all ``group_size`` episodes, in completion order."""
     by_group: dict[int, list[RolloutEpisode]] = {}
     for record in records:
         by_group.setdefault(record.ids.group_index, []).append(record)
-    complete = [sorted(g, key=lambda r: r.ids.episode_index) for g in by_group.values()
-                if len({r.ids.episode_index for r in g}) >= group_size]  # fmt: skip
+    complete = [
+        sorted(g, key=lambda r: r.ids.episode_index)
+        for g in by_group.values()
+        if len({r.ids.episode_index for r in g}) >= group_size
+    ]
     complete.sort(key=lambda g: (max(r.finished_at for r in g), g[0].ids.group_index))
     return complete
 
 
 def select_complete_groups(
-    records: Sequence[RolloutEpisode], group_size: int, needed: int, *, informative_first: bool = False,
+    records: Sequence[RolloutEpisode],
+    group_size: int,
+    needed: int,
+    *,
+    informative_first: bool = False,
     value: EpisodeValue = _reward,
 ) -> list[list[RolloutEpisode]]:
     """The batch: the first ``needed`` complete groups in completion order; with
     ``informative_first`` the groups whose returns (``value``) differ come before the uniform ones."""
     complete = complete_groups(records, group_size)
     if informative_first:
-        complete = ([g for g in complete if informative(g, value)]
-                    + [g for g in complete if not informative(g, value)])  # fmt: skip
+        complete = [g for g in complete if informative(g, value)] + [
+            g for g in complete if not informative(g, value)
+        ]
     return complete[:needed]
 
 
@@ -174,23 +184,36 @@ class EnvManager:
         self._enough = asyncio.Event()
 
     def _complete(self) -> list[list[RolloutEpisode]]:
-        return select_complete_groups(self._records, self.group_size, self.needed,
-                                      informative_first=self.informative, value=self.value)  # fmt: skip
+        return select_complete_groups(
+            self._records,
+            self.group_size,
+            self.needed,
+            informative_first=self.informative,
+            value=self.value,
+        )
 
     def _has_enough(self) -> bool:
         groups = self._complete()
-        return len(groups) >= self.needed and (not self.informative or informative(groups[-1], self.value))
+        return len(groups) >= self.needed and (
+            not self.informative or informative(groups[-1], self.value)
+        )
 
     def _uniform_tasks(self) -> set[str]:
-        return {g[0].task_id for g in complete_groups(self._records, self.group_size)
-                if not informative(g, self.value)}  # fmt: skip
+        return {
+            g[0].task_id
+            for g in complete_groups(self._records, self.group_size)
+            if not informative(g, self.value)
+        }
 
     async def _episode(self, plan: GroupPlan, ids: EpisodeIds) -> None:
         async with self._slots:
             if self._enough.is_set():
                 return
-            if (self.informative and plan.index not in self._started_groups
-                    and plan.task.id in self._uniform_tasks()):
+            if (
+                self.informative
+                and plan.index not in self._started_groups
+                and plan.task.id in self._uniform_tasks()
+            ):
                 self._skipped.add(ids.episode_id)
                 return
             self._started_groups.add(plan.index)
@@ -221,7 +244,9 @@ class EnvManager:
             # wait return at once, and the spinning loop starves generation of the GIL.
             pending = set(jobs)
             while pending and not waiter.done():
-                _, pending = await asyncio.wait({waiter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                _, pending = await asyncio.wait(
+                    {waiter, *pending}, return_when=asyncio.FIRST_COMPLETED
+                )
                 pending.discard(waiter)
             cancelled = self._cancel_stragglers(jobs)
             waiter.cancel()
@@ -242,13 +267,21 @@ class EnvManager:
             if ids.episode_id in finished:
                 continue
             began = self._running.get(ids.episode_id)
-            state = "running" if began is not None else "skipped" if ids.episode_id in self._skipped else "queued"
-            cancelled.append({
-                "episode_id": ids.episode_id,
-                "group_id": ids.group_id,
-                "task_id": plan.task.id,
-                "state": state,
-                "elapsed_sec": round(now - began, 3) if began is not None else 0.0,
-            })  # fmt: skip
+            state = (
+                "running"
+                if began is not None
+                else "skipped"
+                if ids.episode_id in self._skipped
+                else "queued"
+            )
+            cancelled.append(
+                {
+                    "episode_id": ids.episode_id,
+                    "group_id": ids.group_id,
+                    "task_id": plan.task.id,
+                    "state": state,
+                    "elapsed_sec": round(now - began, 3) if began is not None else 0.0,
+                }
+            )
             job.cancel()
         return cancelled

@@ -143,15 +143,25 @@ def roll_managed_step(
     the usual ``max_turns`` of its own. Replayed chunks are marked ``replayed``.
     """
 
-    async def step(session: Session, recorder: RecordingSession, task: Task, ids: EpisodeIds) -> Any:
+    async def step(
+        session: Session, recorder: RecordingSession, task: Task, ids: EpisodeIds
+    ) -> Any:
         if ids.anchor <= 1:
             return await run_episode(engine, recorder, task.instruction, agent)
         expert = list((demonstrations or {}).get(task.id, ()))[: ids.anchor - 1]
         if len(expert) < ids.anchor - 1:
-            raise ConfigError(f"task {task.id}: anchor {ids.anchor} needs {ids.anchor - 1} demonstration chunks")
-        replay = ReplayEngine(engine.tokenizer, expert, then=engine, context_window=agent.context_window)
-        result = await run_episode(replay, recorder, task.instruction,
-                                   replace(agent, max_turns=agent.max_turns + len(expert)))  # fmt: skip
+            raise ConfigError(
+                f"task {task.id}: anchor {ids.anchor} needs {ids.anchor - 1} demonstration chunks"
+            )
+        replay = ReplayEngine(
+            engine.tokenizer, expert, then=engine, context_window=agent.context_window
+        )
+        result = await run_episode(
+            replay,
+            recorder,
+            task.instruction,
+            replace(agent, max_turns=agent.max_turns + len(expert)),
+        )
         for chunk in result.chunks:
             chunk.replayed = chunk.chunk_index < len(expert)
         return result
@@ -192,8 +202,9 @@ class SandboxEpisodeRunner:
         return self.sandbox_lifetime_sec(verifier)
 
     async def __call__(self, task: Task, ids: EpisodeIds) -> RolloutEpisode:
-        record = RolloutEpisode(ids=ids, task_id=task.id, policy_version=self.policy_version,
-                               mode=self.mode)  # fmt: skip
+        record = RolloutEpisode(
+            ids=ids, task_id=task.id, policy_version=self.policy_version, mode=self.mode
+        )
         started = time.monotonic()
         try:
             await self._run(task, ids, record)

@@ -160,7 +160,9 @@ def episode_rows(
 
 
 def apply_mask_filter(
-    groups: Sequence[Sequence[RolloutEpisode]], rules: MaskRules, shaping: Mapping[str, float] | None = None
+    groups: Sequence[Sequence[RolloutEpisode]],
+    rules: MaskRules,
+    shaping: Mapping[str, float] | None = None,
 ) -> MaskFilterResult:
     """Mask every episode, filter the groups (in the given order) and build the rows.
 
@@ -175,8 +177,14 @@ def apply_mask_filter(
         if drop and group:
             dropped_ids.append(group[0].ids.group_id)
         for record in sorted(group, key=lambda r: r.ids.episode_index):
-            rows.extend(episode_rows(record, verdicts[record.ids.episode_id], drop,
-                                     shaping.get(record.ids.episode_id, 0.0)))  # fmt: skip
+            rows.extend(
+                episode_rows(
+                    record,
+                    verdicts[record.ids.episode_id],
+                    drop,
+                    shaping.get(record.ids.episode_id, 0.0),
+                )
+            )
     reasons = Counter(v.mask_reason for v in verdicts.values() if v.masked)
     shaped = [r["shaping"] for r in rows if r["chunk_index"] == 0]  # one per episode, as written
     stats: dict[str, float] = {

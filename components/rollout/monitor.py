@@ -115,8 +115,18 @@ def monitor_rows(
             "transient": classify_failure(record.failure_type) == "transient",
             "tampering": bool(record.tampering),
         }
-    count = {k: sum(f[k] for f in flags.values()) for k in
-             ("loop", "destructive", "test_access", "failed", "unrecoverable", "transient", "tampering")}  # fmt: skip
+    count = {
+        k: sum(f[k] for f in flags.values())
+        for k in (
+            "loop",
+            "destructive",
+            "test_access",
+            "failed",
+            "unrecoverable",
+            "transient",
+            "tampering",
+        )
+    }
     g = "rollout"
     add("global", "all", f"{g}/episodes", len(records))
     add("global", "all", f"{g}/success_rate", sum(r.success for r in records) / n)
@@ -125,7 +135,15 @@ def monitor_rows(
     add("global", "all", f"{g}/response_tokens_mean", sum(r.response_tokens for r in records) / n)
     add("global", "all", f"{g}/episode_wall_s_mean", sum(r.wall_sec for r in records) / n)
     add("global", "all", f"{g}/exec_timeouts", sum(r.timed_out_execs for r in records))
-    for name in ("failed", "unrecoverable", "transient", "loop", "destructive", "test_access", "tampering"):
+    for name in (
+        "failed",
+        "unrecoverable",
+        "transient",
+        "loop",
+        "destructive",
+        "test_access",
+        "tampering",
+    ):
         add("global", "all", f"{g}/{name}_episodes", count[name])
     for reason, k in Counter(r.stop_reason for r in records).items():
         add("global", "all", f"{g}/stop/{reason}", k)
@@ -139,8 +157,12 @@ def monitor_rows(
         add("task", task_id, "success_rate", sum(r.success for r in task_records) / m)
         add("task", task_id, "reward_mean", sum(r.reward for r in task_records) / m)
         for name in ("failed", "loop", "destructive", "test_access", "tampering"):
-            add("task", task_id, f"{name}_episodes",
-                sum(flags[r.ids.episode_id][name] for r in task_records))  # fmt: skip
+            add(
+                "task",
+                task_id,
+                f"{name}_episodes",
+                sum(flags[r.ids.episode_id][name] for r in task_records),
+            )
     stragglers = Counter(c["task_id"] for c in cancelled if c.get("state") == "running")
     for task_id, k in sorted(stragglers.items()):
         add("task", task_id, "stragglers_cancelled", k)
@@ -179,8 +201,10 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     if glob.get("rollout/quarantined_tasks"):
         lines.append(f"  quarantine: {glob['rollout/quarantined_tasks']:.0f} task(s) left out")
     if glob.get("rollout/episodes_shaped"):
-        lines.append(f"  shaping: {glob['rollout/episodes_shaped']:.0f} episode(s) penalised for behaviour, "
-                     f"mean shaping {glob.get('rollout/shaping_mean', 0):+.3f}")  # fmt: skip
+        lines.append(
+            f"  shaping: {glob['rollout/episodes_shaped']:.0f} episode(s) penalised for behaviour, "
+            f"mean shaping {glob.get('rollout/shaping_mean', 0):+.3f}"
+        )
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
         if r["scope"] == "task":
@@ -193,11 +217,16 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"failed {m['failed_episodes']:.0f}, loops {m['loop_episodes']:.0f}, "
                 f"destructive {m['destructive_episodes']:.0f}, "
                 f"test access {m['test_access_episodes']:.0f}"
-                + (f", tampering {m['tampering_episodes']:.0f}" if m.get("tampering_episodes") else "")
+                + (
+                    f", tampering {m['tampering_episodes']:.0f}"
+                    if m.get("tampering_episodes")
+                    else ""
+                )
             )
         if "stragglers_cancelled" in m:
             line += ("; " if "episodes" in m else "") + (
-                f"{m['stragglers_cancelled']:.0f} straggler(s) cancelled")
+                f"{m['stragglers_cancelled']:.0f} straggler(s) cancelled"
+            )
         lines.append(line)
     top = [f"{r['key']}×{r['value']:.0f}" for r in rows if r["scope"] == "command"][:8]
     if top:
@@ -207,5 +236,7 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         if r["scope"] == "alert":
             alerts[r["key"]][r["metric"]] = r["value"]
     for name, m in alerts.items():
-        lines.append(f"WARNING rollout: {name} {m['value']:.3f} is above the threshold {m['threshold']:.3f}")
+        lines.append(
+            f"WARNING rollout: {name} {m['value']:.3f} is above the threshold {m['threshold']:.3f}"
+        )
     return lines

@@ -91,8 +91,11 @@ def make_engine(config: RolloutConfig) -> Engine:
         return build("transformers", config.model, context_window=config.context_window)
     from termrl.llm.continuous import ContinuousEngine
 
-    return ContinuousEngine(resolve_model_path(config.model), max_batch_size=max(config.concurrency, 1),
-                            context_window=config.context_window)  # fmt: skip
+    return ContinuousEngine(
+        resolve_model_path(config.model),
+        max_batch_size=max(config.concurrency, 1),
+        context_window=config.context_window,
+    )
 
 
 def without_quarantined(tasks: list[Task], quarantine: tuple[str, ...]) -> list[Task]:
@@ -100,8 +103,10 @@ def without_quarantined(tasks: list[Task], quarantine: tuple[str, ...]) -> list[
     left_out = set(quarantine)
     kept = [t for t in tasks if t.id not in left_out]
     if not kept:
-        raise ConfigError(f"quarantine leaves out every one of the {len(tasks)} task(s); nothing to roll out "
-                          "on (quarantine fewer tasks, or give a tasks artifact with others)")  # fmt: skip
+        raise ConfigError(
+            f"quarantine leaves out every one of the {len(tasks)} task(s); nothing to roll out "
+            "on (quarantine fewer tasks, or give a tasks artifact with others)"
+        )
     return kept
 
 
@@ -110,8 +115,17 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
     quarantine, so a changed quarantine changes the digest. The penalties are not in it: the
     parts hold raw episodes, and shaping is computed from them at the merge."""
     digest = hashlib.sha256("\0".join(t.id for t in tasks).encode()).hexdigest()[:16]
-    keys = ("mode", "policy_version", "group_size", "groups", "redundancy", "dynamic_sampling", "seed",
-            "max_turns", "anchoring")
+    keys = (
+        "mode",
+        "policy_version",
+        "group_size",
+        "groups",
+        "redundancy",
+        "dynamic_sampling",
+        "seed",
+        "max_turns",
+        "anchoring",
+    )
     return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
 
 
@@ -119,8 +133,11 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
 async def _agent_step(
     config: RolloutConfig, engine: Engine, demonstrations: dict[str, list[str]]
 ) -> AsyncIterator[AgentStep]:
-    batching = engine if engine.merges_requests else BatchingEngine(
-        engine, max_batch_size=max(config.concurrency, 1))
+    batching = (
+        engine
+        if engine.merges_requests
+        else BatchingEngine(engine, max_batch_size=max(config.concurrency, 1))
+    )
     if config.mode == "roll-managed":
         try:
             yield roll_managed_step(batching, config.agent, demonstrations)
@@ -143,50 +160,92 @@ async def rollout(
     drawable = without_quarantined(tasks, config.quarantine)
     writer = PartWriter(config.parts_dir, fingerprint(config, drawable))
     finished = writer.load()
-    demonstrations = load_demonstrations(config.demonstrations) if config.anchoring != "none" else {}
+    demonstrations = (
+        load_demonstrations(config.demonstrations) if config.anchoring != "none" else {}
+    )
     state = read_state(config.anchor_state)
     anchor_for = anchor_picker(config.anchoring, demonstrations, seed=config.seed, state=state)
-    plans = plan_groups(drawable, config.groups_started, seed=config.seed,
-                        policy_version=config.policy_version, anchor_for=anchor_for)  # fmt: skip
+    plans = plan_groups(
+        drawable,
+        config.groups_started,
+        seed=config.seed,
+        policy_version=config.policy_version,
+        anchor_for=anchor_for,
+    )
     make_manager = manager_factory or (
-        lambda: SandboxManager(backend=config.backend, max_sessions=config.concurrency,
-                               **sandbox_options(config.backend, config)))  # fmt: skip
+        lambda: SandboxManager(
+            backend=config.backend,
+            max_sessions=config.concurrency,
+            **sandbox_options(config.backend, config),
+        )
+    )
     async with make_manager() as manager, _agent_step(config, engine, demonstrations) as step:
         runner = SandboxEpisodeRunner(
-            manager, step, mode=config.mode, policy_version=config.policy_version,
+            manager,
+            step,
+            mode=config.mode,
+            policy_version=config.policy_version,
             sandbox_lifetime_sec=config.sandbox_lifetime_sec,
             verifier_timeout_sec=config.verifier_timeout_sec,
-        )  # fmt: skip
+        )
         outcome = await EnvManager(
-            plans, group_size=config.group_size, needed=config.groups,
-            concurrency=config.concurrency, run_episode=runner, on_finished=writer.write,
-            finished=finished, informative=config.dynamic_sampling > 0,
+            plans,
+            group_size=config.group_size,
+            needed=config.groups,
+            concurrency=config.concurrency,
+            run_episode=runner,
+            on_finished=writer.write,
+            finished=finished,
+            informative=config.dynamic_sampling > 0,
             value=episode_return(config.penalties, config.loop_repeats),
-        ).run()  # fmt: skip
+        ).run()
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
-    summary = _finish(config, writer, time.monotonic() - started, outcome.finished_now,
-                      quarantined=len(tasks) - len(drawable))
+    summary = _finish(
+        config,
+        writer,
+        time.monotonic() - started,
+        outcome.finished_now,
+        quarantined=len(tasks) - len(drawable),
+    )
     if config.anchoring == "rollback":
-        scored = [(r["task_id"], r["anchor"] or 1, r["success"]) for r in summary.episode_rows
-                  if not r["placeholder"]]  # fmt: skip
-        write_state(config.anchor_state_path,
-                    next_rollback_state(state, scored, demonstrations, threshold=config.rollback_threshold))  # fmt: skip
+        scored = [
+            (r["task_id"], r["anchor"] or 1, r["success"])
+            for r in summary.episode_rows
+            if not r["placeholder"]
+        ]
+        write_state(
+            config.anchor_state_path,
+            next_rollback_state(state, scored, demonstrations, threshold=config.rollback_threshold),
+        )
     return summary
 
 
 def _finish(
-    config: RolloutConfig, writer: PartWriter, wall_sec: float, finished_now: int, *, quarantined: int
+    config: RolloutConfig,
+    writer: PartWriter,
+    wall_sec: float,
+    finished_now: int,
+    *,
+    quarantined: int,
 ) -> RolloutSummary:
     """Mask & filter the batch on disk, write both artifacts, summarise."""
     finished = writer.load()
     value = episode_return(config.penalties, config.loop_repeats)
-    kept = select_complete_groups(finished, config.group_size, config.groups,
-                                  informative_first=config.dynamic_sampling > 0, value=value)  # fmt: skip
-    rules = MaskRules(config.drop_ratio_limit, config.max_failed_response_tokens,
-                      config.mask_max_turns)  # fmt: skip
+    kept = select_complete_groups(
+        finished,
+        config.group_size,
+        config.groups,
+        informative_first=config.dynamic_sampling > 0,
+        value=value,
+    )
+    rules = MaskRules(
+        config.drop_ratio_limit, config.max_failed_response_tokens, config.mask_max_turns
+    )
     behaviour = behaviour_by_episode(kept, config.loop_repeats)
-    shaping = {episode_id: config.penalties.shaping(flags) for episode_id, flags in behaviour.items()}
+    shaping = {
+        episode_id: config.penalties.shaping(flags) for episode_id, flags in behaviour.items()
+    }
     result = apply_mask_filter(kept, rules, shaping)
     cancelled = writer.cancelled()
     episodes = sum(len(g) for g in kept)
@@ -197,19 +256,27 @@ def _finish(
     extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
     extra["rollout/groups_informative"] = float(sum(informative(g, value) for g in kept))
     extra["rollout/quarantined_tasks"] = float(quarantined)
-    extra["rollout/max_failed_response_tokens"] = float(config.max_failed_response_tokens)  # the mask in force
+    extra["rollout/max_failed_response_tokens"] = float(
+        config.max_failed_response_tokens
+    )  # the mask in force
     extra["rollout/wall_sec"] = wall_sec
     extra["rollout/episodes_per_sec"] = finished_now / wall_sec if wall_sec > 0 else 0.0
-    thresholds = MonitorThresholds(destructive_rate=config.warn_destructive_rate,
-                                   test_access_rate=config.warn_test_access_rate,
-                                   loop_rate=config.warn_loop_rate,
-                                   failure_rate=config.warn_failure_rate)  # fmt: skip
+    thresholds = MonitorThresholds(
+        destructive_rate=config.warn_destructive_rate,
+        test_access_rate=config.warn_test_access_rate,
+        loop_rate=config.warn_loop_rate,
+        failure_rate=config.warn_failure_rate,
+    )
     metrics = monitor_rows(kept, thresholds, behaviour, extra_global=extra, cancelled=cancelled)
     write_rollout_metrics(config.metrics_path, metrics)
     writer.merge(result.rows, config.out, keep_parts=config.keep_parts)
     return RolloutSummary(
-        episodes=episodes, rows=len(result.rows), finished_now=finished_now,
-        cancelled=len(cancelled), dropped_groups=result.dropped_groups, wall_sec=wall_sec,
+        episodes=episodes,
+        rows=len(result.rows),
+        finished_now=finished_now,
+        cancelled=len(cancelled),
+        dropped_groups=result.dropped_groups,
+        wall_sec=wall_sec,
         lines=summary_lines(metrics),
         episode_rows=[r for r in result.rows if r["chunk_index"] == 0],
-    )  # fmt: skip
+    )

@@ -29,9 +29,19 @@ from termrl.errors import ArtifactError, ConfigError
 __all__ = ["CHUNK_COLUMNS", "PartWriter", "record_from_rows", "record_to_rows"]
 
 CHUNK_COLUMNS = (
-    "chunk_index", "prompt_ids", "response_ids", "response_logprobs", "response_text", "action",
-    "call_format", "observation", "exit_code", "gen_ms", "exec_ms", "replayed",
-)  # fmt: skip
+    "chunk_index",
+    "prompt_ids",
+    "response_ids",
+    "response_logprobs",
+    "response_text",
+    "action",
+    "call_format",
+    "observation",
+    "exit_code",
+    "gen_ms",
+    "exec_ms",
+    "replayed",
+)
 
 _RUN_FILE = "run.json"
 _CANCELLED_FILE = "cancelled.jsonl"
@@ -66,8 +76,15 @@ def record_to_rows(record: RolloutEpisode) -> list[dict[str, Any]]:
         "_finished_at": record.finished_at,
     }
     if not record.chunks:
-        return [{"chunk_index": 0, "prompt_ids": [], "response_ids": [], "response_logprobs": [],
-                 **episode}]  # fmt: skip
+        return [
+            {
+                "chunk_index": 0,
+                "prompt_ids": [],
+                "response_ids": [],
+                "response_logprobs": [],
+                **episode,
+            }
+        ]
     return [{**{k: c.get(k) for k in CHUNK_COLUMNS}, **episode} for c in record.chunks]
 
 
@@ -75,8 +92,13 @@ def record_from_rows(rows: list[dict[str, Any]]) -> RolloutEpisode:
     """Inverse of ``record_to_rows``."""
     rows = sorted(rows, key=lambda r: r["chunk_index"])
     first = rows[0]
-    ids = EpisodeIds(first["episode_id"], first["group_id"], int(first["_group_index"]),
-                     int(first["_episode_index"]), int(first.get("anchor") or 1))  # fmt: skip
+    ids = EpisodeIds(
+        first["episode_id"],
+        first["group_id"],
+        int(first["_group_index"]),
+        int(first["_episode_index"]),
+        int(first.get("anchor") or 1),
+    )
     chunks = [{k: r[k] for k in CHUNK_COLUMNS} for r in rows] if first["num_chunks"] else []
     return RolloutEpisode(
         ids=ids,
@@ -108,7 +130,9 @@ class PartWriter:
         if run_file.is_file():
             found = json.loads(run_file.read_text())
             if found != fingerprint:
-                diff = sorted(k for k in set(found) | set(fingerprint) if found.get(k) != fingerprint.get(k))
+                diff = sorted(
+                    k for k in set(found) | set(fingerprint) if found.get(k) != fingerprint.get(k)
+                )
                 raise ConfigError(
                     f"{self.dir} holds finished episodes of a different rollout (differs in: "
                     f"{', '.join(diff)}); remove it or choose another --out"

@@ -36,12 +36,27 @@ def synthesize(
     from termrl.artifacts import read_tasks
     from termrl.settings import build_config
 
-    main(build_config(SynthesizeConfig, dict(
-        out=tasks.path, count=count, seed=seed, perturbation_rate=perturbation_rate,
-        families=tuple(f for f in families.split(",") if f), llm_model=llm_model or None,
-        exclude_families=tuple(f for f in exclude_families.split(",") if f),
-        progress=False, **({"difficulties": tuple(d for d in difficulties.split(",") if d)} if difficulties else {}),
-    ), options))  # fmt: skip
+    main(
+        build_config(
+            SynthesizeConfig,
+            dict(
+                out=tasks.path,
+                count=count,
+                seed=seed,
+                perturbation_rate=perturbation_rate,
+                families=tuple(f for f in families.split(",") if f),
+                llm_model=llm_model or None,
+                exclude_families=tuple(f for f in exclude_families.split(",") if f),
+                progress=False,
+                **(
+                    {"difficulties": tuple(d for d in difficulties.split(",") if d)}
+                    if difficulties
+                    else {}
+                ),
+            ),
+            options,
+        )
+    )
     values = {"synthesize/tasks": float(read_tasks(tasks.path).num_rows)}
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -81,8 +81,11 @@ class SynthesizeConfig:
 
     def selected_families(self) -> list[str]:
         """The families this run draws from, in registry order."""
-        return [f for f in FAMILIES
-                if (not self.families or f in self.families) and f not in self.exclude_families]  # fmt: skip
+        return [
+            f
+            for f in FAMILIES
+            if (not self.families or f in self.families) and f not in self.exclude_families
+        ]
 
     def validate(self) -> None:
         """Raise one ``ConfigError`` listing every problem."""

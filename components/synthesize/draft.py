@@ -58,7 +58,7 @@ exit "$status"
 
 # Shared by every check.py: a failed check exits 1 with its reason on stdout,
 # which is what a reviewer of the verifier's output wants to read.
-CHECK_PY_PRELUDE = '''import json, os, subprocess, sys
+CHECK_PY_PRELUDE = """import json, os, subprocess, sys
 
 
 def fail(msg):
@@ -82,7 +82,7 @@ def read(path, mode="r"):
 def sh(cmd, **kw):
     return subprocess.run(cmd, shell=True, capture_output=True, text=True, **kw)
 
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -187,12 +187,18 @@ def assemble(
     solution = "#!/bin/bash\nset -euo pipefail\n" + draft.solution.strip() + "\n"
     tests = [_task_file("test.sh", TEST_SH, 0o755)]
     if draft.check_sh:
-        tests.append(_task_file("check.sh", "#!/bin/bash\nset -uo pipefail\n" + draft.check_sh.strip() + "\n"))
+        tests.append(
+            _task_file(
+                "check.sh", "#!/bin/bash\nset -uo pipefail\n" + draft.check_sh.strip() + "\n"
+            )
+        )
     if draft.check_py:
         tests.append(_task_file("check.py", CHECK_PY_PRELUDE + draft.check_py.strip() + "\n"))
     tests += [_task_file(p, s) for p, s in sorted(draft.test_files.items())]
     metadata = dict(draft.metadata)
-    metadata["perturbations"] = [{"name": p.name, "description": p.description} for p in perturbations]
+    metadata["perturbations"] = [
+        {"name": p.name, "description": p.description} for p in perturbations
+    ]
     metadata["generator"] = "procedural"
     metadata.update(extra_metadata or {})
     task = Task(

@@ -47,7 +47,9 @@ def make_task(
     draft = fam.generate(random.Random(seed), difficulty)
     draft.tags = [*fam.tags, *draft.tags, *(extra_tags or [])]
     # A separate stream: changing the perturbation rate must not change the task itself.
-    chosen = perturb.choose(draft, random.Random(f"perturb:{seed}"), perturbation_rate, max_perturbations)
+    chosen = perturb.choose(
+        draft, random.Random(f"perturb:{seed}"), perturbation_rate, max_perturbations
+    )
     return assemble(draft, family=family, difficulty=difficulty, seed=seed, perturbations=chosen)
 
 
@@ -68,8 +70,12 @@ def generate_tasks(config: SynthesizeConfig, seen: NearDuplicateFilter) -> Synth
     report = SynthesisReport()
     start = time.perf_counter()
     limit = config.count * config.max_attempts_factor
-    bar = tqdm(total=config.count, desc="synthesize", unit="task",
-               disable=not config.progress or config.count < config.progress_min)  # fmt: skip
+    bar = tqdm(
+        total=config.count,
+        desc="synthesize",
+        unit="task",
+        disable=not config.progress or config.count < config.progress_min,
+    )
     with bar:
         for index, family, difficulty in plan(config):
             if len(report.tasks) >= config.count or index >= limit:

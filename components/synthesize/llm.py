@@ -60,7 +60,9 @@ Answer with ONE JSON object and nothing else:
 "solution/solve.sh": "...", "tests/test.sh": "..."}}}}"""
 
 
-def build_messages(family: str, difficulty: str, tags: list[str], example: str) -> list[dict[str, str]]:
+def build_messages(
+    family: str, difficulty: str, tags: list[str], example: str
+) -> list[dict[str, str]]:
     """The chat messages asking for one new task of ``family`` at ``difficulty``."""
     user = (
         f"Write one new {difficulty} task of the family `{family}` (tags: {', '.join(tags)}). "
@@ -84,7 +86,9 @@ def _problem(source: str, reason: str) -> TaskFormatError:
     return TaskFormatError(source, reason)
 
 
-def parse_reply(text: str, *, family: str, difficulty: str, seed: int, model: str, source: str) -> Task:
+def parse_reply(
+    text: str, *, family: str, difficulty: str, seed: int, model: str, source: str
+) -> Task:
     """The ``Task`` in a model's reply; ``TaskFormatError`` with a countable reason if it is not one."""
     try:
         doc = _extract_json(text)
@@ -106,12 +110,23 @@ def parse_reply(text: str, *, family: str, difficulty: str, seed: int, model: st
         if not isinstance(content, str) or len(content.encode()) > MAX_FILE_BYTES:
             raise _problem(source, "file content is not text or too large")
         mode = 0o755 if path.endswith(".sh") else 0o644
-        groups[p.parts[0]].append(TaskFile(str(PurePosixPath(*p.parts[1:])), content.encode(), mode))
+        groups[p.parts[0]].append(
+            TaskFile(str(PurePosixPath(*p.parts[1:])), content.encode(), mode)
+        )
     dockerfile = files["environment/Dockerfile"]
-    first = next((ln.strip() for ln in dockerfile.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    first = next(
+        (
+            ln.strip()
+            for ln in dockerfile.splitlines()
+            if ln.strip() and not ln.strip().startswith("#")
+        ),
+        "",
+    )
     if first.split()[:2] != ["FROM", BASE_IMAGE]:
         raise _problem(source, f"Dockerfile does not start FROM {BASE_IMAGE}")
-    if re.search(r"^\s*(COPY|ADD)\s+.*\b(tests|solution)/", dockerfile, re.MULTILINE | re.IGNORECASE):
+    if re.search(
+        r"^\s*(COPY|ADD)\s+.*\b(tests|solution)/", dockerfile, re.MULTILINE | re.IGNORECASE
+    ):
         raise _problem(source, "Dockerfile copies tests or solution into the image")
     if re.search(r"\b(apt-get|apt)\s+install|pip3?\s+install\s+(?!.*--no-index)", dockerfile):
         raise _problem(source, "Dockerfile installs from the network")
@@ -178,11 +193,17 @@ def synthesize_with_llm(
     started = time.perf_counter()
     cells = [(f, d) for f in config.selected_families() for d in config.difficulties]
     random.Random(f"llm:{config.seed}").shuffle(cells)
-    bar = tqdm(range(config.llm_count), desc="llm", unit="task",
-               disable=not config.progress or config.llm_count < config.progress_min)  # fmt: skip
+    bar = tqdm(
+        range(config.llm_count),
+        desc="llm",
+        unit="task",
+        disable=not config.progress or config.llm_count < config.progress_min,
+    )
     for i in bar:
         family, difficulty = cells[i % len(cells)]
-        seed = task_seed(config.seed, -1 - i)  # negative indexes: never collide with procedural seeds
+        seed = task_seed(
+            config.seed, -1 - i
+        )  # negative indexes: never collide with procedural seeds
         example = make_task(family, difficulty, seed)
         messages = build_messages(family, difficulty, list(example.tags), example.instruction)
         report.llm_requested += 1
@@ -193,8 +214,14 @@ def synthesize_with_llm(
             report.llm_rejected[f"request failed: {type(e).__name__}"] += 1
             continue
         try:
-            task = parse_reply(text, family=family, difficulty=difficulty, seed=seed,
-                               model=str(config.llm_model), source=source)  # fmt: skip
+            task = parse_reply(
+                text,
+                family=family,
+                difficulty=difficulty,
+                seed=seed,
+                model=str(config.llm_model),
+                source=source,
+            )
         except TaskFormatError as e:
             report.llm_rejected[e.problem] += 1
             continue

@@ -35,21 +35,41 @@ def summary_table(report: SynthesisReport) -> str:
     llm = Counter(t.family for t in report.tasks if t.metadata.get("generator") == "llm")
     header = ["family", *levels, "total", "perturbed", "llm"]
     rows = [
-        [f, *(str(cells[f, lv]) for lv in levels), str(sum(cells[f, lv] for lv in levels)),
-         str(perturbed[f]), str(llm[f])]
+        [
+            f,
+            *(str(cells[f, lv]) for lv in levels),
+            str(sum(cells[f, lv] for lv in levels)),
+            str(perturbed[f]),
+            str(llm[f]),
+        ]
         for f in families
-    ]  # fmt: skip
-    rows.append(["total", *(str(sum(cells[f, lv] for f in families)) for lv in levels), str(len(report.tasks)),
-                 str(sum(perturbed.values())), str(sum(llm.values()))])  # fmt: skip
+    ]
+    rows.append(
+        [
+            "total",
+            *(str(sum(cells[f, lv] for f in families)) for lv in levels),
+            str(len(report.tasks)),
+            str(sum(perturbed.values())),
+            str(sum(llm.values())),
+        ]
+    )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
+
+    def fmt(r):
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+
     lines = [fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows[:-1]), fmt(rows[-1])]
     lines.append(
         f"{len(report.tasks)} tasks in {report.seconds:.1f} s; {report.attempts} procedural attempts, "
         f"{report.duplicates} near-duplicates dropped"
     )
     if report.llm_requested:
-        lines.append(f"LLM: {report.llm_requested} requested, {report.llm_accepted} accepted, "
-                     f"{sum(report.llm_rejected.values())} rejected")  # fmt: skip
+        lines.append(
+            f"LLM: {report.llm_requested} requested, {report.llm_accepted} accepted, "
+            f"{sum(report.llm_rejected.values())} rejected"
+        )
         lines += [f"  rejected ({n}): {reason}" for reason, n in report.llm_rejected.most_common()]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The synthesize stage: procedural tasks (and optionally LLM-written ones) into a tasks artifact.
 
-    validate → generate procedurally → ask the LLM (if configured) → write → summary
+validate → generate procedurally → ask the LLM (if configured) → write → summary
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ def main(config: SynthesizeConfig) -> SynthesisReport:
         report.tasks += llm.tasks
         report.duplicates += llm.duplicates
         report.llm_requested, report.llm_accepted, report.llm_rejected = (
-            llm.llm_requested, llm.llm_accepted, llm.llm_rejected)  # fmt: skip
+            llm.llm_requested,
+            llm.llm_accepted,
+            llm.llm_rejected,
+        )
         report.seconds += llm.seconds
     save_tasks(config.out, report.tasks)
     click.echo(summary_table(report))

@@ -71,7 +71,9 @@ def chunk_advantages(
     return episode_advantages[chunk_episode] * gamma ** steps_to_end.float()  # [K]
 
 
-def positive_only(advantages: Tensor, loss_mask: Tensor, *, negative_weight: float) -> tuple[Tensor, Tensor]:
+def positive_only(
+    advantages: Tensor, loss_mask: Tensor, *, negative_weight: float
+) -> tuple[Tensor, Tensor]:
     """Phase 1: keep only chunks with A > 0; they still go through ratio, clip and norm.
 
     ``negative_weight`` is accepted for a common signature and has no effect.
@@ -82,7 +84,9 @@ def positive_only(advantages: Tensor, loss_mask: Tensor, *, negative_weight: flo
     return advantages, loss_mask & (advantages > 0)
 
 
-def full_signal(advantages: Tensor, loss_mask: Tensor, *, negative_weight: float) -> tuple[Tensor, Tensor]:
+def full_signal(
+    advantages: Tensor, loss_mask: Tensor, *, negative_weight: float
+) -> tuple[Tensor, Tensor]:
     """Phase 2: keep positives and negatives; negatives scaled by the global weight.
 
     Scaling the advantage equals scaling the chunk's clipped term, because
@@ -92,7 +96,9 @@ def full_signal(advantages: Tensor, loss_mask: Tensor, *, negative_weight: float
     return weighted, loss_mask & (advantages != 0)
 
 
-def chunk_mismatch(old_logp: Tensor, mu_logp: Tensor, token_chunk: Tensor, num_chunks: int) -> Tensor:
+def chunk_mismatch(
+    old_logp: Tensor, mu_logp: Tensor, token_chunk: Tensor, num_chunks: int
+) -> Tensor:
     """Mean |log π_old − log μ| over each chunk's tokens -> [K] (nats)."""
     return chunk_mean((old_logp - mu_logp).abs(), token_chunk, num_chunks)
 
@@ -108,7 +114,9 @@ def chunk_normalisation(chunk_tokens: Tensor, loss_mask: Tensor, chunk_episode: 
     return loss_mask.float() / loss_mask.sum().clamp(min=1)  # [K]
 
 
-def sequence_normalisation(chunk_tokens: Tensor, loss_mask: Tensor, chunk_episode: Tensor) -> Tensor:
+def sequence_normalisation(
+    chunk_tokens: Tensor, loss_mask: Tensor, chunk_episode: Tensor
+) -> Tensor:
     """w_k = 1 / (#episodes with a kept chunk · #kept chunks of k's episode)."""
     num_episodes = int(chunk_episode.max()) + 1 if chunk_episode.numel() else 0
     per_episode = torch.zeros(num_episodes).index_add(0, chunk_episode, loss_mask.float())  # [E]

@@ -79,7 +79,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _full_states(model: nn.Module, optimizer: torch.optim.Optimizer, env: DistEnv) -> tuple[dict, dict]:
+def _full_states(
+    model: nn.Module, optimizer: torch.optim.Optimizer, env: DistEnv
+) -> tuple[dict, dict]:
     """Unsharded model and optimizer state (a collective under FSDP2 and ZeRO-3).
 
     Under DeepSpeed the optimizer state is saved by DeepSpeed itself (``{}`` here).
@@ -102,7 +104,14 @@ def _full_states(model: nn.Module, optimizer: torch.optim.Optimizer, env: DistEn
 
 
 def _write_model(
-    folder: Path, model: nn.Module, state: dict, tokenizer: Any, *, finetune: str, export: str, base_model: str
+    folder: Path,
+    model: nn.Module,
+    state: dict,
+    tokenizer: Any,
+    *,
+    finetune: str,
+    export: str,
+    base_model: str,
 ) -> None:
     """The HF folder: merged weights, or the adapter with its base's path."""
     if finetune == "full":
@@ -164,7 +173,9 @@ def save_checkpoint(
     if env.is_main:
         finetune, export, base = state["finetune"], state["export"], state["base_model"]
         hf_model = model.module if env.backend == "deepspeed" else model
-        _write_model(tmp, hf_model, model_state, tokenizer, finetune=finetune, export=export, base_model=base)
+        _write_model(
+            tmp, hf_model, model_state, tokenizer, finetune=finetune, export=export, base_model=base
+        )
         if env.backend != "deepspeed":  # DeepSpeed saved both in its own folder
             torch.save(optimizer_state, tmp / STATE_DIR / "optimizer.pt")
             torch.save(scheduler.state_dict(), tmp / STATE_DIR / "scheduler.pt")
@@ -211,7 +222,9 @@ def load_checkpoint(
             optimizer_state = torch.load(state_dir / "optimizer.pt", weights_only=False)
             scheduler.load_state_dict(torch.load(state_dir / "scheduler.pt", weights_only=False))
         rng_file = state_dir / f"rng-rank{env.rank}.pt"
-        rng = torch.load(rng_file if rng_file.is_file() else state_dir / "rng-rank0.pt", weights_only=False)
+        rng = torch.load(
+            rng_file if rng_file.is_file() else state_dir / "rng-rank0.pt", weights_only=False
+        )
     except (OSError, ValueError, RuntimeError) as exc:
         raise ArtifactError(f"{folder}: unreadable checkpoint: {exc}") from exc
     if env.backend == "deepspeed":

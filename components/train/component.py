@@ -52,16 +52,38 @@ def train(
     from components.train.trainer import train as run_training
     from termrl.settings import build_config
 
-    result = run_training(build_config(TrainConfig, dict(
-        trajectories=trajectories.path, model=policy.path, out=checkpoint.path, mode=mode,
-        demonstrations=demonstrations.path if demonstrations is not None else None,
-        finetune=finetune, learning_rate=learning_rate or None, epochs=epochs,
-        max_steps=max_steps or None, grad_accum_steps=grad_accum_steps, seed=seed,
-        rl_weight=rl_weight, il_weight=il_weight, il_decay=il_decay, iteration=iteration,
-        temperature=temperature, keep_checkpoints=1, progress=False,
-    ), options))  # fmt: skip
+    result = run_training(
+        build_config(
+            TrainConfig,
+            dict(
+                trajectories=trajectories.path,
+                model=policy.path,
+                out=checkpoint.path,
+                mode=mode,
+                demonstrations=demonstrations.path if demonstrations is not None else None,
+                finetune=finetune,
+                learning_rate=learning_rate or None,
+                epochs=epochs,
+                max_steps=max_steps or None,
+                grad_accum_steps=grad_accum_steps,
+                seed=seed,
+                rl_weight=rl_weight,
+                il_weight=il_weight,
+                il_decay=il_decay,
+                iteration=iteration,
+                temperature=temperature,
+                keep_checkpoints=1,
+                progress=False,
+            ),
+            options,
+        )
+    )
     last = result["last"] or {}
-    values = {f"train/{k}": float(v) for k, v in last.items() if isinstance(v, int | float) and v is not None}
+    values = {
+        f"train/{k}": float(v)
+        for k, v in last.items()
+        if isinstance(v, int | float) and v is not None
+    }
     values["train/steps"] = float(result["steps"])
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -186,7 +186,9 @@ class TrainConfig:
 
         def choice(name: str, options: tuple[str, ...]) -> None:
             if getattr(self, name) not in options:
-                problems.append(f"{name}={getattr(self, name)!r} must be one of {', '.join(options)}")
+                problems.append(
+                    f"{name}={getattr(self, name)!r} must be one of {', '.join(options)}"
+                )
 
         for name, options in [
             ("mode", MODES),
@@ -226,11 +228,19 @@ class TrainConfig:
         if self.iteration < 0:
             problems.append(f"iteration={self.iteration} must be >= 0")
         if self.temperature <= 0:
-            problems.append(f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)")
+            problems.append(
+                f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)"
+            )
         if self.mismatch_threshold <= 0:
             problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
-        positive_ints = ["lora_rank", "lora_alpha",
-                         "micro_batch_size", "grad_accum_steps", "epochs", "keep_checkpoints"]
+        positive_ints = [
+            "lora_rank",
+            "lora_alpha",
+            "micro_batch_size",
+            "grad_accum_steps",
+            "epochs",
+            "keep_checkpoints",
+        ]
         for name in positive_ints:
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} must be >= 1")
@@ -268,7 +278,12 @@ class TrainConfig:
         if distributed == "auto":
             distributed = "fsdp2" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else "none"
         il_lambda = self.il_weight * self.il_decay**self.iteration
-        return {"learning_rate": lr, "dtype": dtype, "distributed": distributed, "il_lambda": il_lambda}
+        return {
+            "learning_rate": lr,
+            "dtype": dtype,
+            "distributed": distributed,
+            "il_lambda": il_lambda,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

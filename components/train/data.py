@@ -54,9 +54,24 @@ from termrl.errors import ArtifactError
 __all__ = ["SCORED_MASKS", "SOURCES", "TrainEpisode", "exclusion_counts", "load_episodes"]
 
 _COLUMNS = [
-    "episode_id", "group_id", "task_id", "chunk_index", "prompt_ids", "response_ids",
-    "response_logprobs", "reward", "shaping", "success", "masked", "mask_reason", "drop", "placeholder",
-    "trainable", "source", "replayed", "anchor",
+    "episode_id",
+    "group_id",
+    "task_id",
+    "chunk_index",
+    "prompt_ids",
+    "response_ids",
+    "response_logprobs",
+    "reward",
+    "shaping",
+    "success",
+    "masked",
+    "mask_reason",
+    "drop",
+    "placeholder",
+    "trainable",
+    "source",
+    "replayed",
+    "anchor",
 ]
 
 SOURCES = ("policy", "expert")
@@ -140,7 +155,11 @@ def _episode_from_rows(rows: list[dict]) -> TrainEpisode:
     mu: list[float] = []
     replayed: list[bool] = []
     for position, row in enumerate(rows):
-        prompt, response, logprobs = row["prompt_ids"], row["response_ids"], row["response_logprobs"]
+        prompt, response, logprobs = (
+            row["prompt_ids"],
+            row["response_ids"],
+            row["response_logprobs"],
+        )
         if logprobs and len(logprobs) != len(response):
             raise ArtifactError(
                 f"episode {first['episode_id']} chunk {row['chunk_index']}: "

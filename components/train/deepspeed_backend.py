@@ -38,8 +38,14 @@ CHECKPOINT_TAG = "state"
 
 
 def deepspeed_config(
-    *, micro_batch_size: int, grad_accum_steps: int, world: int, zero_stage: int, max_grad_norm: float,
-    bf16: bool, overrides_file: str | None,
+    *,
+    micro_batch_size: int,
+    grad_accum_steps: int,
+    world: int,
+    zero_stage: int,
+    max_grad_norm: float,
+    bf16: bool,
+    overrides_file: str | None,
 ) -> dict[str, Any]:
     """The generated DeepSpeed configuration, with a user JSON's keys on top."""
     config: dict[str, Any] = {

@@ -28,7 +28,15 @@ from termrl.errors import ModelError
 if TYPE_CHECKING:
     from components.train.prefix import SharedPrefix
 
-__all__ = ["DistEnv", "MicroBatch", "collate", "init_distributed", "load_policy", "shard_fsdp2", "token_logprobs"]
+__all__ = [
+    "DistEnv",
+    "MicroBatch",
+    "collate",
+    "init_distributed",
+    "load_policy",
+    "shard_fsdp2",
+    "token_logprobs",
+]
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,13 @@ def init_distributed(backend: str) -> DistEnv:
         torch.cuda.set_device(device)
     if backend == "deepspeed":
         # DeepSpeed wants a process group even for one process
-        for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29511"), ("RANK", "0"),
-                           ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+        for key, value in (
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29511"),
+            ("RANK", "0"),
+            ("LOCAL_RANK", "0"),
+            ("WORLD_SIZE", "1"),
+        ):
             os.environ.setdefault(key, value)
     if (world > 1 or backend == "deepspeed") and not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
@@ -206,7 +219,12 @@ def collate(
 
 
 def token_logprobs(
-    model: nn.Module, batch: MicroBatch, device: torch.device, *, bf16: bool, prefix: SharedPrefix | None = None,
+    model: nn.Module,
+    batch: MicroBatch,
+    device: torch.device,
+    *,
+    bf16: bool,
+    prefix: SharedPrefix | None = None,
     temperature: float = 1.0,
 ) -> Tensor:
     """log πθ of every trained token -> [N] (fp32), computing logits only where needed.
@@ -247,7 +265,9 @@ def token_logprobs(
     selected = logits.reshape(-1, logits.shape[-1]).index_select(0, flat).float()  # [N, V]
     if temperature != 1.0:
         selected = selected / temperature
-    targets = batch.input_ids.reshape(-1).index_select(0, batch.rows * batch.input_ids.shape[1] + batch.cols)
+    targets = batch.input_ids.reshape(-1).index_select(
+        0, batch.rows * batch.input_ids.shape[1] + batch.cols
+    )
     targets = targets.to(device)  # [N]
     picked = selected.gather(1, targets.unsqueeze(1)).squeeze(1)  # [N]
     return picked - torch.logsumexp(selected, dim=-1)  # [N]

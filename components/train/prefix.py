@@ -42,7 +42,13 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
-__all__ = ["MIN_SHARED_PREFIX", "SharedPrefix", "attending", "encode_shared_prefix", "shared_prefix_length"]
+__all__ = [
+    "MIN_SHARED_PREFIX",
+    "SharedPrefix",
+    "attending",
+    "encode_shared_prefix",
+    "shared_prefix_length",
+]
 
 MIN_SHARED_PREFIX = 16
 """Fewer shared tokens than this save less than the extra forward call costs."""
@@ -100,13 +106,17 @@ class SharedPrefix:
     def cache(self, batch: int) -> DynamicCache:
         """A cache over ``batch`` rows (built fresh; a forward only reads it)."""
         return _PrefixCache.holding(
-            tuple((k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in self.layers)
+            tuple(
+                (k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in self.layers
+            )
         )
 
     def cache_for(self, model: nn.Module, batch: int) -> DynamicCache:
         """The ``past_key_values`` of one forward; refuses when checkpointed layers would miss it."""
         if _checkpointed_layers(model) and not self.attached:
-            raise RuntimeError("gradient checkpointing is on: run the forward and backward inside attending()")
+            raise RuntimeError(
+                "gradient checkpointing is on: run the forward and backward inside attending()"
+            )
         return self.cache(batch)
 
 
@@ -117,7 +127,8 @@ def _checkpointed_layers(model: nn.Module) -> list[nn.Module]:
     except ImportError:  # older transformers pass the cache through checkpointing as it is
         return []
     return [
-        m for m in model.modules()
+        m
+        for m in model.modules()
         if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing and m.training
     ]
 
@@ -151,7 +162,10 @@ def attending(model: nn.Module, prefix: SharedPrefix | None) -> Iterator[None]:
         hidden = args[0] if args else kwargs["hidden_states"]  # [B, T − L, H]
         return args, {**kwargs, "past_key_values": prefix.cache(hidden.shape[0])}
 
-    handles = [m.register_forward_pre_hook(hand_back, with_kwargs=True) for m in _checkpointed_layers(model)]
+    handles = [
+        m.register_forward_pre_hook(hand_back, with_kwargs=True)
+        for m in _checkpointed_layers(model)
+    ]
     prefix.attached = True
     try:
         yield
@@ -172,7 +186,9 @@ def _full_attention_only(model: nn.Module) -> bool:
     layer_types = getattr(config, "layer_types", None)
     if layer_types is not None:
         return all(kind == "full_attention" for kind in layer_types)
-    windowed = getattr(config, "sliding_window", None) or getattr(config, "attention_chunk_size", None)
+    windowed = getattr(config, "sliding_window", None) or getattr(
+        config, "attention_chunk_size", None
+    )
     return windowed is None
 
 
@@ -187,9 +203,16 @@ def encode_shared_prefix(
     ids = episodes[0].input_ids[:length]
     cache = DynamicCache()
     autocast = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        if bf16
+        else contextlib.nullcontext()
     )
     with autocast, _checkpointing_paused(model):
-        model(input_ids=ids.unsqueeze(0).to(device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        model(
+            input_ids=ids.unsqueeze(0).to(device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
     layers = tuple((k.detach(), v.detach()) for k, v in cache.to_legacy_cache())
     return SharedPrefix(ids=ids.clone(), layers=layers)

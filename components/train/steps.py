@@ -46,7 +46,9 @@ def plan_steps(
     """Episode indices of every optimizer step: a seeded shuffle per epoch, cut into steps."""
     steps: list[list[int]] = []
     for epoch in range(epochs):
-        order = torch.randperm(num_episodes, generator=torch.Generator().manual_seed(seed * 1009 + epoch))
+        order = torch.randperm(
+            num_episodes, generator=torch.Generator().manual_seed(seed * 1009 + epoch)
+        )
         steps += [order[i : i + per_step].tolist() for i in range(0, num_episodes, per_step)]
     return steps[:max_steps] if max_steps is not None else steps
 
@@ -128,7 +130,11 @@ class StepRunner:
         if self.env.is_main:
             publish_final(self.out, final, self.metrics)
         self.env.barrier()
-        return {"out": self.out, "steps": len(self.metrics), "last": self.metrics[-1] if self.metrics else None}
+        return {
+            "out": self.out,
+            "steps": len(self.metrics),
+            "last": self.metrics[-1] if self.metrics else None,
+        }
 
     def _micro_batches(self, step_episodes: list[TrainEpisode]) -> list[list[int]]:
         """Indices (into the step) this rank runs, in micro-batches; -1 is a zero-weight filler."""
@@ -148,16 +154,26 @@ class StepRunner:
         micro_batches = self._micro_batches(step_episodes)
         # loss, clipped, kept, ratio sum, tokens, RL loss, imitation loss
         totals = torch.zeros(7, dtype=torch.float64)
-        extremes = torch.tensor([-math.inf, -math.inf], dtype=torch.float64)  # ratio max, −ratio min
+        extremes = torch.tensor(
+            [-math.inf, -math.inf], dtype=torch.float64
+        )  # ratio max, −ratio min
         self.model.train()
         prefix = None
-        if self.share_prefix:  # every rank holds the same step episodes, so ranks run this forward together
+        if (
+            self.share_prefix
+        ):  # every rank holds the same step episodes, so ranks run this forward together
             prefix = encode_shared_prefix(self.model, step_episodes, env.device, bf16=self.bf16)
-        with attending(self.model, prefix):  # open over backward too: it recomputes checkpointed layers
+        with attending(
+            self.model, prefix
+        ):  # open over backward too: it recomputes checkpointed layers
             for j, members in enumerate(micro_batches):
                 chosen = [step_episodes[i] if i >= 0 else step_episodes[0] for i in members]
-                chosen_weights = [weights[i] if i >= 0 else torch.zeros_like(weights[0]) for i in members]
-                chosen_il = [il_weights[i] if i >= 0 else torch.zeros_like(il_weights[0]) for i in members]
+                chosen_weights = [
+                    weights[i] if i >= 0 else torch.zeros_like(weights[0]) for i in members
+                ]
+                chosen_il = [
+                    il_weights[i] if i >= 0 else torch.zeros_like(il_weights[0]) for i in members
+                ]
                 last = j == len(micro_batches) - 1
                 if env.backend == "fsdp2":
                     self.model.set_requires_gradient_sync(last)  # reduce-scatter once per step
@@ -172,14 +188,24 @@ class StepRunner:
                 kept = float(stats["kept"])
                 real_tokens = sum(step_episodes[i].input_ids.numel() for i in members if i >= 0)
                 totals += torch.tensor(
-                    [loss.item(), float(stats["clip_fraction"]) * kept, kept, float(stats["ratio_mean"]) * kept,
-                     real_tokens, rl_loss.item(), il_loss.item()],
+                    [
+                        loss.item(),
+                        float(stats["clip_fraction"]) * kept,
+                        kept,
+                        float(stats["ratio_mean"]) * kept,
+                        real_tokens,
+                        rl_loss.item(),
+                        il_loss.item(),
+                    ],
                     dtype=torch.float64,
-                )  # fmt: skip
+                )
                 if kept:
                     extremes = torch.maximum(
                         extremes,
-                        torch.tensor([float(stats["ratio_max"]), -float(stats["ratio_min"])], dtype=torch.float64),
+                        torch.tensor(
+                            [float(stats["ratio_max"]), -float(stats["ratio_min"])],
+                            dtype=torch.float64,
+                        ),
                     )
         grad_norm = self._clip_and_step()
         totals = env.all_sum(totals)
@@ -194,8 +220,14 @@ class StepRunner:
         as in a step of demonstrations only, and L still has a graph to backward through.
         """
         config = self.config
-        logp = token_logprobs(self.model, batch, self.env.device, bf16=self.bf16, prefix=prefix,
-                              temperature=config.temperature)
+        logp = token_logprobs(
+            self.model,
+            batch,
+            self.env.device,
+            bf16=self.bf16,
+            prefix=prefix,
+            temperature=config.temperature,
+        )
         device = logp.device
         token_chunk = batch.token_chunk.to(device)
         rl_loss, stats = self.loss_fn(
@@ -217,7 +249,9 @@ class StepRunner:
         )
         return config.rl_weight * rl_loss + self.il_lambda * il_loss, rl_loss, il_loss, stats
 
-    def _step_weights(self, step_episodes: list[TrainEpisode]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _step_weights(
+        self, step_episodes: list[TrainEpisode]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """RL and imitation normalisation weights over the whole step, split back per episode.
 
         RL uses the configured normalisation over its kept chunks; imitation is always a
@@ -225,8 +259,12 @@ class StepRunner:
         """
         sizes = [e.num_chunks for e in step_episodes]
         chunk_tokens = torch.cat([e.chunk_tokens for e in step_episodes])
-        chunk_episode = torch.cat([torch.full((e.num_chunks,), i) for i, e in enumerate(step_episodes)])
-        weights = self.normalise(chunk_tokens, torch.cat([e.chunk_keep for e in step_episodes]), chunk_episode)
+        chunk_episode = torch.cat(
+            [torch.full((e.num_chunks,), i) for i, e in enumerate(step_episodes)]
+        )
+        weights = self.normalise(
+            chunk_tokens, torch.cat([e.chunk_keep for e in step_episodes]), chunk_episode
+        )
         imitate = torch.cat([e.chunk_imitate for e in step_episodes])
         il_weights = token_normalisation(chunk_tokens, imitate, chunk_episode)
         return list(weights.split(sizes)), list(il_weights.split(sizes))

@@ -107,12 +107,17 @@ def prepare_episodes(episodes: list[TrainEpisode], config: TrainConfig) -> dict[
             torch.tensor([episode.advantage]), torch.zeros_like(chunks), chunks, gamma=config.gamma
         )
         usable = episode.exclusion is None
-        sampled = torch.full((episode.num_chunks,), usable and not episode.is_expert) & ~episode.chunk_replayed
+        sampled = (
+            torch.full((episode.num_chunks,), usable and not episode.is_expert)
+            & ~episode.chunk_replayed
+        )
         episode.chunk_advantages, episode.chunk_keep = mode_fn(
             raw, sampled, negative_weight=config.negative_weight
         )
         has_tokens = episode.chunk_tokens > 0
-        episode.chunk_imitate = torch.full((episode.num_chunks,), usable and episode.is_expert) & has_tokens
+        episode.chunk_imitate = (
+            torch.full((episode.num_chunks,), usable and episode.is_expert) & has_tokens
+        )
     values = torch.tensor([e.advantage for e in valid]) if valid else torch.zeros(0)
     failed = [e.response_tokens for e in valid if not e.success]
     return {
@@ -130,8 +135,15 @@ def prepare_episodes(episodes: list[TrainEpisode], config: TrainConfig) -> dict[
 
 @torch.no_grad()
 def compute_old_logprobs(
-    model: torch.nn.Module, episodes: list[TrainEpisode], env: DistEnv, *, micro_batch_size: int, bf16: bool, pad_id: int,
-    share_prefix: bool, temperature: float = 1.0,
+    model: torch.nn.Module,
+    episodes: list[TrainEpisode],
+    env: DistEnv,
+    *,
+    micro_batch_size: int,
+    bf16: bool,
+    pad_id: int,
+    share_prefix: bool,
+    temperature: float = 1.0,
 ) -> None:
     """π_old of every trained token, from the policy before any update of this stage.
 
@@ -147,7 +159,9 @@ def compute_old_logprobs(
             for e in chunk:
                 e.old_logprobs = torch.zeros(e.response_tokens)
             batch = collate(chunk, weights, pad_id)
-            logp = token_logprobs(model, batch, env.device, bf16=bf16, prefix=prefix, temperature=temperature).cpu()
+            logp = token_logprobs(
+                model, batch, env.device, bf16=bf16, prefix=prefix, temperature=temperature
+            ).cpu()
             offsets = [0]
             for e in chunk:
                 offsets.append(offsets[-1] + e.response_tokens)
@@ -163,7 +177,9 @@ def apply_mismatch_mask(episodes: list[TrainEpisode], threshold: float) -> dict[
         trained = e.token_chunk >= 0
         mu = e.mu_logprobs[trained]
         known = ~torch.isnan(mu)
-        mismatch = chunk_mismatch(e.old_logprobs[known], mu[known], e.token_chunk[trained][known], e.num_chunks)
+        mismatch = chunk_mismatch(
+            e.old_logprobs[known], mu[known], e.token_chunk[trained][known], e.num_chunks
+        )
         has_mu = torch.bincount(e.token_chunk[trained][known], minlength=e.num_chunks) > 0
         e.chunk_mismatch = torch.where(has_mu, mismatch, torch.full_like(mismatch, math.nan))
         too_far = has_mu & (mismatch > threshold)
@@ -210,7 +226,9 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     out = Path(config.out)
     resume_from = latest_checkpoint(out) if config.resume else None
     if not config.resume and latest_checkpoint(out) is not None:
-        raise ConfigError(f"{out} already holds checkpoints; pass --resume or choose an empty folder")
+        raise ConfigError(
+            f"{out} already holds checkpoints; pass --resume or choose an empty folder"
+        )
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     model_config = AutoConfig.from_pretrained(config.model)
@@ -230,7 +248,9 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_target_modules=config.lora_target_modules,
-        adapter_dir=resume_from / "training_state" / "adapter" if resume_from and config.finetune == "lora" else None,
+        adapter_dir=resume_from / "training_state" / "adapter"
+        if resume_from and config.finetune == "lora"
+        else None,
         weights_dir=resume_from,
     ).to(env.device)
     if config.gradient_checkpointing:
@@ -243,8 +263,16 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     experts = [e for e in episodes if e.exclusion is None and bool(e.chunk_imitate.any())]
     if resume_from is None:
         # every rank computes all of them, so FSDP2's collectives line up
-        compute_old_logprobs(model, candidates, env, micro_batch_size=config.micro_batch_size, bf16=bf16,
-                             pad_id=pad_id, share_prefix=config.share_prompt_prefix, temperature=config.temperature)
+        compute_old_logprobs(
+            model,
+            candidates,
+            env,
+            micro_batch_size=config.micro_batch_size,
+            bf16=bf16,
+            pad_id=pad_id,
+            share_prefix=config.share_prompt_prefix,
+            temperature=config.temperature,
+        )
     else:
         saved = load_old_logprobs(resume_from)
         missing = [e.episode_id for e in candidates if e.episode_id not in saved]
@@ -263,15 +291,24 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        trainable, lr=derived["learning_rate"], betas=tuple(config.adam_betas), weight_decay=config.weight_decay
+        trainable,
+        lr=derived["learning_rate"],
+        betas=tuple(config.adam_betas),
+        weight_decay=config.weight_decay,
     )
     per_step = config.micro_batch_size * config.grad_accum_steps * env.world
-    steps = plan_steps(len(trainable_episodes), per_step, config.epochs, config.seed, config.max_steps)
+    steps = plan_steps(
+        len(trainable_episodes), per_step, config.epochs, config.seed, config.max_steps
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, len(steps)))
     if env.backend == "deepspeed":
         ds_config = deepspeed_config(
-            micro_batch_size=config.micro_batch_size, grad_accum_steps=config.grad_accum_steps, world=env.world,
-            zero_stage=config.deepspeed_zero_stage, max_grad_norm=config.max_grad_norm, bf16=bf16,
+            micro_batch_size=config.micro_batch_size,
+            grad_accum_steps=config.grad_accum_steps,
+            world=env.world,
+            zero_stage=config.deepspeed_zero_stage,
+            max_grad_norm=config.max_grad_norm,
+            bf16=bf16,
             overrides_file=config.deepspeed_config,
         )
         model = wrap_deepspeed(model, optimizer, scheduler, ds_config)
@@ -284,7 +321,9 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     metrics: list[dict[str, Any]] = []
     if resume_from is not None:
         # last, so the restored RNG state is not disturbed by set-up
-        metrics = load_checkpoint(resume_from, model=model, optimizer=optimizer, scheduler=scheduler, env=env)
+        metrics = load_checkpoint(
+            resume_from, model=model, optimizer=optimizer, scheduler=scheduler, env=env
+        )
     old_logprobs = {e.episode_id: e.old_logprobs for e in candidates}
     return StepRunner(
         config=config,

@@ -243,21 +243,33 @@ async def check_ablation(
             if len(plan.steps) < 2
             else "only steps that change shell state or print"
         )
-        return CheckOutcome("ablation", "skipped", f"nothing to ablate in {plan.source}: {why}",
-                            detail={"steps": plan.steps})  # fmt: skip
+        return CheckOutcome(
+            "ablation",
+            "skipped",
+            f"nothing to ablate in {plan.source}: {why}",
+            detail={"steps": plan.steps},
+        )
     left_out = probed[max_steps:]
     probed = probed[:max_steps]
     async with asyncio.TaskGroup() as group:
-        probes = {i: group.create_task(_guarded(lambda i=i: _solved_then_tested(sandboxes, plan.without(i))))
-                  for i in probed}  # fmt: skip
+        probes = {
+            i: group.create_task(
+                _guarded(lambda i=i: _solved_then_tested(sandboxes, plan.without(i)))
+            )
+            for i in probed
+        }
     rows = [
         {"step_index": i, "step": plan.steps[i], "tests_passed": probes[i].result().passed}
         for i in probed
     ]
     unchecked = [row for row in rows if row["tests_passed"]]
     errored = [i for i in probed if probes[i].result().passed is None]
-    detail: dict[str, Any] = {"probes": rows, "steps": len(plan.steps), "source": plan.source,
-                              "not_probed": left_out}  # fmt: skip
+    detail: dict[str, Any] = {
+        "probes": rows,
+        "steps": len(plan.steps),
+        "source": plan.source,
+        "not_probed": left_out,
+    }
     seconds = time.monotonic() - started
     if unchecked:
         named = "; ".join(f"step {r['step_index']} `{_one_line(r['step'])}`" for r in unchecked)
@@ -270,8 +282,13 @@ async def check_ablation(
             "ablation", "error", f"{len(errored)} probe(s) errored: {note}", seconds, detail=detail
         )
     more = f" ({len(left_out)} later steps not probed)" if left_out else ""
-    return CheckOutcome("ablation", "pass", f"the tests fail without each of {len(rows)} steps{more}", seconds,
-                        detail=detail)  # fmt: skip
+    return CheckOutcome(
+        "ablation",
+        "pass",
+        f"the tests fail without each of {len(rows)} steps{more}",
+        seconds,
+        detail=detail,
+    )
 
 
 def _one_line(step: str, limit: int = 80) -> str:
@@ -294,9 +311,13 @@ def _find_command(exclude: tuple[str, ...], tail: str) -> str:
 
 
 async def check_state_replay(
-    sandboxes: TaskSandboxes, task: Task, *, exclude: tuple[str, ...], process_patterns: list[re.Pattern[str]],
+    sandboxes: TaskSandboxes,
+    task: Task,
+    *,
+    exclude: tuple[str, ...],
+    process_patterns: list[re.Pattern[str]],
     max_bytes: int,
-) -> CheckOutcome:  # fmt: skip
+) -> CheckOutcome:
     """Do the tests pass on the solution's files alone, with none of its commands run?
 
     The solution runs in one sandbox between two file listings; the paths whose
@@ -314,7 +335,7 @@ async def check_state_replay(
             before = await session.exec(
                 f"mkdir -p {REPLAY_DIR} && {listing} | sort -z > {REPLAY_DIR}/before && touch {REPLAY_DIR}/marker && sleep 0.05",
                 timeout=300,
-            )  # fmt: skip
+            )
             if not before.ok:
                 return CheckOutcome(
                     "state_replay",
@@ -334,7 +355,7 @@ async def check_state_replay(
                 f" && echo REPLAY_BYTES $(stat -c %s {REPLAY_DIR}/changes.tar)"
                 f" && tr '\\0' '\\n' < {REPLAY_DIR}/changed | head -50 | sed 's/^/REPLAY_PATH /'",
                 timeout=600,
-            )  # fmt: skip
+            )
             if not pack.ok:
                 return CheckOutcome(
                     "state_replay",
@@ -353,8 +374,12 @@ async def check_state_replay(
                 if line.startswith("REPLAY_PATH ")
             ]
             if size > max_bytes:
-                return CheckOutcome("state_replay", "error", f"the solution changed {size} bytes of files, over the limit",
-                                    time.monotonic() - started)  # fmt: skip
+                return CheckOutcome(
+                    "state_replay",
+                    "error",
+                    f"the solution changed {size} bytes of files, over the limit",
+                    time.monotonic() - started,
+                )
             archive = await session.download(f"{REPLAY_DIR}/changes.tar")
             deleted = await session.download(f"{REPLAY_DIR}/deleted")
         async with sandboxes.open(task) as session:
@@ -364,7 +389,7 @@ async def check_state_replay(
                 f"tar -xpf {REPLAY_DIR}/changes.tar -C / && (cd / && xargs -0 -r rm -rf -- < {REPLAY_DIR}/deleted)"
                 f" && rm -rf {REPLAY_DIR}",
                 timeout=600,
-            )  # fmt: skip
+            )
             if not applied.ok:
                 return CheckOutcome(
                     "state_replay",
@@ -381,15 +406,32 @@ async def check_state_replay(
             time.monotonic() - started,
         )
     deleted_count = len([p for p in deleted.split(b"\0") if p])
-    detail = {"tests_passed": tests.passed, "changed_paths": paths, "deleted_paths": deleted_count,
-              "archive_bytes": len(archive), "process_words": asks_for}  # fmt: skip
+    detail = {
+        "tests_passed": tests.passed,
+        "changed_paths": paths,
+        "deleted_paths": deleted_count,
+        "archive_bytes": len(archive),
+        "process_words": asks_for,
+    }
     seconds = time.monotonic() - started
     if not tests.passed:
-        return CheckOutcome("state_replay", "pass", "the tests fail on the copied files alone: they check what the solution's commands did",
-                            seconds, detail=detail)  # fmt: skip
+        return CheckOutcome(
+            "state_replay",
+            "pass",
+            "the tests fail on the copied files alone: they check what the solution's commands did",
+            seconds,
+            detail=detail,
+        )
     if asks_for:
-        reason = (f"the tests pass on the solution's files alone, but the instruction asks for a process "
-                  f"({asks_for!r}): they check only final file state")  # fmt: skip
+        reason = (
+            f"the tests pass on the solution's files alone, but the instruction asks for a process "
+            f"({asks_for!r}): they check only final file state"
+        )
         return CheckOutcome("state_replay", "fail", reason, seconds, detail=detail)
-    return CheckOutcome("state_replay", "pass", "the tests check final file state; the instruction asks for no process",
-                        seconds, detail=detail)  # fmt: skip
+    return CheckOutcome(
+        "state_replay",
+        "pass",
+        "the tests check final file state; the instruction asks for no process",
+        seconds,
+        detail=detail,
+    )

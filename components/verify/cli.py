@@ -82,11 +82,22 @@ def _csv(value: str | None) -> tuple[str, ...] | None:
     "--backend", "sandbox_backend", default=None, help="Sandbox backend. Default: podman."
 )
 @config_file_option(VerifyConfig)
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Set any VerifyConfig field (repeatable); wins over the options above.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set any VerifyConfig field (repeatable); wins over the options above.",
+)
 @click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def verify(config_file: str | None, judges: str | None, require: str | None, no_progress: bool,
-           settings: tuple[str, ...], **options) -> None:  # fmt: skip
+def verify(
+    config_file: str | None,
+    judges: str | None,
+    require: str | None,
+    no_progress: bool,
+    settings: tuple[str, ...],
+    **options,
+) -> None:
     """Admit only tasks whose tests pass the solution, fail the no-op, and check every step."""
     from components.verify.stage import main  # heavy: sandboxes, models
 

@@ -39,13 +39,29 @@ def verify(
     from components.verify.stage import main
     from termrl.settings import build_config
 
-    results = main(build_config(VerifyConfig, dict(
-        tasks=tasks.path, out=verdicts.path, admitted=admitted.path, repeats=repeats,
-        judges=tuple(j for j in judges.split(",") if j), local_judge_model=judge_model.path,
-        concurrency=concurrency, sandbox_backend=sandbox_backend, progress=False,
-        sandbox_namespace=sandbox_namespace, sandbox_registry=sandbox_registry, sandbox_pull_secret=sandbox_pull_secret,
-    ), options))  # fmt: skip
-    values = {"verify/tasks": float(len(results)),
-              "verify/admitted": float(sum(v.admitted for v in results))}  # fmt: skip
+    results = main(
+        build_config(
+            VerifyConfig,
+            dict(
+                tasks=tasks.path,
+                out=verdicts.path,
+                admitted=admitted.path,
+                repeats=repeats,
+                judges=tuple(j for j in judges.split(",") if j),
+                local_judge_model=judge_model.path,
+                concurrency=concurrency,
+                sandbox_backend=sandbox_backend,
+                progress=False,
+                sandbox_namespace=sandbox_namespace,
+                sandbox_registry=sandbox_registry,
+                sandbox_pull_secret=sandbox_pull_secret,
+            ),
+            options,
+        )
+    )
+    values = {
+        "verify/tasks": float(len(results)),
+        "verify/admitted": float(sum(v.admitted for v in results)),
+    }
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -159,8 +159,14 @@ class VerifyConfig:
             )
         if "judges" in self.require and not self.judges:
             problems.append("require names judges but the judge panel is empty")
-        for name in ("concurrency", "judge_concurrency", "max_ablation_steps", "judge_max_tokens",
-                     "judge_max_test_chars", "replay_max_mb"):  # fmt: skip
+        for name in (
+            "concurrency",
+            "judge_concurrency",
+            "max_ablation_steps",
+            "judge_max_tokens",
+            "judge_max_test_chars",
+            "replay_max_mb",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, not {getattr(self, name)}")
         if self.judge_timeout_sec <= 0:

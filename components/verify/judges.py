@@ -70,8 +70,13 @@ class JudgeVerdict:
     seconds: float = 0.0
 
     def to_row(self) -> dict[str, Any]:
-        return {"model": self.model, "verdict": self.verdict, "flags": self.flags,
-                "rationale": self.rationale, "error": self.error}  # fmt: skip
+        return {
+            "model": self.model,
+            "verdict": self.verdict,
+            "flags": self.flags,
+            "rationale": self.rationale,
+            "error": self.error,
+        }
 
 
 def _text_files(files: list[TaskFile], budget: int) -> str:
@@ -156,8 +161,16 @@ def aggregate(verdicts: list[JudgeVerdict], rule: str) -> CheckOutcome:
 class JudgePanel:
     """Asks every judge about a task, at most ``concurrency`` requests in flight overall."""
 
-    def __init__(self, endpoints: list[JudgeEndpoint], *, rule: str, timeout_sec: float,
-                 max_tokens: int, max_test_chars: int, concurrency: int):  # fmt: skip
+    def __init__(
+        self,
+        endpoints: list[JudgeEndpoint],
+        *,
+        rule: str,
+        timeout_sec: float,
+        max_tokens: int,
+        max_test_chars: int,
+        concurrency: int,
+    ):
         self.endpoints = endpoints
         self.rule = rule
         self.max_test_chars = max_test_chars
@@ -201,8 +214,12 @@ class JudgePanel:
             # A judge error is recorded, never fatal: whatever the endpoint or litellm
             # raises (NetworkError, ModelError, a provider's own exception types).
             except Exception as exc:  # noqa: BLE001
-                return JudgeVerdict(endpoint.spec, "error", error=f"{type(exc).__name__}: {exc}"[:2000],
-                                    seconds=time.monotonic() - started)  # fmt: skip
+                return JudgeVerdict(
+                    endpoint.spec,
+                    "error",
+                    error=f"{type(exc).__name__}: {exc}"[:2000],
+                    seconds=time.monotonic() - started,
+                )
         seconds = time.monotonic() - started
         try:
             verdict, flags, rationale = parse_verdict(generation.text)

@@ -104,7 +104,7 @@ async def _sandbox_checks(ctx: _Context, task: Task) -> dict[str, CheckOutcome]:
                 exclude=config.replay_exclude,
                 process_patterns=ctx.process,
                 max_bytes=config.replay_max_mb * 1024 * 1024,
-            )  # fmt: skip
+            )
         )
     outcomes["ablation"], outcomes["state_replay"] = ablation.result(), replay.result()
     return outcomes
@@ -131,13 +131,23 @@ async def verify_tasks(tasks: list[Task], config: VerifyConfig) -> list[Verdict]
             ]
         panel = None
         if endpoints:
-            panel = JudgePanel(endpoints, rule=config.judge_aggregation, timeout_sec=config.judge_timeout_sec,
-                               max_tokens=config.judge_max_tokens, max_test_chars=config.judge_max_test_chars,
-                               concurrency=config.judge_concurrency)  # fmt: skip
+            panel = JudgePanel(
+                endpoints,
+                rule=config.judge_aggregation,
+                timeout_sec=config.judge_timeout_sec,
+                max_tokens=config.judge_max_tokens,
+                max_test_chars=config.judge_max_test_chars,
+                concurrency=config.judge_concurrency,
+            )
         # Checks queue for a slot as long as it takes: the slots are the only bound on sandboxes.
-        manager = await stack.enter_async_context(SandboxManager(
-            backend=config.sandbox_backend, max_sessions=config.concurrency, acquire_timeout_sec=math.inf,
-            **sandbox_options(config.sandbox_backend, config)))
+        manager = await stack.enter_async_context(
+            SandboxManager(
+                backend=config.sandbox_backend,
+                max_sessions=config.concurrency,
+                acquire_timeout_sec=math.inf,
+                **sandbox_options(config.sandbox_backend, config),
+            )
+        )
         ctx = _Context(config, TaskSandboxes(manager), panel)
         in_flight = asyncio.Semaphore(config.concurrency)
         bar = tqdm(total=len(tasks), desc="verify", unit="task", disable=not config.progress)

@@ -64,7 +64,9 @@ def _script_text(task: Task) -> str:
             relative = str(path.relative_to(SOLUTION_DIR))
             script = next((f for f in task.solution_files if f.path == relative), None)
             if script is None:
-                raise NoDemonstration(f"solution command runs {word}, which the task does not carry")
+                raise NoDemonstration(
+                    f"solution command runs {word}, which the task does not carry"
+                )
             try:
                 return script.data.decode()
             except UnicodeDecodeError as exc:
@@ -91,7 +93,9 @@ def demonstration_commands(task: Task) -> list[str]:
     if not commands:
         raise NoDemonstration("the task has no solution")
     if any(SOLUTION_DIR + "/" in c or c.rstrip().endswith(SOLUTION_DIR) for c in commands):
-        raise NoDemonstration(f"the solution uses files under {SOLUTION_DIR}, which an agent never sees")
+        raise NoDemonstration(
+            f"the solution uses files under {SOLUTION_DIR}, which an agent never sees"
+        )
     return commands
 
 
@@ -109,8 +113,14 @@ class ReplayEngine(Engine):
 
     name = "replay"
 
-    def __init__(self, tokenizer: Any, responses: Sequence[str], *, then: Engine | None = None,
-                 context_window: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tokenizer: Any,
+        responses: Sequence[str],
+        *,
+        then: Engine | None = None,
+        context_window: int | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.responses = list(responses)
         self.then = then
@@ -129,9 +139,18 @@ class ReplayEngine(Engine):
         turn, self.turn = self.turn, self.turn + 1
         if turn >= len(self.responses):
             if self.then is None:
-                raise ValueError(f"the script has {len(self.responses)} turns; turn {turn + 1} was asked for")
+                raise ValueError(
+                    f"the script has {len(self.responses)} turns; turn {turn + 1} was asked for"
+                )
             return await self.then.generate(prompts, params)
         text = self.responses[turn]
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        return [Generation(text=text, token_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop",
-                           prompt_ids=prompt_token_ids(self.tokenizer, prompts[0]))]  # fmt: skip
+        return [
+            Generation(
+                text=text,
+                token_ids=ids,
+                logprobs=[0.0] * len(ids),
+                finish_reason="stop",
+                prompt_ids=prompt_token_ids(self.tokenizer, prompts[0]),
+            )
+        ]

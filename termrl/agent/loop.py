@@ -97,7 +97,9 @@ class AgentConfig:
         if self.max_observation_chars < 64:
             problems.append("max_observation_chars must be at least 64")
         if self.prompt_style not in PROMPTS:
-            problems.append(f"prompt_style must be one of {', '.join(PROMPTS)}, not {self.prompt_style!r}")
+            problems.append(
+                f"prompt_style must be one of {', '.join(PROMPTS)}, not {self.prompt_style!r}"
+            )
         if self.default_timeout_sec <= 0 or self.max_timeout_sec <= 0:
             problems.append("timeouts must be positive")
         if problems:
@@ -170,7 +172,10 @@ async def _execute(
             while i + len(group) < len(calls) and is_read_only(calls[i + len(group)]):
                 group.append(calls[i + len(group)])
         timeouts = [
-            min(float(c.arguments.get("timeout") or config.default_timeout_sec), config.max_timeout_sec)
+            min(
+                float(c.arguments.get("timeout") or config.default_timeout_sec),
+                config.max_timeout_sec,
+            )
             for c in group
         ]
         outcomes = await asyncio.gather(
@@ -239,7 +244,10 @@ async def run_episode(
     stream = _Stream(
         engine,
         [
-            {"role": "system", "content": config.system_prompt or system_prompt(config.prompt_style)},
+            {
+                "role": "system",
+                "content": config.system_prompt or system_prompt(config.prompt_style),
+            },
             {"role": "user", "content": instruction},
         ],
     )

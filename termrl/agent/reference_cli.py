@@ -40,9 +40,16 @@ def _run_bash(command: str, workdir: str, timeout: float) -> str:
 
 
 def run_agent(
-    base_url: str, api_key: str, model: str, instruction: str, workdir: str,
-    max_turns: int = 10, max_tokens: int = 256, temperature: float = 1.0, seed: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    base_url: str,
+    api_key: str,
+    model: str,
+    instruction: str,
+    workdir: str,
+    max_turns: int = 10,
+    max_tokens: int = 256,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> dict[str, Any]:
     """Run the loop until done or ``max_turns``; returns the summary printed by the CLI."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt()},
@@ -56,9 +63,13 @@ def run_agent(
     ) as client:
         for turns in range(1, max_turns + 1):
             body: dict[str, Any] = {
-                "model": model, "messages": messages, "tools": TOOLS,
-                "max_tokens": max_tokens, "temperature": temperature, "logprobs": True,
-            }  # fmt: skip
+                "model": model,
+                "messages": messages,
+                "tools": TOOLS,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+                "logprobs": True,
+            }
             if seed is not None:
                 body["seed"] = seed + turns
             response = client.post("/chat/completions", json=body)
@@ -112,8 +123,17 @@ def run_agent(
 @click.option("--max-tokens", default=256, show_default=True)
 @click.option("--temperature", default=1.0, show_default=True)
 @click.option("--seed", default=None, type=int)
-def main(instruction: str, base_url: str, api_key: str, model: str, workdir: str,
-         max_turns: int, max_tokens: int, temperature: float, seed: int | None) -> None:  # fmt: skip
+def main(
+    instruction: str,
+    base_url: str,
+    api_key: str,
+    model: str,
+    workdir: str,
+    max_turns: int,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None,
+) -> None:
     """Work on INSTRUCTION with the model behind BASE_URL."""
     summary = run_agent(
         base_url, api_key, model, instruction, workdir, max_turns, max_tokens, temperature, seed

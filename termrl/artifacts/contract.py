@@ -30,7 +30,14 @@ import pyarrow.parquet as pq
 
 from termrl.errors import ArtifactError, SchemaMismatch
 
-__all__ = ["ArtifactSchema", "Rows", "artifact_info", "read_artifact", "read_artifact_with_added", "write_artifact"]
+__all__ = [
+    "ArtifactSchema",
+    "Rows",
+    "artifact_info",
+    "read_artifact",
+    "read_artifact_with_added",
+    "write_artifact",
+]
 
 NAME_KEY = b"termrl.artifact"
 VERSION_KEY = b"termrl.schema_version"
@@ -75,7 +82,9 @@ def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
         return True
     if pa.types.is_integer(found) and pa.types.is_integer(expected):
         return True  # checked value-by-value by the safe cast
-    if pa.types.is_floating(expected) and (pa.types.is_floating(found) or pa.types.is_integer(found)):
+    if pa.types.is_floating(expected) and (
+        pa.types.is_floating(found) or pa.types.is_integer(found)
+    ):
         return True
     if pa.types.is_list(found) and pa.types.is_list(expected):
         return _compatible(found.value_type, expected.value_type)
@@ -108,7 +117,9 @@ def _conform(table: pa.Table, spec: ArtifactSchema, where: str, *, fill_missing:
             problems.append(f"column '{field.name}' cannot be read as {field.type}: {exc}")
             continue
         if not field.nullable and column.null_count:
-            problems.append(f"column '{field.name}' has {column.null_count} empty value(s) but is required")
+            problems.append(
+                f"column '{field.name}' has {column.null_count} empty value(s) but is required"
+            )
             continue
         columns.append(column)
         fields.append(field)
@@ -203,7 +214,9 @@ def read_artifact(path: str | os.PathLike, spec: ArtifactSchema) -> pa.Table:
     return table.replace_schema_metadata(None)
 
 
-def read_artifact_with_added(path: str | os.PathLike, spec: ArtifactSchema, added: Iterable[str]) -> pa.Table:
+def read_artifact_with_added(
+    path: str | os.PathLike, spec: ArtifactSchema, added: Iterable[str]
+) -> pa.Table:
     """``read_artifact`` for a schema that gained the columns ``added`` in later versions: a file
     written before them reads with those columns as nulls. Unknown extra columns are kept, last."""
     added = list(added)

@@ -54,7 +54,9 @@ ROLLOUT_METRICS = ArtifactSchema(
     version="1.0",
     schema=pa.schema(
         [
-            pa.field("scope", pa.string(), nullable=False),  # global | task | tool | command | alert
+            pa.field(
+                "scope", pa.string(), nullable=False
+            ),  # global | task | tool | command | alert
             pa.field("key", pa.string(), nullable=False),
             pa.field("metric", pa.string(), nullable=False),
             pa.field("value", pa.float64(), nullable=False),

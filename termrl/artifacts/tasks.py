@@ -96,24 +96,51 @@ TASKS = ArtifactSchema(
             pa.field("agent_user", pa.string()),  # 1.1
             pa.field("verifier_user", pa.string()),  # 1.1
             pa.field("verifier_mode", pa.string()),  # 1.1: shared | separate
-            pa.field("verifier_collect", pa.string()),  # 1.1: JSON list of {command, timeout_sec, user}
+            pa.field(
+                "verifier_collect", pa.string()
+            ),  # 1.1: JSON list of {command, timeout_sec, user}
             pa.field("artifacts", pa.string()),  # 1.1: JSON list of {source, exclude}
-            pa.field("verifier_network", pa.string()),  # 1.1: public | no-network (a separate verifier's own)
+            pa.field(
+                "verifier_network", pa.string()
+            ),  # 1.1: public | no-network (a separate verifier's own)
             pa.field("steps", pa.string()),  # 1.1: JSON list of step configs
             pa.field("reward_strategy", pa.string()),  # 1.1: mean | final (multi-step tasks)
-            pa.field("step_files", pa.list_(FILE_TYPE)),  # 1.1: the files under steps/ (multi-step tasks)
+            pa.field(
+                "step_files", pa.list_(FILE_TYPE)
+            ),  # 1.1: the files under steps/ (multi-step tasks)
         ]
     ),
 )
 
 
 FILE_COLUMNS = ("environment_files", "solution_files", "test_files", "step_files")
-JSON_COLUMNS = {"metadata": dict, "adaptations": dict, "env": dict, "solution_env": dict, "verifier_env": dict,
-                "verifier_collect": list, "artifacts": list, "steps": list}  # fmt: skip
+JSON_COLUMNS = {
+    "metadata": dict,
+    "adaptations": dict,
+    "env": dict,
+    "solution_env": dict,
+    "verifier_env": dict,
+    "verifier_collect": list,
+    "artifacts": list,
+    "steps": list,
+}
 """Columns holding JSON text, and the empty value a null reads as."""
-ADDED_IN_1_1 = ("docker_image", "workdir", "env", "solution_env", "verifier_env", "agent_user", "verifier_user",
-                "verifier_mode", "verifier_collect", "artifacts", "verifier_network", "steps",
-                "reward_strategy", "step_files")  # fmt: skip
+ADDED_IN_1_1 = (
+    "docker_image",
+    "workdir",
+    "env",
+    "solution_env",
+    "verifier_env",
+    "agent_user",
+    "verifier_user",
+    "verifier_mode",
+    "verifier_collect",
+    "artifacts",
+    "verifier_network",
+    "steps",
+    "reward_strategy",
+    "step_files",
+)
 """Columns a 1.0 file lacks; ``read_tasks`` fills them with nulls."""
 
 

@@ -100,7 +100,9 @@ class ContinuousEngine(TransformersEngine):
     name = "transformers-continuous"
     merges_requests = True
 
-    def __init__(self, model_path: Any, *, prefix_cache_tokens: int = 32768, **options: Any) -> None:
+    def __init__(
+        self, model_path: Any, *, prefix_cache_tokens: int = 32768, **options: Any
+    ) -> None:
         super().__init__(model_path, **options)
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self._waiting: deque[_Request] = deque()
@@ -132,17 +134,34 @@ class ContinuousEngine(TransformersEngine):
             if not prompt:
                 raise ModelError("an empty prompt cannot be generated from")
             if len(prompt) >= self.context_window:
-                raise ModelError(f"prompt of {len(prompt)} tokens leaves no room in a "
-                                 f"{self.context_window}-token context")  # fmt: skip
+                raise ModelError(
+                    f"prompt of {len(prompt)} tokens leaves no room in a "
+                    f"{self.context_window}-token context"
+                )
             seed = p.seed if p.seed is not None else int(torch.randint(0, 2**62, (1,)))
-            tail = max((len(self.tokenizer.encode(s, add_special_tokens=False)) for s in p.stop),
-                       default=0) + 2  # fmt: skip
-            requests.append(_Request(prompt, p, min(p.max_new_tokens, self.context_window - len(prompt)),
-                                     tail, torch.Generator().manual_seed(seed), Future()))  # fmt: skip
+            tail = (
+                max(
+                    (len(self.tokenizer.encode(s, add_special_tokens=False)) for s in p.stop),
+                    default=0,
+                )
+                + 2
+            )
+            requests.append(
+                _Request(
+                    prompt,
+                    p,
+                    min(p.max_new_tokens, self.context_window - len(prompt)),
+                    tail,
+                    torch.Generator().manual_seed(seed),
+                    Future(),
+                )
+            )
         with self._wake:
             if self._thread is None or not self._thread.is_alive():
                 self._closing = False
-                self._thread = threading.Thread(target=self._run, name="continuous-batching", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="continuous-batching", daemon=True
+                )
                 self._thread.start()
             self._waiting.extend(requests)
             self._wake.notify()
@@ -184,7 +203,9 @@ class ContinuousEngine(TransformersEngine):
                     self._fail_all(exc)
 
     def _fail_all(self, exc: BaseException) -> None:
-        failed = [row.request for row in self._rows] + (list(self._waiting) if self._closing else [])
+        failed = [row.request for row in self._rows] + (
+            list(self._waiting) if self._closing else []
+        )
         for request in failed:
             if not request.future.done():
                 request.future.set_exception(exc)
@@ -215,7 +236,9 @@ class ContinuousEngine(TransformersEngine):
             width = max(self._mask.shape[1], len(prompt))
             for layer, new in zip(self._cache.layers, cache.layers, strict=True):
                 layer.keys = torch.cat([_pad_left(layer.keys, width), _pad_left(new.keys, width)])
-                layer.values = torch.cat([_pad_left(layer.values, width), _pad_left(new.values, width)])
+                layer.values = torch.cat(
+                    [_pad_left(layer.values, width), _pad_left(new.values, width)]
+                )
             self._mask = torch.cat([_pad_left(self._mask, width), _pad_left(mask, width)])
             self._logits = torch.cat([self._logits, logits])
         now = time.perf_counter()
@@ -235,7 +258,9 @@ class ContinuousEngine(TransformersEngine):
                 picked.append(self.pad_id)
                 finished.append(i)
                 continue
-            token, logp = sample_next(self._logits[i : i + 1].cpu(), request.params, request.generator)
+            token, logp = sample_next(
+                self._logits[i : i + 1].cpu(), request.params, request.generator
+            )
             tok = int(token[0])
             row.tokens.append(tok)
             row.logprobs.append(float(logp[0]))
@@ -284,8 +309,13 @@ class ContinuousEngine(TransformersEngine):
             if row.request.future.cancelled():
                 continue
             fed = row.request.prompt + row.tokens[:-1]  # the last sampled token was never fed
-            kv: KV = [(layer.keys[i : i + 1, :, -len(fed) :].clone(),
-                       layer.values[i : i + 1, :, -len(fed) :].clone()) for layer in self._cache.layers]  # fmt: skip
+            kv: KV = [
+                (
+                    layer.keys[i : i + 1, :, -len(fed) :].clone(),
+                    layer.values[i : i + 1, :, -len(fed) :].clone(),
+                )
+                for layer in self._cache.layers
+            ]
             self.prefix_cache.store(fed, kv)
             row.request.future.set_result(self._generation(row, now))
         gone = set(finished)

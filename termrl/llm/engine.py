@@ -84,8 +84,11 @@ def per_prompt_params(params: ParamsArg, n: int) -> list[SamplingParams]:
 def prompt_token_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
     """Token ids of a prompt: as given, or the chat template with a generation header."""
     if prompt and isinstance(prompt[0], dict):
-        return list(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True,
-                                               return_dict=False))  # transformers 5 returns a dict by default
+        return list(
+            tokenizer.apply_chat_template(
+                prompt, tokenize=True, add_generation_prompt=True, return_dict=False
+            )
+        )  # transformers 5 returns a dict by default
     return [int(t) for t in prompt]
 
 

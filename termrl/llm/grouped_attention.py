@@ -37,7 +37,9 @@ def sdpa_grouped_forward(
     if attention_mask is not None and attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]  # [B, 1, Q, K]
     if is_causal is None:
-        is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
+        is_causal = (
+            query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
+        )
     out = torch.nn.functional.scaled_dot_product_attention(
         query,  # [B, H, Q, D]
         key,  # [B, H_kv, K, D]

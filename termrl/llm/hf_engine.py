@@ -104,7 +104,9 @@ class TransformersEngine(Engine):
                     model_path, dtype=getattr(torch, dtype), **_attention_choice(device)
                 )
             except ValueError:  # an architecture without the attention interface
-                model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+                model = AutoModelForCausalLM.from_pretrained(
+                    model_path, dtype=getattr(torch, dtype)
+                )
             self.model = model.to(device)
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot load model from {model_path}: {exc}") from exc

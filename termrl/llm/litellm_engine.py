@@ -118,8 +118,13 @@ class LiteLLMEngine(Engine):
         started = time.perf_counter()
         try:
             response = await litellm.acompletion(**kwargs)
-        except (litellm.APIConnectionError, litellm.Timeout, litellm.RateLimitError,
-                litellm.ServiceUnavailableError, litellm.InternalServerError) as exc:  # fmt: skip
+        except (
+            litellm.APIConnectionError,
+            litellm.Timeout,
+            litellm.RateLimitError,
+            litellm.ServiceUnavailableError,
+            litellm.InternalServerError,
+        ) as exc:
             raise NetworkError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
         except litellm.APIError as exc:
             raise ModelError(f"{self.model}: {type(exc).__name__}: {exc}") from exc

@@ -33,6 +33,8 @@ class Backend(ABC):
         """The image ``spec`` runs: its ``image``, or its environment built (and cached); a reference."""
 
     @abstractmethod
-    async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[Sandbox, Shell]:
+    async def start(
+        self, spec: SandboxSpec, image: str, output_limit: int
+    ) -> tuple[Sandbox, Shell]:
         """Start a sandbox of ``image`` with ``spec``'s limits; its shell is ready, output capped to
         ``output_limit`` bytes per command."""

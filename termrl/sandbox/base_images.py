@@ -46,12 +46,31 @@ RECIPE_LABEL = "termrl.recipe"
 
 # Enough for most Terminal-Bench style tasks to run their set-up offline.
 DEFAULT_PACKAGES = (
-    "python3", "python3-pip", "python3-venv", "git", "curl", "procps", "ca-certificates",
-    "sqlite3", "jq", "tmux", "zip", "unzip", "xz-utils", "bzip2", "file", "less", "cron",
-    "netcat-openbsd", "iproute2", "psmisc", "tar", "gzip",
+    "python3",
+    "python3-pip",
+    "python3-venv",
+    "git",
+    "curl",
+    "procps",
+    "ca-certificates",
+    "sqlite3",
+    "jq",
+    "tmux",
+    "zip",
+    "unzip",
+    "xz-utils",
+    "bzip2",
+    "file",
+    "less",
+    "cron",
+    "netcat-openbsd",
+    "iproute2",
+    "psmisc",
+    "tar",
+    "gzip",
     # Terminal-Bench 1.0 run-tests.sh scripts that do not install pytest themselves.
     "python3-pytest",
-)  # fmt: skip
+)
 
 _DOC_AND_MAN = ("/usr/share/doc/*", "/usr/share/man/*")
 
@@ -86,7 +105,11 @@ class BaseImage:
         recipe = {
             "v": 1,
             "suite": self.suite,
-            **({"dpkg_excludes": list(self.dpkg_excludes)} if self.dpkg_excludes != _DOC_AND_MAN else {}),
+            **(
+                {"dpkg_excludes": list(self.dpkg_excludes)}
+                if self.dpkg_excludes != _DOC_AND_MAN
+                else {}
+            ),
             "packages": sorted(self.packages),
             "config": list(self.config),
             "files": self.files,
@@ -106,12 +129,24 @@ class BaseImage:
 # Kept as lean as the originals; man pages are kept (man-db tasks install pages and run
 # mandb). termrl.tbcompat.standins maps names onto them and records every difference.
 STANDIN_PACKAGES = (
-    "python3", "python3-pip", "python3-venv", "python-is-python3",
-    "tmux", "asciinema", "curl", "ca-certificates",
-)  # fmt: skip
+    "python3",
+    "python3-pip",
+    "python3-venv",
+    "python-is-python3",
+    "tmux",
+    "asciinema",
+    "curl",
+    "ca-certificates",
+)
 NOBLE_PACKAGES = ("tmux", "asciinema", "ca-certificates")
-_STANDIN_NAMES = ("python:3.13", "python:3.13-slim", "python:3.13-slim-bookworm", "python:3.13-slim-trixie",
-                  "debian:trixie", "debian:trixie-slim")  # fmt: skip
+_STANDIN_NAMES = (
+    "python:3.13",
+    "python:3.13-slim",
+    "python:3.13-slim-bookworm",
+    "python:3.13-slim-trixie",
+    "debian:trixie",
+    "debian:trixie-slim",
+)
 _NOBLE_NAMES = ("ubuntu:24.04", "ubuntu:noble")
 _NOBLE_CONFIG = tuple(c for c in DEFAULT_CONFIG if "BREAK_SYSTEM_PACKAGES" not in c)
 
@@ -187,18 +222,24 @@ def _build_rootfs(image: BaseImage, out: Path, log: Callable[[str], None]) -> No
     out.parent.mkdir(parents=True, exist_ok=True)
     hooks = ['mkdir -p "$1/app"']
     for path, text in sorted(image.files.items()):
-        hooks.append(f"mkdir -p \"$1{os.path.dirname(path)}\" && printf %s {_sh_quote(text)} > \"$1{path}\"")
+        hooks.append(
+            f'mkdir -p "$1{os.path.dirname(path)}" && printf %s {_sh_quote(text)} > "$1{path}"'
+        )
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         partial = Path(tmp) / out.name
         argv = [
-            "mmdebstrap", "--mode=root", "--variant=minbase", "--quiet",
+            "mmdebstrap",
+            "--mode=root",
+            "--variant=minbase",
+            "--quiet",
             "--include=" + ",".join(image.packages),
             # Documentation is dead weight in thousands of sandboxes (stand-ins keep man pages: tasks read them).
             *(f"--dpkgopt=path-exclude={pattern}" for pattern in image.dpkg_excludes),
             "--dpkgopt=path-include=/usr/share/doc/*/copyright",
             *(f"--customize-hook={h}" for h in hooks),
-            image.suite, str(partial),
-        ]  # fmt: skip
+            image.suite,
+            str(partial),
+        ]
         log(f"mmdebstrap {image.suite} -> {out}")
         _run(argv, timeout=1800, what=f"mmdebstrap {image.name}")
         os.replace(partial, out)
@@ -210,7 +251,13 @@ def _sh_quote(text: str) -> str:
 
 def _import(binary: str, image: BaseImage, tarball: Path, log: Callable[[str], None]) -> None:
     changes = [*image.config, f"LABEL {RECIPE_LABEL}={image.recipe_hash}"]
-    argv = [binary, "import", *(a for c in changes for a in ("--change", c)), str(tarball), image.name]
+    argv = [
+        binary,
+        "import",
+        *(a for c in changes for a in ("--change", c)),
+        str(tarball),
+        image.name,
+    ]
     log(f"{binary} import {tarball.name} -> {image.name}")
     _run(argv, timeout=900, what=f"{binary} import {image.name}")
     for alias in image.aliases:

@@ -70,15 +70,25 @@ def fetch_cache() -> Path:
     return cache_root() / "tbcompat"
 
 
-def run_fetch(argv: list[str], what: str, *, stdin: str | None = None, env: dict[str, str] | None = None) -> str:
+def run_fetch(
+    argv: list[str], what: str, *, stdin: str | None = None, env: dict[str, str] | None = None
+) -> str:
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=FETCH_TIMEOUT_SEC,
-                              env={**os.environ, **(env or {})})  # fmt: skip
+        done = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=FETCH_TIMEOUT_SEC,
+            env={**os.environ, **(env or {})},
+        )
     except subprocess.TimeoutExpired as exc:
         raise EnvInitFailed(f"{what} timed out") from exc
     if done.returncode != 0:
-        raise EnvInitFailed(f"{what} failed (exit status {done.returncode})",
-                            log_tail=(done.stdout + done.stderr)[-3000:])  # fmt: skip
+        raise EnvInitFailed(
+            f"{what} failed (exit status {done.returncode})",
+            log_tail=(done.stdout + done.stderr)[-3000:],
+        )
     return done.stdout
 
 
@@ -87,8 +97,22 @@ _PIP_ENV = {"PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 def pip_download(args: list[str], dest: Path, what: str) -> None:
-    run_fetch([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-          "-d", str(dest), *args], what, env=_PIP_ENV)  # fmt: skip
+    run_fetch(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "-d",
+            str(dest),
+            *args,
+        ],
+        what,
+        env=_PIP_ENV,
+    )
 
 
 class FileLock:
@@ -107,8 +131,12 @@ class FileLock:
         self.handle.close()
 
 
-def tool_binaries(tool: str, version: str | None, arch: str | None = None,
-                  log: Callable[[str], None] = lambda m: None) -> Path:  # fmt: skip
+def tool_binaries(
+    tool: str,
+    version: str | None,
+    arch: str | None = None,
+    log: Callable[[str], None] = lambda m: None,
+) -> Path:
     """The folder holding the executables of a binary-only PyPI package (uv, ruff) at ``version``.
 
     astral ships the same static binaries in its wheels (``<tool>-<v>.data/scripts/``) as
@@ -126,13 +154,20 @@ def tool_binaries(tool: str, version: str | None, arch: str | None = None,
         log(f"fetching {requirement} ({arch}) from the package index")
         with tempfile.TemporaryDirectory(dir=final.parent) as tmp:
             platforms = [f"manylinux_2_17_{arch}", f"manylinux2014_{arch}"]
-            pip_download([requirement, *(a for p in platforms for a in ("--platform", p))],
-                          Path(tmp), f"pip download {requirement}")  # fmt: skip
+            pip_download(
+                [requirement, *(a for p in platforms for a in ("--platform", p))],
+                Path(tmp),
+                f"pip download {requirement}",
+            )
             wheel = next(Path(tmp).glob(f"{tool}-*.whl"))
             staging = Path(tmp) / "bin"
             staging.mkdir()
             with zipfile.ZipFile(wheel) as archive:
-                scripts = [n for n in archive.namelist() if re.fullmatch(rf"{tool}-[^/]+\.data/scripts/[^/]+", n)]
+                scripts = [
+                    n
+                    for n in archive.namelist()
+                    if re.fullmatch(rf"{tool}-[^/]+\.data/scripts/[^/]+", n)
+                ]
                 if not scripts:
                     raise EnvInitFailed(f"{wheel.name} holds no executables")
                 for name in scripts:
@@ -168,10 +203,18 @@ def _shim(tool: str, mount_point: str) -> str:
     out_short, remote_short = ("o", "O") if tool == "curl" else ("O", "")
     out_long = "--output" if tool == "curl" else "--output-document"
     default_out = "-" if tool == "curl" else "remote"
-    remote_case = f"""
-    -{remote_short}|--remote-name) out=remote ;;""" if remote_short else ""
-    remote_bunched = f"""
-    -*{remote_short}*) out=remote ;;""" if remote_short else ""
+    remote_case = (
+        f"""
+    -{remote_short}|--remote-name) out=remote ;;"""
+        if remote_short
+        else ""
+    )
+    remote_bunched = (
+        f"""
+    -*{remote_short}*) out=remote ;;"""
+        if remote_short
+        else ""
+    )
     return f"""#!/bin/sh
 # termrl build shim (termrl/sandbox/build_tools.py): installer URLs recorded on the task get a
 # local installer; every other call runs the real {tool}.
@@ -216,8 +259,15 @@ if [ "$out" = - ]; then cat "$installer"; else cp "$installer" "$out"; fi
 def _installer(tool: str, version: str, binaries: list[str], mount_point: str) -> str:
     upper = tool.upper()
     env_template = installer_env_file("@BIN@").decode()
-    env_heredoc = env_template.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`").replace("@BIN@", "${shown}")
-    copies = "\n".join(f'cp "$src/{b}" "$dir/{b}" && chmod 755 "$dir/{b}" || exit 1\nsay "  {b}"' for b in binaries)
+    env_heredoc = (
+        env_template.replace("\\", "\\\\")
+        .replace("$", "\\$")
+        .replace("`", "\\`")
+        .replace("@BIN@", "${shown}")
+    )
+    copies = "\n".join(
+        f'cp "$src/{b}" "$dir/{b}" && chmod 755 "$dir/{b}" || exit 1\nsay "  {b}"' for b in binaries
+    )
     return f"""#!/bin/sh
 # Offline stand-in for astral's {tool} {version} installer (termrl/sandbox/build_tools.py): the same
 # binaries in the same place, the same env file and profile lines; nothing is downloaded.
@@ -265,16 +315,26 @@ say "everything's installed!"
 """
 
 
-def build_tools_dir(record: dict[str, dict[str, Any]], log: Callable[[str], None] = lambda m: None,
-                    mount_point: str = SHIM_DIR) -> Path:  # fmt: skip
+def build_tools_dir(
+    record: dict[str, dict[str, Any]],
+    log: Callable[[str], None] = lambda m: None,
+    mount_point: str = SHIM_DIR,
+) -> Path:
     """The folder to mount at ``mount_point`` for a build with the ``build_installers`` ``record``.
 
     Blocking (binaries are fetched from the package index the first time);
     cached by content under ``$TERMRL_CACHE/tbcompat/build-tools/<key>``.
     """
-    key = hashlib.sha256(json.dumps({"format": FORMAT, "at": mount_point, "record": {u: [e["tool"], e.get("version")]
-                                                                   for u, e in record.items()}},
-                                    sort_keys=True).encode()).hexdigest()[:20]  # fmt: skip
+    key = hashlib.sha256(
+        json.dumps(
+            {
+                "format": FORMAT,
+                "at": mount_point,
+                "record": {u: [e["tool"], e.get("version")] for u, e in record.items()},
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:20]
     final = fetch_cache() / "build-tools" / key
     if final.is_dir():
         return final
@@ -287,7 +347,11 @@ def build_tools_dir(record: dict[str, dict[str, Any]], log: Callable[[str], None
         for url, entry in sorted(record.items()):
             tool = entry["tool"]
             source = tool_binaries(tool, entry.get("version"), log=log)
-            version = (source / "VERSION").read_text().strip() if (source / "VERSION").is_file() else entry["version"]
+            version = (
+                (source / "VERSION").read_text().strip()
+                if (source / "VERSION").is_file()
+                else entry["version"]
+            )
             binaries = sorted(p.name for p in source.iterdir() if p.name != "VERSION")
             folder = installers / f"{tool}-{version}"
             if not folder.exists():

@@ -77,19 +77,42 @@ __all__ = ["DOCKER_CAPS", "BwrapBackend", "BwrapSandbox"]
 
 # Docker's default capability set (moby oci/caps/defaults.go).
 DOCKER_CAPS = (
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
-    "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
-)  # fmt: skip
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 # What Docker's defaults hide (moby's oci/defaults.go masked and read-only paths), for paths this
 # kernel has. Masked files are covered by /dev/null, masked directories by an empty read-only tmpfs.
-MASKED_FILES = ("/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-                "/proc/sched_debug")  # fmt: skip
-MASKED_DIRS = ("/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap")
+MASKED_FILES = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+)
+MASKED_DIRS = (
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+)
 READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 """Read-only: /proc/sys holds host-wide settings (kernel.core_pattern runs a program as the host's root)."""
 
@@ -245,21 +268,44 @@ class BwrapSandbox(Sandbox):
             os.close(root)
 
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
+        user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         ids = None
         if user is not None:
-            out, code, _, _ = await self.exec_fresh(IDS_OF_COMMAND, env={"TERMRL_USER": user}, workdir="/",
-                                                    timeout=30, output_limit=4096)  # fmt: skip
+            out, code, _, _ = await self.exec_fresh(
+                IDS_OF_COMMAND,
+                env={"TERMRL_USER": user},
+                workdir="/",
+                timeout=30,
+                output_limit=4096,
+            )
             ids = parse_ids(out) if code == 0 else None
             if ids is None:
-                return f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n", 126, False, False
+                return (
+                    f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n",
+                    126,
+                    False,
+                    False,
+                )
         result = await enter(
             self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
-            cgroups=[str(c) for c in self.cgroups], seccomp=self.seccomp, env=fresh_env(self.env, env),
-            argv=fresh_argv(command, workdir), binds=binds, timeout=timeout, output_limit=output_limit, user=ids,
-        )  # fmt: skip
+            cgroups=[str(c) for c in self.cgroups],
+            seccomp=self.seccomp,
+            env=fresh_env(self.env, env),
+            argv=fresh_argv(command, workdir),
+            binds=binds,
+            timeout=timeout,
+            output_limit=output_limit,
+            user=ids,
+        )
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"sandbox {self.name} is gone")
         return result
@@ -268,7 +314,12 @@ class BwrapSandbox(Sandbox):
         if self.lower is None:
             return None
         # The layer may be mounted in the launcher's mount namespace only: read it through its root.
-        upper = Path(f"/proc/{self.channel.process.pid}/root") / self.session_dir.relative_to("/") / "layer" / "upper"
+        upper = (
+            Path(f"/proc/{self.channel.process.pid}/root")
+            / self.session_dir.relative_to("/")
+            / "layer"
+            / "upper"
+        )
         return await asyncio.to_thread(overlay_changes, upper, self.lower)
 
     async def stop_agent_processes(self, shell_pid: int | None) -> list[procs.StoppedProcess]:
@@ -276,7 +327,9 @@ class BwrapSandbox(Sandbox):
         if shell_pid is not None:
             with contextlib.suppress(SandboxDied):  # a shell that is gone is not waited for anyway
                 settled.append(self.host_pid(shell_pid))
-        return await asyncio.to_thread(procs.stop_agent_processes, self.host_pid(1), settled=settled)
+        return await asyncio.to_thread(
+            procs.stop_agent_processes, self.host_pid(1), settled=settled
+        )
 
     async def resume_agent_processes(self, stopped: object) -> None:
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
@@ -404,10 +457,16 @@ class BwrapBackend(Backend):
                 return lower, env, workdir
         import subprocess
 
-        mounted = subprocess.run([self.podman, "image", "mount", image], capture_output=True, text=True)
+        mounted = subprocess.run(
+            [self.podman, "image", "mount", image], capture_output=True, text=True
+        )
         if mounted.returncode != 0:
-            raise EnvInitFailed(f"cannot mount image {image} for bwrap", log_tail=mounted.stderr[-2000:])
-        inspect = subprocess.run([self.podman, "image", "inspect", image], capture_output=True, text=True)
+            raise EnvInitFailed(
+                f"cannot mount image {image} for bwrap", log_tail=mounted.stderr[-2000:]
+            )
+        inspect = subprocess.run(
+            [self.podman, "image", "inspect", image], capture_output=True, text=True
+        )
         config = json.loads(inspect.stdout)[0].get("Config", {}) if inspect.returncode == 0 else {}
         env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         return Path(mounted.stdout.strip()), env, config.get("WorkingDir") or "/"
@@ -415,7 +474,10 @@ class BwrapBackend(Backend):
     def _cgroups(self, name: str, spec: SandboxSpec) -> list[Path]:
         """Create the session's v1 cgroups where writable (memory+swap, pids, cpu)."""
         limits = {
-            "memory": {"memory.limit_in_bytes": spec.memory_mb << 20, "memory.memsw.limit_in_bytes": spec.memory_mb << 20},
+            "memory": {
+                "memory.limit_in_bytes": spec.memory_mb << 20,
+                "memory.memsw.limit_in_bytes": spec.memory_mb << 20,
+            },
             "pids": {"pids.max": spec.pids},
             "cpu": {"cpu.cfs_period_us": 100000, "cpu.cfs_quota_us": int(spec.cpus * 100000)},
         }
@@ -444,23 +506,50 @@ class BwrapBackend(Backend):
     ) -> list[str]:
         """The bwrap command line of one session (public for tests); ``extra`` follows the mounts."""
         argv = [
-            "bwrap", "--bind", str(merged), "/", "--proc", "/proc", "--dev", "/dev", *_docker_proc_defaults(), *extra,
-            "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", *(a for cap in DOCKER_CAPS for a in ("--cap-add", cap)),
-            "--clearenv", "--setenv", "HOME", "/root",
-        ]  # fmt: skip
+            "bwrap",
+            "--bind",
+            str(merged),
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            *_docker_proc_defaults(),
+            *extra,
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "sandbox",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            *(a for cap in DOCKER_CAPS for a in ("--cap-add", cap)),
+            "--clearenv",
+            "--setenv",
+            "HOME",
+            "/root",
+        ]
         for key, value in sorted({**env, **spec.env}.items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", workdir if (lower / workdir.lstrip("/")).is_dir() else "/"]
         return [*argv, "bash", "-c", SUPERVISOR, "termrl-supervisor", token]
 
-    async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[BwrapSandbox, Shell]:
+    async def start(
+        self, spec: SandboxSpec, image: str, output_limit: int
+    ) -> tuple[BwrapSandbox, Shell]:
         if spec.user:  # bwrap over a root-owned overlay runs as root; only fresh processes change user (enter.py)
-            raise EnvInitFailed(f"the bwrap backend cannot run the agent as user {spec.user!r}: use podman")
+            raise EnvInitFailed(
+                f"the bwrap backend cannot run the agent as user {spec.user!r}: use podman"
+            )
         egress = spec.network == "egress"
         if egress and shutil.which("slirp4netns") is None:
-            raise SandboxUnavailable("slirp4netns is not installed (the bwrap backend needs it for egress)")
+            raise SandboxUnavailable(
+                "slirp4netns is not installed (the bwrap backend needs it for egress)"
+            )
         lower, env, workdir = await self._lower(image)
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         session_dir = self.state_dir / name
@@ -487,16 +576,36 @@ class BwrapBackend(Backend):
         os.write(seccomp_fd, program)
         os.lseek(seccomp_fd, 0, os.SEEK_SET)
         extra += ["--seccomp", str(seccomp_fd)]
-        argv = self.bwrap_argv(spec, session_dir / "merged", lower, env, workdir, token, tuple(extra))
+        argv = self.bwrap_argv(
+            spec, session_dir / "merged", lower, env, workdir, token, tuple(extra)
+        )
         try:
             process = await asyncio.create_subprocess_exec(
-                *DEFAULT_SIGINT, "unshare", "--mount", "--propagation", "private", "sh", "-c", LAUNCHER, "launcher",
-                str(lower), str(session_dir / "layer"), str(session_dir / "disk.img"), str(spec.storage_mb),
-                str(session_dir / "merged"), *argv,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERMRL_CGROUPS": " ".join(map(str, cgroups))},
-                start_new_session=True, pass_fds=(seccomp_fd, info_w, block_r) if egress else (seccomp_fd,),
-            )  # fmt: skip
+                *DEFAULT_SIGINT,
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                LAUNCHER,
+                "launcher",
+                str(lower),
+                str(session_dir / "layer"),
+                str(session_dir / "disk.img"),
+                str(spec.storage_mb),
+                str(session_dir / "merged"),
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env={
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "TERMRL_CGROUPS": " ".join(map(str, cgroups)),
+                },
+                start_new_session=True,
+                pass_fds=(seccomp_fd, info_w, block_r) if egress else (seccomp_fd,),
+            )
         except OSError as e:
             _close(info_r, block_w)
             for cgroup in cgroups:
@@ -506,8 +615,15 @@ class BwrapBackend(Backend):
         finally:
             _close(seccomp_fd, info_w, block_r)  # bwrap holds its own copies now
         channel = ProcessChannel(process)
-        sandbox = BwrapSandbox(name, channel, session_dir, cgroups, env={"HOME": "/root", **env, **spec.env},
-                               seccomp=program, lower=lower)  # fmt: skip
+        sandbox = BwrapSandbox(
+            name,
+            channel,
+            session_dir,
+            cgroups,
+            env={"HOME": "/root", **env, **spec.env},
+            seccomp=program,
+            lower=lower,
+        )
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         try:
             if egress:
@@ -516,7 +632,9 @@ class BwrapBackend(Backend):
         except (SandboxDied, EnvInitFailed) as e:
             await sandbox.destroy()
             tail = e.log_tail or await _leftover_output(process)
-            raise EnvInitFailed(f"bwrap sandbox for {image} did not start: {e}", log_tail=tail) from e
+            raise EnvInitFailed(
+                f"bwrap sandbox for {image} did not start: {e}", log_tail=tail
+            ) from e
         except BaseException:  # cancelled, or slirp4netns could not be run: leave nothing behind
             await sandbox.destroy()
             raise
@@ -537,11 +655,20 @@ class BwrapBackend(Backend):
         try:
             with open(log, "wb") as out:
                 sandbox.slirp = await asyncio.create_subprocess_exec(
-                    "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-                    f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", str(pid), "tap0",
-                    stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
-                    pass_fds=(ready_w, exit_r), start_new_session=True,
-                )  # fmt: skip
+                    "slirp4netns",
+                    "--configure",
+                    "--mtu=65520",
+                    "--disable-host-loopback",
+                    f"--ready-fd={ready_w}",
+                    f"--exit-fd={exit_r}",
+                    str(pid),
+                    "tap0",
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
+                    pass_fds=(ready_w, exit_r),
+                    start_new_session=True,
+                )
         finally:
             _close(ready_w, exit_r)  # slirp4netns holds its own copies now
         try:
@@ -549,7 +676,9 @@ class BwrapBackend(Backend):
         finally:
             os.close(ready_r)
         if not ready:
-            raise EnvInitFailed("slirp4netns did not bring the sandbox network up", log_tail=log.read_text()[-2000:])
+            raise EnvInitFailed(
+                "slirp4netns did not bring the sandbox network up", log_tail=log.read_text()[-2000:]
+            )
         os.write(block_fd, b"1")
 
 

@@ -26,12 +26,16 @@ def sandbox() -> None:
 def build_base(force: bool, binary: str) -> None:
     """Build the Debian base images with mmdebstrap and tag them (skipped when current)."""
     try:
-        built = build_base_images(binary=binary, force=force, log=lambda m: click.echo(f"[build-base] {m}"))
+        built = build_base_images(
+            binary=binary, force=force, log=lambda m: click.echo(f"[build-base] {m}")
+        )
     except TermrlError as e:
         raise click.ClickException(str(e)) from e
     for image in BASE_IMAGES:
         state = "built" if image.name in built else "current"
-        click.echo(f"{image.name} ({state}, recipe {image.recipe_hash}): {', '.join(image.aliases)}")
+        click.echo(
+            f"{image.name} ({state}, recipe {image.recipe_hash}): {', '.join(image.aliases)}"
+        )
 
 
 async def _probe(backend: str, image: str, count: int) -> None:
@@ -43,7 +47,9 @@ async def _probe(backend: str, image: str, count: int) -> None:
 
 @sandbox.command("stats")
 @click.option("--backend", type=click.Choice(BACKENDS), default="podman", show_default=True)
-@click.option("--probe", default=0, show_default=True, help="First run this many create/exec/close cycles.")
+@click.option(
+    "--probe", default=0, show_default=True, help="First run this many create/exec/close cycles."
+)
 @click.option("--image", default=BASE_IMAGES[0].name, show_default=True, help="Image for --probe.")
 @click.option("--prometheus", is_flag=True, help="Print the Prometheus text exposition format.")
 def stats(backend: str, probe: int, image: str, prometheus: bool) -> None:
@@ -65,7 +71,12 @@ def stats(backend: str, probe: int, image: str, prometheus: bool) -> None:
 
 @sandbox.command("cleanup")
 @click.option("--binary", default="podman", show_default=True)
-@click.option("--older-than", default=6 * 3600.0, show_default=True, help="Seconds a running one must have run.")
+@click.option(
+    "--older-than",
+    default=6 * 3600.0,
+    show_default=True,
+    help="Seconds a running one must have run.",
+)
 def cleanup(binary: str, older_than: float) -> None:
     """Remove termrl sandbox containers left behind by crashed runs (stopped or too old)."""
     from termrl.sandbox.podman import PodmanBackend

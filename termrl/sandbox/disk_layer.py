@@ -69,7 +69,20 @@ def mount_layer(directory: Path, lower: Path, storage_mb: int) -> DiskLayer:
                 f.truncate(storage_mb << 20)
             # No journal, no reserved blocks: the sandbox gets all of storage_mb; nodiscard: mkfs
             # would otherwise spend its time trimming a file that is sparse anyway.
-            _mount(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "nodiscard", str(disk)])
+            _mount(
+                [
+                    "mkfs.ext4",
+                    "-q",
+                    "-F",
+                    "-m",
+                    "0",
+                    "-O",
+                    "^has_journal",
+                    "-E",
+                    "nodiscard",
+                    str(disk),
+                ]
+            )
             _mount(["mount", "-o", "loop", str(disk), str(directory / "layer")])
         layer.upper.mkdir()
         (directory / "layer" / "work").mkdir()
@@ -100,8 +113,11 @@ def remove_stale(parent: Path, live: set[str], min_age_sec: float = 600.0) -> in
     if not parent.is_dir():
         return 0
     now = time.time()
-    stale = [entry for entry in parent.iterdir()
-             if entry.is_dir() and entry.name not in live and now - entry.stat().st_mtime > min_age_sec]  # fmt: skip
+    stale = [
+        entry
+        for entry in parent.iterdir()
+        if entry.is_dir() and entry.name not in live and now - entry.stat().st_mtime > min_age_sec
+    ]
     for directory in stale:
         unmount_layer(directory)
     return len(stale)

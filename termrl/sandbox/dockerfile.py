@@ -16,7 +16,8 @@ __all__ = ["base_refs", "declare_build_args", "rewrite_from"]
 
 # FROM [--platform=...] image [AS name]; a trailing backslash continues the line.
 _FROM = re.compile(
-    r"^(?P<head>[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*)(?P<ref>[^\s\\]+)(?P<tail>[^\n]*)$", re.IGNORECASE | re.MULTILINE
+    r"^(?P<head>[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*)(?P<ref>[^\s\\]+)(?P<tail>[^\n]*)$",
+    re.IGNORECASE | re.MULTILINE,
 )
 _STAGE = re.compile(r"\bAS[ \t]+(\S+)", re.IGNORECASE)
 
@@ -30,7 +31,12 @@ def base_refs(text: str) -> list[str]:
     stages: set[str] = set()
     for match in _FROM.finditer(text):
         ref = match.group("ref")
-        if ref.lower() not in stages and ref.lower() != "scratch" and "$" not in ref and ref not in refs:
+        if (
+            ref.lower() not in stages
+            and ref.lower() != "scratch"
+            and "$" not in ref
+            and ref not in refs
+        ):
             refs.append(ref)
         stage = _STAGE.search(match.group("tail"))
         if stage:

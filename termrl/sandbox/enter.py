@@ -52,17 +52,31 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
-NAMESPACES = (("cgroup", CLONE_NEWCGROUP), ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS),
-              ("net", CLONE_NEWNET), ("pid", CLONE_NEWPID), ("mnt", CLONE_NEWNS))  # fmt: skip
+NAMESPACES = (
+    ("cgroup", CLONE_NEWCGROUP),
+    ("ipc", CLONE_NEWIPC),
+    ("uts", CLONE_NEWUTS),
+    ("net", CLONE_NEWNET),
+    ("pid", CLONE_NEWPID),
+    ("mnt", CLONE_NEWNS),
+)
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
 CLONE_NEWUSER = 0x10000000
 NAMESPACE_OWNER = 4294967293  # a uid no process runs as ((uid_t) -1 and -2 are reserved)
-OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = 1, os.O_CLOEXEC, 0x8000, 0x4
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = (
+    1,
+    os.O_CLOEXEC,
+    0x8000,
+    0x4,
+)
 AT_FDCWD = -100
-SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every architecture (added in Linux 5.2)
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = (
+    428,
+    429,
+)  # the same number on every architecture (added in Linux 5.2)
 CAPABILITY_VERSION_3 = 0x20080522
 CAP_LAST = 63
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
@@ -75,7 +89,11 @@ class CapHeader(ctypes.Structure):
 
 
 class CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 class SockFprog(ctypes.Structure):
@@ -99,7 +117,10 @@ def credentials(pid):
         "uid": int(fields["Uid"][0]),
         "gid": int(fields["Gid"][0]),
         "groups": [int(g) for g in fields.get("Groups", [])],
-        **{key: int(fields[key][0], 16) for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
+        **{
+            key: int(fields[key][0], 16)
+            for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+        },
     }
 
 
@@ -123,19 +144,28 @@ def cut_privileges(creds, seccomp, machine):
         data[word].permitted = (creds["CapPrm"] >> shift) & 0xFFFFFFFF
         data[word].inheritable = (creds["CapInh"] >> shift) & 0xFFFFFFFF
     check(libc.syscall(SYS_CAPSET[machine], ctypes.byref(header), data), "capset")
-    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    check(
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities"
+    )
     for cap in range(CAP_LAST + 1):
         if creds["CapAmb"] & (1 << cap):
-            check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), f"raise ambient capability {cap}")
+            check(
+                libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0),
+                f"raise ambient capability {cap}",
+            )
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if seccomp:
         program = SockFprog(len(seccomp) // 8, seccomp)
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
+        check(
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp"
+        )
 
 
 def clone_tree(path):
     """A detached copy of the mount tree at host ``path`` (open_tree), to move into the sandbox later."""
-    fd = libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
+    fd = libc.syscall(
+        SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE
+    )
     if fd < 0:
         check(-1, f"open_tree {path}")
     return fd
@@ -153,9 +183,15 @@ def isolate(binds, to_parent, from_parent):
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
     for tree, target, readonly in binds:
         path = target.strip("/").encode()  # from the sandbox's root; no final symlink followed
-        check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH), f"mount {target}")
+        check(
+            libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH),
+            f"mount {target}",
+        )
         if readonly:
-            check(libc.mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), f"make {target} read-only")
+            check(
+                libc.mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None),
+                f"make {target} read-only",
+            )
     # The namespace's owner has every capability in it: not root, whom the sandbox's processes may
     # share, but a user nothing runs as. The new namespace grants its creator every capability in it.
     os.seteuid(NAMESPACE_OWNER)
@@ -203,10 +239,14 @@ def main():
     for cgroup in config["cgroups"]:
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
-    namespaces = [(os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES]
+    namespaces = [
+        (os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES
+    ]
     root = os.open(f"/proc/{target}/root", os.O_RDONLY | os.O_DIRECTORY)
     null = os.open("/dev/null", os.O_RDWR)
-    binds = [(clone_tree(host), target, readonly) for host, target, readonly in config.get("binds", [])]
+    binds = [
+        (clone_tree(host), target, readonly) for host, target, readonly in config.get("binds", [])
+    ]
     host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     for fd, flag in namespaces:
         check(libc.setns(fd, flag), f"setns {flag:#x}")

@@ -30,8 +30,19 @@ from pathlib import Path
 from termrl.sandbox import procs
 from termrl.sandbox.shell import OutputCap
 
-__all__ = ["DEFAULT_PATH", "DRAIN_SEC", "ENTER_SCRIPT", "IDS_OF_COMMAND", "collect", "enter", "fresh_argv",
-           "fresh_env", "parse_ids", "pid_line_argv", "split_pid_line"]  # fmt: skip
+__all__ = [
+    "DEFAULT_PATH",
+    "DRAIN_SEC",
+    "ENTER_SCRIPT",
+    "IDS_OF_COMMAND",
+    "collect",
+    "enter",
+    "fresh_argv",
+    "fresh_env",
+    "parse_ids",
+    "pid_line_argv",
+    "split_pid_line",
+]
 
 ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
 """Run by the host's Python to start a fresh process inside a sandbox it enters (bwrap, rootful podman)."""
@@ -69,7 +80,11 @@ def parse_ids(output: str) -> dict[str, object] | None:
     fields = output.split()
     if len(fields) < 2 or not all(f.isdigit() for f in fields):
         return None
-    return {"uid": int(fields[0]), "gid": int(fields[1]), "groups": sorted({int(f) for f in fields[2:]})}
+    return {
+        "uid": int(fields[0]),
+        "gid": int(fields[1]),
+        "groups": sorted({int(f) for f in fields[2:]}),
+    }
 
 
 def fresh_argv(command: str, workdir: str) -> list[str]:
@@ -84,8 +99,16 @@ def pid_line_argv(mark: str, argv: list[str]) -> list[str]:
     Kubernetes exec) and learn its pid only from what it prints: how a
     timeout finds what to kill. ``exec`` keeps the pid.
     """
-    return ["/bin/bash", "--noprofile", "--norc", "-c", 'printf "%s %d\\n" "$1" "$$"; shift; exec "$@"',
-            "termrl-fresh", mark, *argv]  # fmt: skip
+    return [
+        "/bin/bash",
+        "--noprofile",
+        "--norc",
+        "-c",
+        'printf "%s %d\\n" "$1" "$$"; shift; exec "$@"',
+        "termrl-fresh",
+        mark,
+        *argv,
+    ]
 
 
 def split_pid_line(mark: str, head: bytes) -> tuple[int | None, bytes]:
@@ -152,17 +175,30 @@ async def enter(
     user: dict[str, object] | None = None,
 ) -> tuple[str, int | None, bool, bool]:
     """Run ``argv`` in the sandbox of host process ``target`` through ``enter.py`` (its namespaces,
-    root, credentials, these cgroups and seccomp filter; ``binds``: sandbox path → (host directory,
-    read-only), mounted for this process alone, in a user namespace of its own; ``user``: ``parse_ids``'s ids
-instead of the target's, with no capabilities unless uid 0). Exit status 125/126: the helper failed before
-the command ran."""
+        root, credentials, these cgroups and seccomp filter; ``binds``: sandbox path → (host directory,
+        read-only), mounted for this process alone, in a user namespace of its own; ``user``: ``parse_ids``'s ids
+    instead of the target's, with no capabilities unless uid 0). Exit status 125/126: the helper failed before
+    the command ran."""
     config = {
-        "target": target, "cgroups": cgroups, "seccomp": seccomp.hex(), "machine": platform.machine(),
-        "env": env, "argv": argv, "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()], "user": user,
-    }  # fmt: skip
+        "target": target,
+        "cgroups": cgroups,
+        "seccomp": seccomp.hex(),
+        "machine": platform.machine(),
+        "env": env,
+        "argv": argv,
+        "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()],
+        "user": user,
+    }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-S", ENTER_SCRIPT, json.dumps(config),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        env={}, start_new_session=True,
-    )  # fmt: skip
+        sys.executable,
+        "-I",
+        "-S",
+        ENTER_SCRIPT,
+        json.dumps(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={},
+        start_new_session=True,
+    )
     return await collect(process, timeout, output_limit, lambda: procs.kill_tree(process.pid))

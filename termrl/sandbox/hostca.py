@@ -28,8 +28,14 @@ _HOST_EXTRA_DIR = Path("/usr/local/share/ca-certificates")
 
 CA_ENV = {
     name: SYSTEM_BUNDLE
-    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-                 "NODE_EXTRA_CA_CERTS")  # fmt: skip
+    for name in (
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "PIP_CERT",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "NODE_EXTRA_CA_CERTS",
+    )
 }
 
 

@@ -163,8 +163,14 @@ def _label_value(value: str) -> str:
     return cleaned.strip("._-") or "x"
 
 
-def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str | None = None,
-                 image_pull_secrets: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+def pod_manifest(
+    spec: SandboxSpec,
+    image: str,
+    name: str,
+    *,
+    runtime_class: str | None = None,
+    image_pull_secrets: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """The pod of one session, as a plain manifest dict (``image_pull_secrets``: a private registry)."""
     labels = {"termrl.sandbox": "1", "termrl.network": spec.network}
     labels.update({key: _label_value(value) for key, value in spec.labels.items()})
@@ -178,7 +184,10 @@ def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str
         "image": image,
         "command": IDLE_COMMAND,
         "env": [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
-        "resources": {"requests": dict(resources, **no_storage), "limits": dict(resources, **storage)},
+        "resources": {
+            "requests": dict(resources, **no_storage),
+            "limits": dict(resources, **storage),
+        },
         "securityContext": {
             "privileged": False,
             "allowPrivilegeEscalation": False,
@@ -205,7 +214,12 @@ def pod_manifest(spec: SandboxSpec, image: str, name: str, *, runtime_class: str
         pod_spec["runtimeClassName"] = runtime_class
     if image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in image_pull_secrets]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": pod_spec,
+    }
 
 
 def network_policy_manifest(namespace: str) -> list[dict[str, Any]]:
@@ -218,10 +232,17 @@ def network_policy_manifest(namespace: str) -> list[dict[str, Any]]:
             "ingress": [],
         }
         spec["egress"] = egress or []
-        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"name": name, "namespace": namespace}, "spec": spec}  # fmt: skip
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
 
-    return [policy("termrl-sandbox-none", "none", None), policy("termrl-sandbox-egress", "egress", [{}])]
+    return [
+        policy("termrl-sandbox-none", "none", None),
+        policy("termrl-sandbox-egress", "egress", [{}]),
+    ]
 
 
 class ExecChannel(Channel):
@@ -281,9 +302,17 @@ class KubernetesSandbox(Sandbox):
         from kubernetes.stream import stream
 
         return stream(
-            self.api.connect_get_namespaced_pod_exec, self.name, self.namespace, container=CONTAINER,
-            command=command, stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False,
-        )  # fmt: skip
+            self.api.connect_get_namespaced_pod_exec,
+            self.name,
+            self.namespace,
+            container=CONTAINER,
+            command=command,
+            stdin=False,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
 
     def _exec(self, script: str, *args: str) -> tuple[int, str]:
         """Run a short helper script in the pod (not the session shell); (status, stdout)."""
@@ -305,16 +334,22 @@ class KubernetesSandbox(Sandbox):
         encoded = base64.b64encode(archive).decode()
         spool = f"/tmp/.termrl-upload-{uuid.uuid4().hex[:8]}"
         for at in range(0, len(encoded), 65536):
-            await asyncio.to_thread(self._exec, 'printf %s "$1" >> "$2"', encoded[at : at + 65536], spool)
-        script = 'base64 -d < "$1" | tar -x --no-same-owner -C /; status=$?; rm -f "$1"; exit $status'
+            await asyncio.to_thread(
+                self._exec, 'printf %s "$1" >> "$2"', encoded[at : at + 65536], spool
+            )
+        script = (
+            'base64 -d < "$1" | tar -x --no-same-owner -C /; status=$?; rm -f "$1"; exit $status'
+        )
         code, out = await asyncio.to_thread(self._exec, script, spool)
         if code != 0:
             raise OSError(f"upload into pod {self.name} failed: {out[-500:]}")
 
     async def get_file(self, path: str, max_bytes: int) -> bytes:
         # test -f follows a symlink and is false for a device or FIFO: those are never read.
-        script = ('test -d "$1" && exit 21; test -e "$1" || exit 44; test -f "$1" || exit 45; '
-                  'test "$(wc -c < "$1")" -le "$2" || exit 46; base64 -w0 < "$1"')  # fmt: skip
+        script = (
+            'test -d "$1" && exit 21; test -e "$1" || exit 44; test -f "$1" || exit 45; '
+            'test "$(wc -c < "$1")" -le "$2" || exit 46; base64 -w0 < "$1"'
+        )
         code, out = await asyncio.to_thread(self._exec, script, path, str(max_bytes))
         if code == 44:
             raise FileNotFoundError(path)
@@ -327,12 +362,24 @@ class KubernetesSandbox(Sandbox):
         return base64.b64decode(out)
 
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None,  # never given: private_binds is False (no host access to a pod)
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        binds: dict[str, tuple[str, bool]]
+        | None = None,  # never given: private_binds is False (no host access to a pod)
         user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         if user is not None:  # Kubernetes' exec API runs as the container's user only
-            return f"termrl: the kubernetes backend cannot run a process as user {user!r}\n", 126, False, False
+            return (
+                f"termrl: the kubernetes backend cannot run a process as user {user!r}\n",
+                126,
+                False,
+                False,
+            )
         # The exec stream starts from the container's configured environment; `env` adds the caller's.
         mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"
         variables = [f"{k}={v}" for k, v in (env or {}).items()]
@@ -346,7 +393,9 @@ class KubernetesSandbox(Sandbox):
         try:
             while True:
                 try:
-                    chunk = await asyncio.wait_for(channel.read(), max(deadline - time.monotonic(), 0))
+                    chunk = await asyncio.wait_for(
+                        channel.read(), max(deadline - time.monotonic(), 0)
+                    )
                 except TimeoutError:
                     timed_out = True
                     break
@@ -369,7 +418,9 @@ class KubernetesSandbox(Sandbox):
 
     async def stop_agent_processes(self, shell_pid: int | None) -> list[str]:
         settled = [] if shell_pid is None else [str(shell_pid)]
-        _, out = await asyncio.to_thread(self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)), *settled)
+        _, out = await asyncio.to_thread(
+            self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)), *settled
+        )
         return out.split()
 
     async def resume_agent_processes(self, stopped: object) -> None:
@@ -434,24 +485,37 @@ class KubernetesBackend(Backend):
         if spec.image is not None:
             return spec.image
         if self.registry is None:
-            raise SandboxUnavailable("the kubernetes backend runs pushed images: set the sandbox registry (pipeline "
-                                     "parameter sandbox_registry) and push the task environments there "
-                                     "(termrl images push-tasks)")  # fmt: skip
+            raise SandboxUnavailable(
+                "the kubernetes backend runs pushed images: set the sandbox registry (pipeline "
+                "parameter sandbox_registry) and push the task environments there "
+                "(termrl images push-tasks)"
+            )
         return f"{self.registry.rstrip('/')}/{spec.image_key}"
 
-    async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[KubernetesSandbox, Shell]:
+    async def start(
+        self, spec: SandboxSpec, image: str, output_limit: int
+    ) -> tuple[KubernetesSandbox, Shell]:
         if spec.user:  # a pod's securityContext takes uids, and the exec API no user: not done yet
-            raise EnvInitFailed(f"the kubernetes backend cannot run the agent as user {spec.user!r}: use podman")
+            raise EnvInitFailed(
+                f"the kubernetes backend cannot run the agent as user {spec.user!r}: use podman"
+            )
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
         name = f"termrl-{uuid.uuid4().hex[:12]}"
-        manifest = pod_manifest(spec, image, name, runtime_class=self.runtime_class,
-                                image_pull_secrets=self.image_pull_secrets)  # fmt: skip
+        manifest = pod_manifest(
+            spec,
+            image,
+            name,
+            runtime_class=self.runtime_class,
+            image_pull_secrets=self.image_pull_secrets,
+        )
         try:
             await asyncio.to_thread(self.api.create_namespaced_pod, self.namespace, manifest)
         except ApiException as e:
-            raise SandboxUnavailable(f"cannot create pod: {e.reason}", log_tail=str(e.body)[-2000:]) from e
+            raise SandboxUnavailable(
+                f"cannot create pod: {e.reason}", log_tail=str(e.body)[-2000:]
+            ) from e
         sandbox = KubernetesSandbox(self.api, self.namespace, name)
         deadline = time.monotonic() + self.start_timeout_sec
         while True:
@@ -460,19 +524,34 @@ class KubernetesBackend(Backend):
                 break
             if pod.status.phase in ("Failed", "Succeeded") or time.monotonic() > deadline:
                 await sandbox.destroy()
-                raise EnvInitFailed(f"pod {name} did not start (phase {pod.status.phase})", log_tail=str(pod.status)[-2000:])
+                raise EnvInitFailed(
+                    f"pod {name} did not start (phase {pod.status.phase})",
+                    log_tail=str(pod.status)[-2000:],
+                )
             await asyncio.sleep(0.5)
         token = Shell.new_token()
         ws = await asyncio.to_thread(
-            stream, self.api.connect_get_namespaced_pod_exec, name, self.namespace, container=CONTAINER,
-            command=["bash", "-c", SUPERVISOR, "termrl-supervisor", token], stdin=True, stdout=True,
-            stderr=True, tty=False, _preload_content=False,
-        )  # fmt: skip
-        shell = Shell(ExecChannel(ws, asyncio.get_running_loop()), token, sandbox.signal, output_limit=output_limit)
+            stream,
+            self.api.connect_get_namespaced_pod_exec,
+            name,
+            self.namespace,
+            container=CONTAINER,
+            command=["bash", "-c", SUPERVISOR, "termrl-supervisor", token],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
+        shell = Shell(
+            ExecChannel(ws, asyncio.get_running_loop()),
+            token,
+            sandbox.signal,
+            output_limit=output_limit,
+        )
         try:
             await shell.start(spec.workdir)
         except SandboxDied as e:
             await sandbox.destroy()
             raise EnvInitFailed(f"pod {name}: shell did not start", log_tail=e.log_tail) from e
         return sandbox, shell
-

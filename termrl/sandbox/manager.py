@@ -46,7 +46,9 @@ def sandbox_options(backend: str, config: ClusterFields) -> dict[str, Any]:
     """
     if backend != "kubernetes":
         return {}
-    options: dict[str, Any] = {"namespace": config.sandbox_namespace} if config.sandbox_namespace else {}
+    options: dict[str, Any] = (
+        {"namespace": config.sandbox_namespace} if config.sandbox_namespace else {}
+    )
     if config.sandbox_registry:
         options["registry"] = config.sandbox_registry
     if config.sandbox_pull_secret:
@@ -67,7 +69,9 @@ def _make_backend(backend: str, options: dict[str, Any]) -> Backend:
         from termrl.sandbox.kubernetes import KubernetesBackend
 
         return KubernetesBackend(**options)
-    raise SandboxUnavailable(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    raise SandboxUnavailable(
+        f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}"
+    )
 
 
 class SandboxManager:
@@ -120,7 +124,9 @@ class SandboxManager:
             await asyncio.wait_for(self._slots.acquire(), self.acquire_timeout_sec)
         except TimeoutError as e:
             metrics.FAILURES.labels(self.name, "SandboxUnavailable").inc()
-            raise SandboxUnavailable(f"no free sandbox slot within {self.acquire_timeout_sec:g}s") from e
+            raise SandboxUnavailable(
+                f"no free sandbox slot within {self.acquire_timeout_sec:g}s"
+            ) from e
         try:
             image = await self.backend.build_image(spec)
             async with self._starting:
@@ -164,6 +170,9 @@ class SandboxManager:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()

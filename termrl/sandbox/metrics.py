@@ -36,21 +36,29 @@ EXEC_TIMEOUTS = Counter(
     "sandbox_exec_timeouts", "Commands interrupted at their timeout", ["backend"], registry=REGISTRY
 )
 BUILDS = Counter(
-    "sandbox_image_builds", "Image builds by outcome (built, cached, failed)", ["backend", "outcome"],
+    "sandbox_image_builds",
+    "Image builds by outcome (built, cached, failed)",
+    ["backend", "outcome"],
     registry=REGISTRY,
-)  # fmt: skip
+)
 _LATENCY = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1, 2, 5, 10, 30, 60, 300)
 EXEC_SECONDS = Histogram(
     "sandbox_exec_seconds", "Exec round trip", ["backend"], buckets=_LATENCY, registry=REGISTRY
 )
 CREATE_SECONDS = Histogram(
-    "sandbox_create_seconds", "Create to first prompt (image ready)", ["backend"], buckets=_LATENCY,
+    "sandbox_create_seconds",
+    "Create to first prompt (image ready)",
+    ["backend"],
+    buckets=_LATENCY,
     registry=REGISTRY,
-)  # fmt: skip
+)
 BUILD_SECONDS = Histogram(
-    "sandbox_build_seconds", "Image builds that ran", ["backend"], buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800),
+    "sandbox_build_seconds",
+    "Image builds that ran",
+    ["backend"],
+    buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800),
     registry=REGISTRY,
-)  # fmt: skip
+)
 
 
 def snapshot(backend: str | None = None) -> dict[str, float]:

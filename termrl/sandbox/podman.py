@@ -114,7 +114,9 @@ def _with_build_args(dockerfile: TaskFile) -> TaskFile:
     return TaskFile(dockerfile.path, text.encode(errors="surrogateescape"), dockerfile.mode)
 
 
-async def _run(argv: list[str], stdin: bytes | None = None, timeout: float = 120) -> tuple[int, bytes]:
+async def _run(
+    argv: list[str], stdin: bytes | None = None, timeout: float = 120
+) -> tuple[int, bytes]:
     """Run a CLI call; (exit status, stdout+stderr). Status 124 on timeout."""
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -131,10 +133,15 @@ async def _run(argv: list[str], stdin: bytes | None = None, timeout: float = 120
     return process.returncode or 0, out
 
 
-async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tuple[int, bytes, bool]:
+async def _read_capped(
+    argv: list[str], limit: int, timeout: float = 120
+) -> tuple[int, bytes, bool]:
     """Run a CLI call reading at most ``limit`` bytes of its stdout; (status, stdout+stderr, over the limit)."""
     process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     stdout = process.stdout
     if stdout is None:
@@ -163,8 +170,15 @@ async def _read_capped(argv: list[str], limit: int, timeout: float = 120) -> tup
 class PodmanSandbox(Sandbox):
     """A running container whose pid 1 is the shell supervisor."""
 
-    def __init__(self, binary: str, name: str, channel: ProcessChannel, *, image_user: str | None = None,
-                 layer: DiskLayer | None = None):  # fmt: skip
+    def __init__(
+        self,
+        binary: str,
+        name: str,
+        channel: ProcessChannel,
+        *,
+        image_user: str | None = None,
+        layer: DiskLayer | None = None,
+    ):
         self.binary = binary
         self.image_user = image_user
         """The image's own USER, for fresh processes, when the shell runs as another (``SandboxSpec.user``):
@@ -178,7 +192,18 @@ class PodmanSandbox(Sandbox):
         self._config_env: dict[str, str] | None = None
 
     async def signal(self, pid: int, sig: str, mode: str) -> None:
-        argv = [self.binary, "exec", self.name, "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode]
+        argv = [
+            self.binary,
+            "exec",
+            self.name,
+            "bash",
+            "-c",
+            KILL_HELPER,
+            "kill-helper",
+            sig,
+            str(pid),
+            mode,
+        ]
         await _run(argv, timeout=30)
 
     async def put_archive(self, archive: bytes) -> None:
@@ -190,7 +215,9 @@ class PodmanSandbox(Sandbox):
     async def get_file(self, path: str, max_bytes: int) -> bytes:
         # podman cp follows symlinks inside the container, archives a FIFO as a FIFO entry
         # (never reads it) and refuses devices ("no such file"). The tar adds headers and padding.
-        code, out, over = await _read_capped([self.binary, "cp", f"{self.name}:{path}", "-"], max_bytes + 65536)
+        code, out, over = await _read_capped(
+            [self.binary, "cp", f"{self.name}:{path}", "-"], max_bytes + 65536
+        )
         if over:
             raise FileTooLarge(path, len(out), max_bytes)
         if code != 0:
@@ -205,13 +232,18 @@ class PodmanSandbox(Sandbox):
         """(host pid of the container's pid 1, its configured environment), asked once."""
         if self._init_pid is None or self._config_env is None:
             fmt = "{{.State.Pid}} {{json .Config.Env}}"
-            code, out = await _run([self.binary, "inspect", "--type", "container", "--format", fmt, self.name], timeout=60)
+            code, out = await _run(
+                [self.binary, "inspect", "--type", "container", "--format", fmt, self.name],
+                timeout=60,
+            )
             pid, _, env = out.decode(errors="replace").partition(" ")
             if code != 0 or not pid.strip().isdigit() or int(pid) == 0:
                 await self._raise_if_dead()
                 raise SandboxDied(f"container {self.name} has no running process")
             self._init_pid = int(pid)
-            self._config_env = dict(item.split("=", 1) for item in json.loads(env or "[]") if "=" in item)
+            self._config_env = dict(
+                item.split("=", 1) for item in json.loads(env or "[]") if "=" in item
+            )
         return self._init_pid, self._config_env
 
     @property
@@ -220,27 +252,51 @@ class PodmanSandbox(Sandbox):
         return os.geteuid() == 0
 
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
+        user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         user = user or self.image_user
         if binds:
-            return await self._exec_entered(command, env=env, workdir=workdir, timeout=timeout,
-                                            output_limit=output_limit, binds=binds, user=user)  # fmt: skip
+            return await self._exec_entered(
+                command,
+                env=env,
+                workdir=workdir,
+                timeout=timeout,
+                output_limit=output_limit,
+                binds=binds,
+                user=user,
+            )
         init, config_env = await self._inspect()
         variables = [f"{k}={v}" for k, v in fresh_env(config_env, env).items()]
         # The first line names the process's pid inside the container: how a timeout finds what to kill.
         mark = f"__TERMRL_FRESH_{secrets.token_hex(8)}"
-        argv = [self.binary, "exec", *(["--user", user] if user else []), self.name,
-                *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)])]  # fmt: skip
+        argv = [
+            self.binary,
+            "exec",
+            *(["--user", user] if user else []),
+            self.name,
+            *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)]),
+        ]
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
         )
         if process.stdout is None:
             raise ValueError("no stdout pipe")
         head = b""
-        with contextlib.suppress(TimeoutError, ValueError):  # ValueError: a first line past the stream's limit
+        with contextlib.suppress(
+            TimeoutError, ValueError
+        ):  # ValueError: a first line past the stream's limit
             head = await asyncio.wait_for(process.stdout.readline(), timeout)
         inner, head = split_pid_line(mark, head)
 
@@ -256,14 +312,23 @@ class PodmanSandbox(Sandbox):
             process.kill()
 
         remaining = max(timeout - (time.monotonic() - started), 0.001)
-        output, code, timed_out, truncated = await collect(process, remaining, output_limit, kill, head=head)
+        output, code, timed_out, truncated = await collect(
+            process, remaining, output_limit, kill, head=head
+        )
         if code in (125, 126, 127) and not await self.alive():
             raise SandboxDied(f"container {self.name} is gone")
         return output, code, timed_out, truncated
 
     async def _exec_entered(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]], user: str | None,
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        binds: dict[str, tuple[str, bool]],
+        user: str | None,
     ) -> tuple[str, int | None, bool, bool]:
         """``exec_fresh`` with private binds: the host enters the container as ``enter.py`` enters a bwrap
         sandbox (``podman exec`` cannot give one process a mount namespace of its own). The process gets
@@ -271,20 +336,38 @@ class PodmanSandbox(Sandbox):
         filter of ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
         ids = None
         if user is not None:  # the ids of the user, as the container's own `id` reports them
-            out, code, _, _ = await self.exec_fresh(IDS_OF_COMMAND, env={"TERMRL_USER": user}, workdir="/",
-                                                    timeout=30, output_limit=4096)  # fmt: skip
+            out, code, _, _ = await self.exec_fresh(
+                IDS_OF_COMMAND,
+                env={"TERMRL_USER": user},
+                workdir="/",
+                timeout=30,
+                output_limit=4096,
+            )
             ids = parse_ids(out) if code == 0 else None
             if ids is None:
-                return f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n", 126, False, False
+                return (
+                    f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n",
+                    126,
+                    False,
+                    False,
+                )
         init, config_env = await self._inspect()
         try:
             cgroups = procs.cgroup_dirs(init)
         except OSError as exc:
             await self._raise_if_dead()
             raise SandboxDied(f"container {self.name} has no running process: {exc}") from exc
-        result = await enter(init, cgroups=cgroups, seccomp=seccomp.program(), env=fresh_env(config_env, env),
-                             argv=fresh_argv(command, workdir), binds=binds, timeout=timeout,
-                             output_limit=output_limit, user=ids)  # fmt: skip
+        result = await enter(
+            init,
+            cgroups=cgroups,
+            seccomp=seccomp.program(),
+            env=fresh_env(config_env, env),
+            argv=fresh_argv(command, workdir),
+            binds=binds,
+            timeout=timeout,
+            output_limit=output_limit,
+            user=ids,
+        )
         if result[1] in (125, 126) and not await self.alive():
             raise SandboxDied(f"container {self.name} is gone")
         return result
@@ -295,9 +378,14 @@ class PodmanSandbox(Sandbox):
         code, out = await _run([self.binary, "diff", "--format", "json", self.name], timeout=120)
         if code != 0:
             await self._raise_if_dead()
-            raise OSError(f"{self.binary} diff {self.name} failed: {out.decode(errors='replace').strip()[-500:]}")
+            raise OSError(
+                f"{self.binary} diff {self.name} failed: {out.decode(errors='replace').strip()[-500:]}"
+            )
         diff = json.loads(out or b"{}")
-        return {**{p: "C" for p in diff.get("changed") or []}, **{p: "A" for p in diff.get("added") or []}}
+        return {
+            **{p: "C" for p in diff.get("changed") or []},
+            **{p: "A" for p in diff.get("added") or []},
+        }
 
     async def stop_agent_processes(self, shell_pid: int | None) -> list[procs.StoppedProcess]:
         init, _ = await self._inspect()  # the supervisor is init here
@@ -360,7 +448,8 @@ class PodmanBackend(Backend):
         code, out = await _run([self.binary, "version"], timeout=60)
         if code != 0:
             raise SandboxUnavailable(
-                f"{self.binary} cannot reach its engine", log_tail=out.decode(errors="replace")[-2000:]
+                f"{self.binary} cannot reach its engine",
+                log_tail=out.decode(errors="replace")[-2000:],
             )
         self._engine_ok = True
 
@@ -397,8 +486,10 @@ class PodmanBackend(Backend):
         is built from its recipe; anything else that is missing stops the task (nothing is pulled)."""
         await self._build_base_if_missing(ref)
         if not await self.image_exists(ref):
-            why = (f"image {ref} is not in {self.binary}'s local storage and is not pulled (no registry is used): "
-                   f"load or build it first ({self.binary} load / {self.binary} build -t {ref})")
+            why = (
+                f"image {ref} is not in {self.binary}'s local storage and is not pulled (no registry is used): "
+                f"load or build it first ({self.binary} load / {self.binary} build -t {ref})"
+            )
             raise EnvInitFailed(why, log_tail=why)
 
     async def _ensure_base_images(self, spec: SandboxSpec) -> None:
@@ -408,7 +499,9 @@ class PodmanBackend(Backend):
 
     async def _build_base_if_missing(self, ref: str) -> None:
         """Build ``ref`` from its recipe when it is a local base image (``BASE_IMAGES``) not built yet."""
-        recipe = next((b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None)
+        recipe = next(
+            (b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None
+        )
         if recipe is None or ref in self._bases_seen:
             return
         async with self._base_builds:
@@ -422,7 +515,9 @@ class PodmanBackend(Backend):
         the old one."""
         ids = []
         for ref in base_image_refs(spec):
-            code, out = await _run([self.binary, "image", "inspect", "--format", "{{.Id}}", ref], timeout=60)
+            code, out = await _run(
+                [self.binary, "image", "inspect", "--format", "{{.Id}}", ref], timeout=60
+            )
             ids.append(out.decode().strip() if code == 0 else f"missing:{ref}")
         if not ids:
             return spec.image_key
@@ -444,25 +539,44 @@ class PodmanBackend(Backend):
                 target.write_bytes(f.data)
                 target.chmod(f.mode & 0o7777)
             argv = [
-                self.binary, "build", f"--network={BUILD_NETWORK.get(self.name, 'default')}", "--pull=missing",
-                "--label", f"termrl.environment={environment_hash(spec.environment_files)}",
-                "--tag", tag,
-            ]  # fmt: skip
+                self.binary,
+                "build",
+                f"--network={BUILD_NETWORK.get(self.name, 'default')}",
+                "--pull=missing",
+                "--label",
+                f"termrl.environment={environment_hash(spec.environment_files)}",
+                "--tag",
+                tag,
+            ]
             if bundle is not None:
                 argv += ["--volume", f"{bundle}:{hostca.SYSTEM_BUNDLE}:ro"]
             if spec.build_installers:
                 try:
                     tools = await asyncio.to_thread(build_tools_dir, spec.build_installers)
                 except EnvInitFailed as exc:
-                    raise EnvInitFailed(f"build-time installers: {exc}", log_tail=exc.log_tail) from exc
+                    raise EnvInitFailed(
+                        f"build-time installers: {exc}", log_tail=exc.log_tail
+                    ) from exc
                 argv += ["--volume", f"{tools}:{SHIM_DIR}:ro"]
             code, out = await _run([*argv, str(root)], timeout=spec.build_timeout_sec)
         if code != 0:
-            why = f"timed out after {spec.build_timeout_sec:g}s" if code == 124 else f"exit status {code}"
-            raise EnvInitFailed(f"image build failed ({why})", log_tail=out.decode(errors="replace")[-4000:])
+            why = (
+                f"timed out after {spec.build_timeout_sec:g}s"
+                if code == 124
+                else f"exit status {code}"
+            )
+            raise EnvInitFailed(
+                f"image build failed ({why})", log_tail=out.decode(errors="replace")[-4000:]
+            )
 
     def run_argv(
-        self, spec: SandboxSpec, image: str, name: str, token: str, *, rootfs: Path | None = None,
+        self,
+        spec: SandboxSpec,
+        image: str,
+        name: str,
+        token: str,
+        *,
+        rootfs: Path | None = None,
         image_config: dict | None = None,
     ) -> list[str]:
         """The ``podman run`` command line of one session (public for tests and bench).
@@ -472,14 +586,30 @@ class PodmanBackend(Backend):
         ``podman image inspect`` Config), which podman then cannot read itself.
         """
         argv = [
-            self.binary, "run", "--interactive", "--rm", "--name", name,
-            "--log-driver=passthrough", "--hostname", "sandbox",
-            "--cpus", f"{spec.cpus:g}", "--memory", f"{spec.memory_mb}m",
-            "--memory-swap", f"{spec.memory_mb}m", "--pids-limit", str(spec.pids),
-            "--timeout", str(max(1, math.ceil(spec.lifetime_sec))),
-            "--security-opt", "no-new-privileges",
-            "--label", f"{LABEL}=1",
-        ]  # fmt: skip
+            self.binary,
+            "run",
+            "--interactive",
+            "--rm",
+            "--name",
+            name,
+            "--log-driver=passthrough",
+            "--hostname",
+            "sandbox",
+            "--cpus",
+            f"{spec.cpus:g}",
+            "--memory",
+            f"{spec.memory_mb}m",
+            "--memory-swap",
+            f"{spec.memory_mb}m",
+            "--pids-limit",
+            str(spec.pids),
+            "--timeout",
+            str(max(1, math.ceil(spec.lifetime_sec))),
+            "--security-opt",
+            "no-new-privileges",
+            "--label",
+            f"{LABEL}=1",
+        ]
         for key, value in sorted(spec.labels.items()):
             argv += ["--label", f"{key}={value}"]
         if spec.network == "none":
@@ -494,7 +624,10 @@ class PodmanBackend(Backend):
         env = dict(spec.env)
         if rootfs is not None:
             config = image_config or {}
-            env = {**dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item), **env}
+            env = {
+                **dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item),
+                **env,
+            }
             if config.get("WorkingDir"):
                 argv += ["--workdir", config["WorkingDir"]]
             if config.get("User") and not spec.user:
@@ -504,8 +637,15 @@ class PodmanBackend(Backend):
             argv += ["--env", f"{key}={value}"]
         if spec.user:  # the supervisor, so the agent's every shell, runs as this user; no-new-privileges keeps it so
             argv += ["--user", spec.user]
-        argv += ["--entrypoint", "bash", str(rootfs) if rootfs is not None else image,
-                 "-c", SUPERVISOR, "termrl-supervisor", token]  # fmt: skip
+        argv += [
+            "--entrypoint",
+            "bash",
+            str(rootfs) if rootfs is not None else image,
+            "-c",
+            SUPERVISOR,
+            "termrl-supervisor",
+            token,
+        ]
         return argv
 
     async def _mounted_image(self, image: str) -> tuple[Path, dict]:
@@ -520,13 +660,19 @@ class PodmanBackend(Backend):
             known = self._images.get(image)
             if known is not None and os.path.ismount(known[0]):
                 return known
-            code, out = await _run([self.binary, "image", "inspect", "--format", "{{json .Config}}", image], timeout=60)
+            code, out = await _run(
+                [self.binary, "image", "inspect", "--format", "{{json .Config}}", image], timeout=60
+            )
             if code != 0:
-                raise EnvInitFailed(f"cannot inspect image {image}", log_tail=out.decode(errors="replace")[-2000:])
+                raise EnvInitFailed(
+                    f"cannot inspect image {image}", log_tail=out.decode(errors="replace")[-2000:]
+                )
             config = json.loads(out or b"{}") or {}
             code, out = await _run([self.binary, "image", "mount", image], timeout=60)
             if code != 0:
-                raise EnvInitFailed(f"cannot mount image {image}", log_tail=out.decode(errors="replace")[-2000:])
+                raise EnvInitFailed(
+                    f"cannot mount image {image}", log_tail=out.decode(errors="replace")[-2000:]
+                )
             self._images[image] = (Path(out.decode().strip()), config)
             return self._images[image]
 
@@ -537,11 +683,17 @@ class PodmanBackend(Backend):
         layer = await asyncio.to_thread(mount_layer, self.layers_dir / name, lower, spec.storage_mb)
         return layer, config
 
-    async def start(self, spec: SandboxSpec, image: str, output_limit: int) -> tuple[PodmanSandbox, Shell]:
+    async def start(
+        self, spec: SandboxSpec, image: str, output_limit: int
+    ) -> tuple[PodmanSandbox, Shell]:
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         token = Shell.new_token()
-        layer, config = await self._mount_root(spec, image, name) if self.own_roots else (None, None)
-        argv = self.run_argv(spec, image, name, token, rootfs=layer and layer.root, image_config=config)
+        layer, config = (
+            await self._mount_root(spec, image, name) if self.own_roots else (None, None)
+        )
+        argv = self.run_argv(
+            spec, image, name, token, rootfs=layer and layer.root, image_config=config
+        )
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -556,8 +708,12 @@ class PodmanBackend(Backend):
             raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
         channel = ProcessChannel(process)
         image_user = None
-        if spec.user:  # fresh processes run as the image's USER (root when it names none), not the shell's
-            image_user = (config or {}).get("User") if layer is not None else await self._image_user(image)
+        if (
+            spec.user
+        ):  # fresh processes run as the image's USER (root when it names none), not the shell's
+            image_user = (
+                (config or {}).get("User") if layer is not None else await self._image_user(image)
+            )
             image_user = image_user or "0"
         sandbox = PodmanSandbox(self.binary, name, channel, image_user=image_user, layer=layer)
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
@@ -571,7 +727,9 @@ class PodmanBackend(Backend):
 
     async def _image_user(self, image: str) -> str:
         """The image's USER ('' when it names none)."""
-        code, out = await _run([self.binary, "image", "inspect", "--format", "{{.Config.User}}", image], timeout=60)
+        code, out = await _run(
+            [self.binary, "image", "inspect", "--format", "{{.Config.User}}", image], timeout=60
+        )
         return out.decode(errors="replace").strip() if code == 0 else ""
 
     async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
@@ -580,9 +738,13 @@ class PodmanBackend(Backend):
         Running sessions of other processes are younger than that (their
         ``--timeout`` lifetime ends them first), so they are left alone.
         """
-        code, out = await _run([self.binary, "ps", "-a", "--format", "json", "--filter", f"label={LABEL}=1"])
+        code, out = await _run(
+            [self.binary, "ps", "-a", "--format", "json", "--filter", f"label={LABEL}=1"]
+        )
         if code != 0:
-            raise SandboxUnavailable(f"{self.binary} ps failed", log_tail=out.decode(errors="replace"))
+            raise SandboxUnavailable(
+                f"{self.binary} ps failed", log_tail=out.decode(errors="replace")
+            )
         now = time.time()
         stale = [
             c["Id"]
@@ -592,7 +754,9 @@ class PodmanBackend(Backend):
         if stale:
             await _run([self.binary, "rm", "--force", "--time", "0", *stale], timeout=300)
         # Roots of containers that are gone (removed above, or by --rm after a crash of their owner).
-        code, out = await _run([self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"])
+        code, out = await _run(
+            [self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"]
+        )
         if code == 0:
             live = set(out.decode(errors="replace").split())
             await asyncio.to_thread(remove_stale, self.layers_dir, live)

@@ -79,7 +79,11 @@ def open_in(root: int, parent: int, name: str, hops: int = 0) -> int:
     if hops > 40:
         raise OSError(errno.ELOOP, "too many levels of symbolic links", name)
     link = PurePosixPath(os.readlink(name, dir_fd=parent))
-    base = walk(root, link.parent.parts[1:], create=False) if link.is_absolute() else walk(parent, link.parent.parts, create=False)
+    base = (
+        walk(root, link.parent.parts[1:], create=False)
+        if link.is_absolute()
+        else walk(parent, link.parent.parts, create=False)
+    )
     try:
         return open_in(root, base, link.name, hops + 1)
     finally:
@@ -125,10 +129,17 @@ def write_in(parent: int, name: str, data: bytes, mode: int, path: str) -> None:
         found = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         found = None
-    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode) or stat.S_ISLNK(found.st_mode)):
+    if found is not None and not (
+        stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode) or stat.S_ISLNK(found.st_mode)
+    ):
         os.unlink(name, dir_fd=parent)
     # O_NOFOLLOW: a symlink at the name fails (ELOOP); O_NONBLOCK: a FIFO swapped in meanwhile cannot block.
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, 0o600, dir_fd=parent)
+    fd = os.open(
+        name,
+        os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+        0o600,
+        dir_fd=parent,
+    )
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

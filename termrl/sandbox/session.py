@@ -103,8 +103,15 @@ class Sandbox(ABC):
 
     @abstractmethod
     async def exec_fresh(
-        self, command: str, *, env: dict[str, str] | None, workdir: str, timeout: float, output_limit: int,
-        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        binds: dict[str, tuple[str, bool]] | None = None,
+        user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
         """Run ``command`` in a new process outside the agent's shell (``termrl.sandbox.fresh``), with
         the sandbox's own limits; (output, exit status or None, timed_out, truncated). ``binds``
@@ -245,14 +252,18 @@ class Session:
             self.state = State.DEAD
         metrics.FAILURES.labels(self.backend, "SandboxDied").inc()
         if self.expired:
-            return SandboxDied(f"sandbox {self.name} reached its lifetime of {self.spec.lifetime_sec:g}s")
+            return SandboxDied(
+                f"sandbox {self.name} reached its lifetime of {self.spec.lifetime_sec:g}s"
+            )
         return error
 
     async def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
         """Run ``command`` in the persistent shell (see ``termrl.sandbox.shell``)."""
         return await self._timed(lambda: self.shell.exec(command, timeout))
 
-    async def _timed(self, run: Callable[[], Awaitable[tuple[str, int | None, bool, bool]]]) -> ExecResult:
+    async def _timed(
+        self, run: Callable[[], Awaitable[tuple[str, int | None, bool, bool]]]
+    ) -> ExecResult:
         """Run one command (output, exit code, timed out, truncated): metrics, a dead sandbox typed."""
         self._check()
         started = time.monotonic()
@@ -276,7 +287,11 @@ class Session:
         target = PurePosixPath(dest)
         if not target.is_absolute():
             raise ValueError(f"upload destination must be absolute: {dest!r}")
-        await self._put(pack_files([(target.name, data, default_mode if mode is None else mode)], str(target.parent)))
+        await self._put(
+            pack_files(
+                [(target.name, data, default_mode if mode is None else mode)], str(target.parent)
+            )
+        )
 
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None:
         """Write task files under ``dest_dir`` keeping their relative paths and modes."""
@@ -304,8 +319,14 @@ class Session:
         return self.sandbox.private_binds
 
     async def exec_fresh(
-        self, command: str, timeout: float = 60.0, *, env: dict[str, str] | None = None, workdir: str | None = None,
-        binds: dict[str, tuple[str, bool]] | None = None, user: str | None = None,
+        self,
+        command: str,
+        timeout: float = 60.0,
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        binds: dict[str, tuple[str, bool]] | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         """Run ``command`` in a new process, not in the agent's shell (``termrl.sandbox.fresh``).
 
@@ -323,11 +344,20 @@ class Session:
         user; the agent's shell may run as another, ``SandboxSpec.user``).
         """
         if binds and not self.sandbox.private_binds:
-            raise ValueError(f"the {self.backend} backend cannot give a process private directories")
-        return await self._timed(lambda: self.sandbox.exec_fresh(
-            command, env=env, workdir=workdir or self.workdir, timeout=timeout, output_limit=self.shell.output_limit,
-            binds=binds, user=user,
-        ))  # fmt: skip
+            raise ValueError(
+                f"the {self.backend} backend cannot give a process private directories"
+            )
+        return await self._timed(
+            lambda: self.sandbox.exec_fresh(
+                command,
+                env=env,
+                workdir=workdir or self.workdir,
+                timeout=timeout,
+                output_limit=self.shell.output_limit,
+                binds=binds,
+                user=user,
+            )
+        )
 
     async def changed_files(self) -> dict[str, str] | None:
         """What changed in the filesystem since the sandbox started (``Sandbox.changed_files``)."""
@@ -379,6 +409,9 @@ class Session:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()

@@ -225,11 +225,13 @@ class Shell:
         q = shell_quote(workdir) if workdir else ""
         cd = f"{{ mkdir -p -- {q}; cd -- {q}; }} 2>/dev/null; " if workdir else ""
         await self.channel.write(
-            f"exec 2>&1; {setup}{cd}printf '%s%s %d %s\\n' __TERMRL_READY_ {self.token} \"$$\" \"$PWD\"\n".encode()
+            f'exec 2>&1; {setup}{cd}printf \'%s%s %d %s\\n\' __TERMRL_READY_ {self.token} "$$" "$PWD"\n'.encode()
         )
         seen = OutputCap(4096)
         try:
-            found = await self._read_until([self._ready], time.monotonic() + self.READY_TIMEOUT_SEC, seen)
+            found = await self._read_until(
+                [self._ready], time.monotonic() + self.READY_TIMEOUT_SEC, seen
+            )
         except SandboxDied as e:
             raise SandboxDied(str(e), log_tail=seen.text()) from e
         if found is None:
@@ -246,10 +248,12 @@ class Shell:
             cap = OutputCap(self.output_limit)
             line = (
                 f"eval {shell_quote(command)} </dev/null; "
-                f"printf '\\n%s%s %d %s\\n' __TERMRL_ {self.token} \"$?\" \"$PWD\"\n"
+                f'printf \'\\n%s%s %d %s\\n\' __TERMRL_ {self.token} "$?" "$PWD"\n'
             )
             await self.channel.write(line.encode())
-            found = await self._read_until([self._done, self._exit], time.monotonic() + timeout, cap)
+            found = await self._read_until(
+                [self._done, self._exit], time.monotonic() + timeout, cap
+            )
             timed_out = found is None
             if timed_out:
                 found = await self._interrupt(cap)
@@ -277,15 +281,21 @@ class Shell:
             raise SandboxDied("the sandbox shell has no pid")
         for sig in ("INT", "KILL"):
             await self.signal(self.pid, sig, "fg")
-            found = await self._read_until([self._done, self._exit], time.monotonic() + self.GRACE_SEC, cap)
+            found = await self._read_until(
+                [self._done, self._exit], time.monotonic() + self.GRACE_SEC, cap
+            )
             if found is not None:
                 return found
         # Stuck in a builtin loop or behind a process that ignores SIGINT:
         # kill the inner shell with everything it started.
         await self.signal(self.pid, "KILL", "all")
-        found = await self._read_until([self._done, self._exit], time.monotonic() + 5 * self.GRACE_SEC, cap)
+        found = await self._read_until(
+            [self._done, self._exit], time.monotonic() + 5 * self.GRACE_SEC, cap
+        )
         if found is None:
-            raise ExecTimeout("the command ran past its timeout and the shell could not be recovered")
+            raise ExecTimeout(
+                "the command ran past its timeout and the shell could not be recovered"
+            )
         return found
 
     async def _restart(self) -> None:

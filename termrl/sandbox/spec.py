@@ -83,7 +83,9 @@ def resolve_env(env: Mapping[str, str], host: Mapping[str, str] | None = None) -
         else:
             missing.append(f"{key} = {value}")
     if missing:
-        raise EnvInitFailed(f"task environment variables need host variables that are not set: {', '.join(missing)}")
+        raise EnvInitFailed(
+            f"task environment variables need host variables that are not set: {', '.join(missing)}"
+        )
     return resolved
 
 
@@ -131,12 +133,19 @@ class SandboxSpec:
         problems = []
         if (self.image is None) == (not self.environment_files):
             problems.append("set exactly one of image and environment_files")
-        if self.environment_files and not any(f.path == "Dockerfile" for f in self.environment_files):
+        if self.environment_files and not any(
+            f.path == "Dockerfile" for f in self.environment_files
+        ):
             problems.append("environment_files has no Dockerfile")
         if self.network not in ("none", "egress"):
             problems.append(f"network must be 'none' or 'egress', not {self.network!r}")
-        for name, value in (("cpus", self.cpus), ("memory_mb", self.memory_mb), ("pids", self.pids),
-                            ("lifetime_sec", self.lifetime_sec), ("build_timeout_sec", self.build_timeout_sec)):  # fmt: skip
+        for name, value in (
+            ("cpus", self.cpus),
+            ("memory_mb", self.memory_mb),
+            ("pids", self.pids),
+            ("lifetime_sec", self.lifetime_sec),
+            ("build_timeout_sec", self.build_timeout_sec),
+        ):
             if value <= 0:
                 problems.append(f"{name} must be positive, not {value}")
         if self.storage_mb < 0:
@@ -161,7 +170,8 @@ class SandboxSpec:
             return list(self.environment_files)
         return [
             TaskFile(f.path, _rewritten(f.data, self.base_image_rewrites), f.mode)
-            if f.path == "Dockerfile" else f
+            if f.path == "Dockerfile"
+            else f
             for f in self.environment_files
         ]
 
@@ -175,7 +185,9 @@ class SandboxSpec:
         rewrites = {ref: e["image"] for ref, e in task.adaptations.get("base_images", {}).items()}
         values: dict[str, object] = {
             # A prebuilt image runs as it is (through its stand-in, as a FROM line would); else build the Dockerfile.
-            "image": rewrites.get(task.docker_image, task.docker_image) if task.docker_image else None,
+            "image": rewrites.get(task.docker_image, task.docker_image)
+            if task.docker_image
+            else None,
             "environment_files": [] if task.docker_image else list(task.environment_files),
             "workdir": task.workdir,
             "env": resolve_env(task.env),
@@ -183,11 +195,17 @@ class SandboxSpec:
             "network": "egress" if task.allow_internet else "none",
             "labels": {"termrl.task": task.id},
             "base_image_rewrites": rewrites,
-            "build_installers": {url: {"tool": e["tool"], "version": e.get("version")}
-                                 for url, e in task.adaptations.get("build_installers", {}).items()},
+            "build_installers": {
+                url: {"tool": e["tool"], "version": e.get("version")}
+                for url, e in task.adaptations.get("build_installers", {}).items()
+            },
         }
-        for name, value in (("cpus", task.cpus), ("memory_mb", task.memory_mb), ("storage_mb", task.storage_mb),
-                            ("build_timeout_sec", task.build_timeout_sec)):  # fmt: skip
+        for name, value in (
+            ("cpus", task.cpus),
+            ("memory_mb", task.memory_mb),
+            ("storage_mb", task.storage_mb),
+            ("build_timeout_sec", task.build_timeout_sec),
+        ):
             if value is not None:
                 values[name] = value
         values.update(overrides)

@@ -21,8 +21,15 @@ def tasks() -> None:
 
 @tasks.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="tasks.parquet to write")
-@click.option("--skip-invalid", is_flag=True, help="Import the good folders even when some are bad.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="tasks.parquet to write",
+)
+@click.option(
+    "--skip-invalid", is_flag=True, help="Import the good folders even when some are bad."
+)
 def import_command(paths: tuple[Path, ...], out: Path, skip_invalid: bool) -> None:
     """Read task folders (Harbor or legacy layout; a task or a tree of tasks) into OUT.
 
@@ -49,7 +56,12 @@ def import_command(paths: tuple[Path, ...], out: Path, skip_invalid: bool) -> No
 
 @tasks.command("export")
 @click.argument("tasks_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to write into")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder to write into",
+)
 @click.option("--force", is_flag=True, help="Replace task folders that already exist.")
 def export_command(tasks_file: Path, out: Path, force: bool) -> None:
     """Write every task of TASKS_FILE as a Harbor task folder under OUT."""
@@ -76,7 +88,10 @@ def format_task_table(tasks: list[Task]) -> str:
         for t in tasks
     ]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    lines = [
+        "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -50,11 +50,17 @@ def task_toml(task: Task) -> dict[str, Any]:
             "allow_internet": task.allow_internet,
         },
     }
-    sections["environment"].update(docker_image=task.docker_image, workdir=task.workdir, env=task.env or None)
+    sections["environment"].update(
+        docker_image=task.docker_image, workdir=task.workdir, env=task.env or None
+    )
     sections["solution"] = {"env": task.solution_env or None}
     sections["agent"]["user"] = _user(task.agent_user)
-    sections["verifier"].update(env=task.verifier_env or None, user=_user(task.verifier_user),
-                                environment_mode=task.verifier_mode, collect=task.verifier_collect or None)  # fmt: skip
+    sections["verifier"].update(
+        env=task.verifier_env or None,
+        user=_user(task.verifier_user),
+        environment_mode=task.verifier_mode,
+        collect=task.verifier_collect or None,
+    )
     for section, values in sections.items():
         for key, value in values.items():
             if value is not None:
@@ -102,8 +108,11 @@ def _step_toml(step: dict[str, Any]) -> dict[str, Any]:
         out["min_reward"] = step["min_reward"]
     if step.get("agent_timeout_sec") is not None:
         out["agent"] = {"timeout_sec": step["agent_timeout_sec"]}
-    verifier = {"timeout_sec": step.get("verifier_timeout_sec"), "env": step.get("verifier_env") or None,
-                "user": _user(step.get("verifier_user"))}  # fmt: skip
+    verifier = {
+        "timeout_sec": step.get("verifier_timeout_sec"),
+        "env": step.get("verifier_env") or None,
+        "user": _user(step.get("verifier_user")),
+    }
     if any(v is not None for v in verifier.values()):
         out["verifier"] = {k: v for k, v in verifier.items() if v is not None}
     return out
@@ -149,7 +158,9 @@ def export_task(task: Task, out_dir: str | os.PathLike, *, overwrite: bool = Fal
     return final
 
 
-def export_tasks(tasks: Iterable[Task], out_dir: str | os.PathLike, *, overwrite: bool = False) -> list[Path]:
+def export_tasks(
+    tasks: Iterable[Task], out_dir: str | os.PathLike, *, overwrite: bool = False
+) -> list[Path]:
     """Export every task; refuses to start when any target folder exists (unless overwrite)."""
     tasks = list(tasks)
     if not overwrite:

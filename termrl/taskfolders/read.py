@@ -58,7 +58,9 @@ def _is_task_folder(path: Path) -> bool:
     return any((path / marker).exists() for marker in TASK_MARKERS)
 
 
-def find_task_folders(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[TaskFormatError]]:
+def find_task_folders(
+    paths: Iterable[str | os.PathLike],
+) -> tuple[list[Path], list[TaskFormatError]]:
     """The task folders under each path: the path itself, or any folder below it."""
     folders: list[Path] = []
     errors: list[TaskFormatError] = []
@@ -78,7 +80,9 @@ def find_task_folders(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], l
         # A task folder's own subfolders (tests/, environment/) are not tasks.
         found = sorted(p for p in found if not any(q in p.parents for q in found))
         if not found:
-            errors.append(TaskFormatError(str(root), "no task folders found (no task.toml or task.yaml)"))
+            errors.append(
+                TaskFormatError(str(root), "no task folders found (no task.toml or task.yaml)")
+            )
         folders.extend(found)
     return folders, errors
 
@@ -95,7 +99,11 @@ def import_task_folders(paths: Iterable[str | os.PathLike]) -> ImportReport:
             report.errors.append(exc)
             continue
         if task.id in seen:
-            report.errors.append(TaskFormatError(str(folder), f"duplicate task id {task.id!r} (also {seen[task.id]})"))
+            report.errors.append(
+                TaskFormatError(
+                    str(folder), f"duplicate task id {task.id!r} (also {seen[task.id]})"
+                )
+            )
             continue
         seen[task.id] = folder
         report.tasks.append(task)
@@ -128,10 +136,13 @@ def _check_links(folder: Path) -> None:
             target = path.resolve()
             if root not in target.parents and target != root:
                 raise TaskFormatError(
-                    str(folder), f"{path.relative_to(folder)} is a symlink escaping the folder (-> {os.readlink(path)})"
+                    str(folder),
+                    f"{path.relative_to(folder)} is a symlink escaping the folder (-> {os.readlink(path)})",
                 )
             if target.is_dir():
-                raise TaskFormatError(str(folder), f"{path.relative_to(folder)} is a symlinked folder (not supported)")
+                raise TaskFormatError(
+                    str(folder), f"{path.relative_to(folder)} is a symlinked folder (not supported)"
+                )
 
 
 def _files(folder: Path, base: Path, *, exclude: set[str] = frozenset()) -> list[TaskFile]:
@@ -149,7 +160,9 @@ def _files(folder: Path, base: Path, *, exclude: set[str] = frozenset()) -> list
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                raise TaskFormatError(str(folder), f"cannot read {path.relative_to(folder)}: {exc.strerror}") from exc
+                raise TaskFormatError(
+                    str(folder), f"cannot read {path.relative_to(folder)}: {exc.strerror}"
+                ) from exc
             out.append(TaskFile(relative, data, path.stat().st_mode & 0o7777))
     return sorted(out, key=lambda f: f.path)
 
@@ -208,7 +221,9 @@ def _read_harbor(folder: Path) -> Task:
     ours = dict(ours)
     extra = ours.pop("extra", {})
     if not isinstance(extra, dict) or set(extra) & HARBOR_TABLES:
-        raise TaskFormatError(where, "task.toml: [metadata.termrl.extra] must be a table of non-Harbor keys")
+        raise TaskFormatError(
+            where, "task.toml: [metadata.termrl.extra] must be a table of non-Harbor keys"
+        )
     rest.update(extra)
     # An exported legacy task names its own test script in [termrl].test_command.
     if "test_command" in ours:
@@ -218,29 +233,57 @@ def _read_harbor(folder: Path) -> Task:
         raise TaskFormatError(where, "no tests (tests/test.sh missing)")
     run = run_config(folder, rest)  # a multi-step task: each step's tests checked there
     step_files = _files(folder, folder / "steps")
-    if not instruction or not instruction.strip():  # a multi-step task needs none: its steps have theirs
-        instruction = next(f for f in step_files if f.path == f"{run['steps'][0]['name']}/instruction.md").data.decode()
+    if (
+        not instruction or not instruction.strip()
+    ):  # a multi-step task needs none: its steps have theirs
+        instruction = next(
+            f for f in step_files if f.path == f"{run['steps'][0]['name']}/instruction.md"
+        ).data.decode()
     if not run["docker_image"] and not (folder / "environment" / "Dockerfile").is_file():
-        raise TaskFormatError(where, "no environment/Dockerfile (and no [environment].docker_image)")
+        raise TaskFormatError(
+            where, "no environment/Dockerfile (and no [environment].docker_image)"
+        )
     tags = pop_field(rest, "metadata", "tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise TaskFormatError(where, f"task.toml: [metadata].tags must be a list of strings, got {tags!r}")
+        raise TaskFormatError(
+            where, f"task.toml: [metadata].tags must be a list of strings, got {tags!r}"
+        )
     values: dict[str, Any] = {
         "difficulty": pop_field(rest, "metadata", "difficulty"),
         "family": pop_field(rest, "metadata", "category"),
-        "agent_timeout_sec": _number(folder, "[agent].timeout_sec", pop_field(rest, "agent", "timeout_sec"), float),
-        "verifier_timeout_sec": _number(folder, "[verifier].timeout_sec", pop_field(rest, "verifier", "timeout_sec"), float),
-        "build_timeout_sec": _number(
-            folder, "[environment].build_timeout_sec", pop_field(rest, "environment", "build_timeout_sec"), float
+        "agent_timeout_sec": _number(
+            folder, "[agent].timeout_sec", pop_field(rest, "agent", "timeout_sec"), float
         ),
-        "cpus": _number(folder, "[environment].cpus", pop_field(rest, "environment", "cpus"), float),
-        "memory_mb": _number(folder, "[environment].memory_mb", pop_field(rest, "environment", "memory_mb"), int),
-        "storage_mb": _number(folder, "[environment].storage_mb", pop_field(rest, "environment", "storage_mb"), int),
+        "verifier_timeout_sec": _number(
+            folder, "[verifier].timeout_sec", pop_field(rest, "verifier", "timeout_sec"), float
+        ),
+        "build_timeout_sec": _number(
+            folder,
+            "[environment].build_timeout_sec",
+            pop_field(rest, "environment", "build_timeout_sec"),
+            float,
+        ),
+        "cpus": _number(
+            folder, "[environment].cpus", pop_field(rest, "environment", "cpus"), float
+        ),
+        "memory_mb": _number(
+            folder, "[environment].memory_mb", pop_field(rest, "environment", "memory_mb"), int
+        ),
+        "storage_mb": _number(
+            folder, "[environment].storage_mb", pop_field(rest, "environment", "storage_mb"), int
+        ),
     }
-    if values["memory_mb"] is None and isinstance(rest.get("environment"), dict) and "memory" in rest["environment"]:
+    if (
+        values["memory_mb"] is None
+        and isinstance(rest.get("environment"), dict)
+        and "memory" in rest["environment"]
+    ):
         values["memory_mb"] = _memory_mb(rest["environment"]["memory"])
-    run["allow_internet"] = bool(HARBOR_DEFAULTS["allow_internet"] if run["allow_internet"] is None
-                                 else run["allow_internet"])  # fmt: skip
+    run["allow_internet"] = bool(
+        HARBOR_DEFAULTS["allow_internet"]
+        if run["allow_internet"] is None
+        else run["allow_internet"]
+    )
     for key, default in HARBOR_DEFAULTS.items():
         if key != "allow_internet" and values.get(key) is None:
             values[key] = default
@@ -259,7 +302,10 @@ def _read_harbor(folder: Path) -> Task:
         environment_files=_files(folder, folder / "environment"),
         solution_files=_files(folder, folder / "solution"),
         # "" in the file stands for "no command" (TOML has no null).
-        solution_command=ours.get("solution_command", HARBOR_SOLUTION_COMMAND if has_solution else None) or None,
+        solution_command=ours.get(
+            "solution_command", HARBOR_SOLUTION_COMMAND if has_solution else None
+        )
+        or None,
         test_files=_files(folder, folder / "tests"),
         test_command=ours.get("test_command", HARBOR_TEST_COMMAND),
         scoring=ours.get("scoring", "reward-file"),
@@ -292,7 +338,12 @@ def _read_legacy(folder: Path) -> Task:
     if instruction is None:  # the oldest 1.0 tasks: a list of keyed descriptions
         descriptions = rest.get("descriptions") or []
         instruction = next(
-            (d.get("description") for d in descriptions if isinstance(d, dict) and d.get("key") == "base"), None
+            (
+                d.get("description")
+                for d in descriptions
+                if isinstance(d, dict) and d.get("key") == "base"
+            ),
+            None,
         )
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskFormatError(where, "no instruction in task.yaml")
@@ -303,8 +354,12 @@ def _read_legacy(folder: Path) -> Task:
     tags = rest.pop("tags", None) or []
     if not isinstance(tags, list):
         raise TaskFormatError(where, f"task.yaml: tags must be a list, got {tags!r}")
-    agent_timeout = _number(folder, "max_agent_timeout_sec", rest.pop("max_agent_timeout_sec", None), float)
-    test_timeout = _number(folder, "max_test_timeout_sec", rest.pop("max_test_timeout_sec", None), float)
+    agent_timeout = _number(
+        folder, "max_agent_timeout_sec", rest.pop("max_agent_timeout_sec", None), float
+    )
+    test_timeout = _number(
+        folder, "max_test_timeout_sec", rest.pop("max_test_timeout_sec", None), float
+    )
 
     if (folder / "solution.sh").is_file():
         solution, solution_command = [_file(folder, "solution.sh")], LEGACY_SOLUTION_COMMAND
@@ -336,5 +391,7 @@ def _read_legacy(folder: Path) -> Task:
         memory_mb=LEGACY_DEFAULTS["memory_mb"],
         storage_mb=LEGACY_DEFAULTS["storage_mb"],
         allow_internet=LEGACY_DEFAULTS["allow_internet"],
-        metadata={"metadata": json.loads(json.dumps(rest, default=str, sort_keys=True))} if rest else {},
+        metadata={"metadata": json.loads(json.dumps(rest, default=str, sort_keys=True))}
+        if rest
+        else {},
     )

@@ -85,14 +85,23 @@ def _network(folder: Path, rest: dict[str, Any]) -> tuple[bool | None, str | Non
     mode = pop_field(rest, "environment", "network_mode")
     hosts = pop_field(rest, "environment", "allowed_hosts")
     if hosts:
-        raise _fail(folder, f"[environment].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported: "
-                            "termrl's sandboxes have no network or full egress")  # fmt: skip
+        raise _fail(
+            folder,
+            f"[environment].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported: "
+            "termrl's sandboxes have no network or full egress",
+        )
     if mode is None:
         return allow, None
     if mode not in NETWORK_MODES:
-        raise _fail(folder, f"[environment].network_mode = {mode!r} is not supported (only {', '.join(NETWORK_MODES)})")
+        raise _fail(
+            folder,
+            f"[environment].network_mode = {mode!r} is not supported (only {', '.join(NETWORK_MODES)})",
+        )
     if allow is not None and bool(allow) != (mode == "public"):
-        raise _fail(folder, f"[environment].network_mode = {mode!r} conflicts with allow_internet = {allow!r}")
+        raise _fail(
+            folder,
+            f"[environment].network_mode = {mode!r} conflicts with allow_internet = {allow!r}",
+        )
     return mode == "public", mode
 
 
@@ -101,11 +110,16 @@ def _phase_network(folder: Path, rest: dict[str, Any], phase: str, baseline: str
     mode = pop_field(rest, phase, "network_mode")
     hosts = pop_field(rest, phase, "allowed_hosts")
     if hosts:
-        raise _fail(folder, f"[{phase}].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported")
+        raise _fail(
+            folder, f"[{phase}].allowed_hosts = {hosts!r} (an allowlist of hosts) is not supported"
+        )
     if mode is not None and mode != baseline:
-        raise _fail(folder, f"[{phase}].network_mode = {mode!r} differs from the environment's {baseline!r} and is "
-                            "not supported: a termrl sandbox keeps one network for its life (a separate verifier takes its own from "
-                            "[verifier.environment].network_mode)")  # fmt: skip
+        raise _fail(
+            folder,
+            f"[{phase}].network_mode = {mode!r} differs from the environment's {baseline!r} and is "
+            "not supported: a termrl sandbox keeps one network for its life (a separate verifier takes its own from "
+            "[verifier.environment].network_mode)",
+        )
 
 
 def _verifier_network(folder: Path, rest: dict[str, Any], mode: str | None) -> str | None:
@@ -116,14 +130,20 @@ def _verifier_network(folder: Path, rest: dict[str, Any], mode: str | None) -> s
         raise _fail(folder, f"[verifier.environment] must be a table, got {table!r}")
     others = sorted(set(table) - {"network_mode"})
     if others:
-        raise _fail(folder, f"[verifier.environment] keys {others} (a verifier environment of its own) are not "
-                            "supported: termrl's separate verifier runs the task's image; only network_mode")  # fmt: skip
+        raise _fail(
+            folder,
+            f"[verifier.environment] keys {others} (a verifier environment of its own) are not "
+            "supported: termrl's separate verifier runs the task's image; only network_mode",
+        )
     if mode != "separate":
         raise _fail(folder, "[verifier.environment] needs [verifier].environment_mode = 'separate'")
     network = table.get("network_mode")
     if network not in NETWORK_MODES:
-        raise _fail(folder, f"[verifier.environment].network_mode = {network!r} is not supported "
-                            f"(only {', '.join(NETWORK_MODES)})")  # fmt: skip
+        raise _fail(
+            folder,
+            f"[verifier.environment].network_mode = {network!r} is not supported "
+            f"(only {', '.join(NETWORK_MODES)})",
+        )
     return network
 
 
@@ -135,8 +155,11 @@ def _collect(folder: Path, rest: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
             raise _fail(folder, f"a [[verifier.collect]] entry needs a command: {entry!r}")
         if entry.get("service", "main") != "main":
-            raise _fail(folder, f"[[verifier.collect]] in service {entry['service']!r} "
-                                "(compose services are not supported; only main)")  # fmt: skip
+            raise _fail(
+                folder,
+                f"[[verifier.collect]] in service {entry['service']!r} "
+                "(compose services are not supported; only main)",
+            )
         _user(folder, "[[verifier.collect]].user", entry.get("user"))
         _timeout(folder, "[[verifier.collect]].timeout_sec", entry.get("timeout_sec"))
     return [dict(e) for e in collect]
@@ -151,10 +174,15 @@ def _artifacts(folder: Path, rest: dict[str, Any]) -> list[dict[str, Any]]:
         entry = {"source": entry} if isinstance(entry, str) else entry
         source = entry.get("source") if isinstance(entry, dict) else None
         if not isinstance(source, str) or not source.startswith("/") or ".." in source.split("/"):
-            raise _fail(folder, f"an artifact needs an absolute source path without '..': {entry!r}")
+            raise _fail(
+                folder, f"an artifact needs an absolute source path without '..': {entry!r}"
+            )
         if entry.get("service", "main") != "main":
-            raise _fail(folder, f"artifact {source} from service {entry['service']!r} "
-                                "(compose services are not supported; only main)")  # fmt: skip
+            raise _fail(
+                folder,
+                f"artifact {source} from service {entry['service']!r} "
+                "(compose services are not supported; only main)",
+            )
         entries.append(dict(entry))
     return entries
 
@@ -166,15 +194,20 @@ def _min_reward(folder: Path, where: str, value: Any) -> float | dict[str, float
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()):
             raise _fail(folder, f"{where} must be a number or a table of numbers, got {value!r}")
         if set(value) - {"reward"}:
-            raise _fail(folder, f"{where} gates reward keys {sorted(set(value) - {'reward'})}: termrl reads one "
-                                "reward (reward.txt), so only 'reward' can be gated")  # fmt: skip
+            raise _fail(
+                folder,
+                f"{where} gates reward keys {sorted(set(value) - {'reward'})}: termrl reads one "
+                "reward (reward.txt), so only 'reward' can be gated",
+            )
         return {k: float(v) for k, v in value.items()}
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _fail(folder, f"{where} must be a number or a table of numbers, got {value!r}")
     return float(value)
 
 
-def _steps(folder: Path, rest: dict[str, Any], mode: str | None) -> tuple[list[dict[str, Any]], str | None]:
+def _steps(
+    folder: Path, rest: dict[str, Any], mode: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
     """The ``[[steps]]`` configs and the strategy (each step's instruction checked, kept in ``step_files``)."""
     strategy = rest.pop("multi_step_reward_strategy", None)
     steps = rest.pop("steps", None)
@@ -183,49 +216,95 @@ def _steps(folder: Path, rest: dict[str, Any], mode: str | None) -> tuple[list[d
             raise _fail(folder, "multi_step_reward_strategy without [[steps]]")
         return [], None
     if strategy not in (None, *REWARD_STRATEGIES):
-        raise _fail(folder, f"multi_step_reward_strategy must be one of {REWARD_STRATEGIES}, got {strategy!r}")
+        raise _fail(
+            folder,
+            f"multi_step_reward_strategy must be one of {REWARD_STRATEGIES}, got {strategy!r}",
+        )
     if not isinstance(steps, list) or not steps:
         raise _fail(folder, "[[steps]] must be a non-empty list of tables")
     if mode == "separate":
-        raise _fail(folder, "[verifier].environment_mode = 'separate' in a multi-step task is not supported "
-                            "(the agent's sandbox must outlive each step's verification)")  # fmt: skip
+        raise _fail(
+            folder,
+            "[verifier].environment_mode = 'separate' in a multi-step task is not supported "
+            "(the agent's sandbox must outlive each step's verification)",
+        )
     out, names = [], set()
     for index, step in enumerate(steps):
         name = step.get("name") if isinstance(step, dict) else None
         where = f"[[steps]] #{index + 1}"
-        if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or name in names:
+        if (
+            not isinstance(name, str)
+            or not name
+            or "/" in name
+            or name in (".", "..")
+            or name in names
+        ):
             raise _fail(folder, f"{where} needs a unique name that is a folder name, got {name!r}")
         names.add(name)
         agent, verifier = step.get("agent") or {}, step.get("verifier") or {}
-        unknown = sorted(set(step) - _STEP_KEYS) + [f"agent.{k}" for k in sorted(set(agent) - _STEP_AGENT_KEYS)] + [
-            f"verifier.{k}" for k in sorted(set(verifier) - _STEP_VERIFIER_KEYS)]  # fmt: skip
+        unknown = (
+            sorted(set(step) - _STEP_KEYS)
+            + [f"agent.{k}" for k in sorted(set(agent) - _STEP_AGENT_KEYS)]
+            + [f"verifier.{k}" for k in sorted(set(verifier) - _STEP_VERIFIER_KEYS)]
+        )
         if unknown:
             raise _fail(folder, f"step {name!r}: {', '.join(unknown)} are not supported in a step")
         instruction = folder / "steps" / name / "instruction.md"
         try:
             text = instruction.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise TaskFormatError(str(folder), f"step {name!r}: cannot read steps/{name}/instruction.md: {exc}") from exc
+            raise TaskFormatError(
+                str(folder), f"step {name!r}: cannot read steps/{name}/instruction.md: {exc}"
+            ) from exc
         if not text.strip():
-            raise TaskFormatError(str(folder), f"step {name!r}: steps/{name}/instruction.md is empty")
-        if not (folder / "tests" / "test.sh").is_file() and not (folder / "steps" / name / "tests" / "test.sh").is_file():
-            raise TaskFormatError(str(folder), f"step {name!r}: no tests (steps/{name}/tests/test.sh or tests/test.sh)")
-        extra = sorted(p.name for p in (folder / "steps" / name).iterdir() if p.name not in _STEP_ENTRIES)
+            raise TaskFormatError(
+                str(folder), f"step {name!r}: steps/{name}/instruction.md is empty"
+            )
+        if (
+            not (folder / "tests" / "test.sh").is_file()
+            and not (folder / "steps" / name / "tests" / "test.sh").is_file()
+        ):
+            raise TaskFormatError(
+                str(folder),
+                f"step {name!r}: no tests (steps/{name}/tests/test.sh or tests/test.sh)",
+            )
+        extra = sorted(
+            p.name for p in (folder / "steps" / name).iterdir() if p.name not in _STEP_ENTRIES
+        )
         if extra:
-            raise TaskFormatError(str(folder), f"step {name!r}: steps/{name}/ holds {extra}, which termrl does not run "
-                                               "(a step has instruction.md, tests/ and solution/ only)")  # fmt: skip
-        out.append({
-            "name": name,
-            "min_reward": _min_reward(folder, f"step {name!r}: min_reward", step.get("min_reward")),
-            "agent_timeout_sec": _timeout(folder, f"step {name!r}: agent.timeout_sec", agent.get("timeout_sec")),
-            "verifier_timeout_sec": _timeout(folder, f"step {name!r}: verifier.timeout_sec", verifier.get("timeout_sec")),
-            "verifier_env": _string_map(folder, f"step {name!r}: verifier.env", verifier.get("env")),
-            "verifier_user": _user(folder, f"step {name!r}: verifier.user", verifier.get("user")),
-        })  # fmt: skip
-    on_disk = sorted(p.name for p in (folder / "steps").iterdir()) if (folder / "steps").is_dir() else []
+            raise TaskFormatError(
+                str(folder),
+                f"step {name!r}: steps/{name}/ holds {extra}, which termrl does not run "
+                "(a step has instruction.md, tests/ and solution/ only)",
+            )
+        out.append(
+            {
+                "name": name,
+                "min_reward": _min_reward(
+                    folder, f"step {name!r}: min_reward", step.get("min_reward")
+                ),
+                "agent_timeout_sec": _timeout(
+                    folder, f"step {name!r}: agent.timeout_sec", agent.get("timeout_sec")
+                ),
+                "verifier_timeout_sec": _timeout(
+                    folder, f"step {name!r}: verifier.timeout_sec", verifier.get("timeout_sec")
+                ),
+                "verifier_env": _string_map(
+                    folder, f"step {name!r}: verifier.env", verifier.get("env")
+                ),
+                "verifier_user": _user(
+                    folder, f"step {name!r}: verifier.user", verifier.get("user")
+                ),
+            }
+        )
+    on_disk = (
+        sorted(p.name for p in (folder / "steps").iterdir()) if (folder / "steps").is_dir() else []
+    )
     stray = sorted(set(on_disk) - names)
     if stray:
-        raise TaskFormatError(str(folder), f"steps/ holds folders no [[steps]] entry names: {stray}")
+        raise TaskFormatError(
+            str(folder), f"steps/ holds folders no [[steps]] entry names: {stray}"
+        )
     return out, strategy
 
 
@@ -233,14 +312,23 @@ def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
     """The ``Task`` fields of the run configuration, popped from ``rest`` (see the module docstring)."""
     mode = pop_field(rest, "verifier", "environment_mode")
     if mode not in (None, "shared", "separate"):
-        raise _fail(folder, f"[verifier].environment_mode must be 'shared' or 'separate', got {mode!r}")
+        raise _fail(
+            folder, f"[verifier].environment_mode must be 'shared' or 'separate', got {mode!r}"
+        )
     verifier_network = _verifier_network(folder, rest, mode)
     allow_internet, _ = _network(folder, rest)
     baseline = "public" if allow_internet else "no-network"
     _phase_network(folder, rest, "agent", baseline)
-    if mode == "separate" and isinstance(rest.get("verifier"), dict) and "network_mode" in rest["verifier"]:
-        raise _fail(folder, "[verifier].network_mode is a shared verifier's phase override; a separate verifier "
-                            "takes [verifier.environment].network_mode")  # fmt: skip
+    if (
+        mode == "separate"
+        and isinstance(rest.get("verifier"), dict)
+        and "network_mode" in rest["verifier"]
+    ):
+        raise _fail(
+            folder,
+            "[verifier].network_mode is a shared verifier's phase override; a separate verifier "
+            "takes [verifier.environment].network_mode",
+        )
     _phase_network(folder, rest, "verifier", baseline)
     image = pop_field(rest, "environment", "docker_image")
     workdir = pop_field(rest, "environment", "workdir")

@@ -20,8 +20,22 @@ from typing import Any
 
 __all__ = ["HARBOR_TABLES", "TERMRL_TABLE", "split_extra", "unsupported_fields"]
 
-HARBOR_TABLES = frozenset({"version", "schema_version", "metadata", "agent", "verifier", "environment", "solution",
-                           "steps", "source", "task", "artifacts", "multi_step_reward_strategy"})  # fmt: skip
+HARBOR_TABLES = frozenset(
+    {
+        "version",
+        "schema_version",
+        "metadata",
+        "agent",
+        "verifier",
+        "environment",
+        "solution",
+        "steps",
+        "source",
+        "task",
+        "artifacts",
+        "multi_step_reward_strategy",
+    }
+)
 """Top-level keys of Harbor's task.toml; anything else is kept under [metadata.termrl.extra]."""
 TERMRL_TABLE = "termrl"
 """termrl's own table, under [metadata]."""
@@ -36,7 +50,10 @@ _UNSUPPORTED: dict[tuple[str, str | None], str] = {
 }
 """What ``termrl.taskfolders.runconfig`` does not check itself: the rest of 1.4 it reads and runs, or refuses
 with a reason of its own (per-phase networks, allowlists, a verifier image, steps' extras)."""
-_DEFAULT_VALUES: dict[tuple[str, str], Any] = {("environment", "mcp_servers"): [], ("environment", "os"): "linux"}
+_DEFAULT_VALUES: dict[tuple[str, str], Any] = {
+    ("environment", "mcp_servers"): [],
+    ("environment", "os"): "linux",
+}
 """Values that ask for nothing termrl does not already do."""
 
 
@@ -49,7 +66,11 @@ def unsupported_fields(config: dict[str, Any]) -> list[str]:
             continue
         if key is None:
             problems.append(f"[{table}] ({why}) is not supported")
-        elif isinstance(section, dict) and key in section and section[key] != _DEFAULT_VALUES.get((table, key)):
+        elif (
+            isinstance(section, dict)
+            and key in section
+            and section[key] != _DEFAULT_VALUES.get((table, key))
+        ):
             problems.append(f"[{table}].{key} = {section[key]!r} ({why}) is not supported")
     return problems
 

@@ -51,11 +51,16 @@ def adaptations_for(task: Task) -> dict[str, Any]:
     for ref in [task.docker_image] if task.docker_image else base_refs(task.dockerfile):
         standin = resolve_base(ref)
         if standin is None:
-            notes.append(f"no local stand-in for FROM {ref}: that image must exist locally to build")
+            notes.append(
+                f"no local stand-in for FROM {ref}: that image must exist locally to build"
+            )
             continue
         resolved.append(standin)
         if standin.rewrite:
-            out.setdefault("base_images", {})[ref] = {"image": standin.image, "differences": list(standin.differences)}
+            out.setdefault("base_images", {})[ref] = {
+                "image": standin.image,
+                "differences": list(standin.differences),
+            }
 
     installers, problems = scan_installers(task.environment_files)
     notes += problems
@@ -66,9 +71,13 @@ def adaptations_for(task: Task) -> dict[str, Any]:
     notes += scan.problems
     if scan.uses_uv or scan.groups:
         # The last FROM is the image the tests run in.
-        python, glibc = (resolved[-1].python, resolved[-1].glibc) if resolved else SUITES["bookworm"]
+        python, glibc = (
+            (resolved[-1].python, resolved[-1].glibc) if resolved else SUITES["bookworm"]
+        )
         if not resolved:
-            notes.append(f"test kit built for Python {python} / glibc {glibc}: the base image is not known here")
+            notes.append(
+                f"test kit built for Python {python} / glibc {glibc}: the base image is not known here"
+            )
         kit = KitSpec(
             uv=(scan.uv_version or DEFAULT_UV_VERSION) if scan.uses_uv else None,
             python=python,

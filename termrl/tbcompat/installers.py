@@ -25,14 +25,22 @@ __all__ = ["scan_installers"]
 _VERSION = r"(?P<version>\d+\.\d+\.\d+|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)"
 _INSTALLER_URLS = (
     re.compile(rf"https?://astral\.sh/(?P<tool>uv|ruff)/(?:{_VERSION}/)?install\.sh"),
-    re.compile(rf"https?://github\.com/astral-sh/(?P<tool>uv|ruff)/releases/download/{_VERSION}/(?:uv|ruff)-installer\.sh"),
-    re.compile(r"https?://github\.com/astral-sh/(?P<tool>uv|ruff)/releases/latest/download/(?:uv|ruff)-installer\.sh"),
+    re.compile(
+        rf"https?://github\.com/astral-sh/(?P<tool>uv|ruff)/releases/download/{_VERSION}/(?:uv|ruff)-installer\.sh"
+    ),
+    re.compile(
+        r"https?://github\.com/astral-sh/(?P<tool>uv|ruff)/releases/latest/download/(?:uv|ruff)-installer\.sh"
+    ),
 )
-_DEFAULT = re.compile(r"^[ \t]*(?:ARG|ENV)[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*\"?(?P<value>[^\s\"]+)",
-                      re.IGNORECASE | re.MULTILINE)  # fmt: skip
+_DEFAULT = re.compile(
+    r"^[ \t]*(?:ARG|ENV)[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*\"?(?P<value>[^\s\"]+)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
-def scan_installers(environment_files: list[TaskFile]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def scan_installers(
+    environment_files: list[TaskFile],
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """(the ``build_installers`` record of the build context, problems to note).
 
     Record: installer URL -> ``{"tool", "version" (None: the newest), "found_in"}``.
@@ -45,7 +53,9 @@ def scan_installers(environment_files: list[TaskFile]) -> tuple[dict[str, dict[s
             texts[f.path] = f.data.decode()
         except UnicodeDecodeError:
             continue
-    defaults = {m.group("name"): m.group("value") for m in _DEFAULT.finditer(texts.get("Dockerfile", ""))}
+    defaults = {
+        m.group("name"): m.group("value") for m in _DEFAULT.finditer(texts.get("Dockerfile", ""))
+    }
     found: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     for path in sorted(texts):
@@ -55,11 +65,15 @@ def scan_installers(environment_files: list[TaskFile]) -> tuple[dict[str, dict[s
                 if version and version.startswith("$"):
                     name = version.strip("${}")
                     if name not in defaults:
-                        problems.append(f"{path}: cannot serve {url} offline (the version ${name} has no default)")
+                        problems.append(
+                            f"{path}: cannot serve {url} offline (the version ${name} has no default)"
+                        )
                         continue
                     version = defaults[name]
                     url = url.replace(match.group("version"), version)
-                entry = found.setdefault(url, {"tool": match.group("tool"), "version": version, "found_in": []})
+                entry = found.setdefault(
+                    url, {"tool": match.group("tool"), "version": version, "found_in": []}
+                )
                 if path not in entry["found_in"]:
                     entry["found_in"].append(path)
     return found, problems

@@ -108,7 +108,9 @@ class KitSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def uv_binaries(version: str, arch: str | None = None, log: Callable[[str], None] = lambda m: None) -> Path:
+def uv_binaries(
+    version: str, arch: str | None = None, log: Callable[[str], None] = lambda m: None
+) -> Path:
     """The folder holding ``uv`` and ``uvx`` of ``version`` (fetched from PyPI once)."""
     return tool_binaries("uv", version, arch, log)
 
@@ -117,15 +119,27 @@ def _platforms(glibc: str, arch: str) -> list[str]:
     """Every manylinux tag a system with ``glibc`` runs (pip does not widen an explicit one)."""
     major, minor = (int(x) for x in glibc.split("."))
     tags = [f"manylinux_{major}_{m}_{arch}" for m in range(minor, 4, -1)]
-    return [*tags, f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}", f"linux_{arch}"]
+    return [
+        *tags,
+        f"manylinux2014_{arch}",
+        f"manylinux2010_{arch}",
+        f"manylinux1_{arch}",
+        f"linux_{arch}",
+    ]
 
 
 def _target_environment(spec: KitSpec) -> dict[str, str]:
     return {
-        "python_version": spec.python, "python_full_version": f"{spec.python}.0", "os_name": "posix",
-        "sys_platform": "linux", "platform_system": "Linux", "platform_machine": spec.arch,
-        "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
-    }  # fmt: skip
+        "python_version": spec.python,
+        "python_full_version": f"{spec.python}.0",
+        "os_name": "posix",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": spec.arch,
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
 
 
 def _resolve(uv: Path, spec: KitSpec, group: tuple[str, ...]) -> list[str]:
@@ -137,19 +151,46 @@ def _resolve(uv: Path, spec: KitSpec, group: tuple[str, ...]) -> list[str]:
     # uv ignores pip's configuration; a mirror given to pip by environment is honoured.
     if os.environ.get("PIP_INDEX_URL") and not os.environ.get("UV_DEFAULT_INDEX"):
         env["UV_DEFAULT_INDEX"] = os.environ["PIP_INDEX_URL"]
-    out = run_fetch([str(uv / "uv"), "pip", "compile", "-", "--universal", "--python-version", spec.python,
-                     "--no-header", "--no-annotate", "--quiet"],
-                    f"offline test kit: resolving {' '.join(group)}", stdin="\n".join(group) + "\n", env=env)  # fmt: skip
-    return [line.strip() for line in out.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
+    out = run_fetch(
+        [
+            str(uv / "uv"),
+            "pip",
+            "compile",
+            "-",
+            "--universal",
+            "--python-version",
+            spec.python,
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+        ],
+        f"offline test kit: resolving {' '.join(group)}",
+        stdin="\n".join(group) + "\n",
+        env=env,
+    )
+    return [
+        line.strip()
+        for line in out.splitlines()
+        if line.strip() and not line.lstrip().startswith(("#", "-"))
+    ]
 
 
 def _fetch_wheels(spec: KitSpec, pins: list[str], dest: Path) -> list[str]:
     """Download a wheel of every pin; returns the pins no wheel was found for (none needed here)."""
-    target = ["--python-version", spec.python, "--implementation", "cp", "--abi", "cp" + spec.python.replace(".", "")]
+    target = [
+        "--python-version",
+        spec.python,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp" + spec.python.replace(".", ""),
+    ]
     linux = [a for p in _platforms(spec.glibc, spec.arch) for a in ("--platform", p)]
     bare = sorted({p.split(";")[0].strip() for p in pins})
     try:
-        pip_download([*target, *linux, *bare], dest, "offline test kit: pip download of the test wheels")
+        pip_download(
+            [*target, *linux, *bare], dest, "offline test kit: pip download of the test wheels"
+        )
         return []
     except EnvInitFailed:
         pass  # find out which one, and whether the sandbox needs it
@@ -160,17 +201,26 @@ def _fetch_wheels(spec: KitSpec, pins: list[str], dest: Path) -> list[str]:
         needed = requirement.marker is None or requirement.marker.evaluate(environment)
         name = pin.split(";")[0].strip()
         # A package only another OS needs still has to be findable for `uv add`'s lock.
-        attempts = [linux] if needed else [linux, ["--platform", "win_amd64"], ["--platform", "macosx_11_0_arm64"]]
+        attempts = (
+            [linux]
+            if needed
+            else [linux, ["--platform", "win_amd64"], ["--platform", "macosx_11_0_arm64"]]
+        )
         for platforms in attempts:
             try:
-                pip_download([*target, *platforms, name], dest, f"offline test kit: pip download {name}")
+                pip_download(
+                    [*target, *platforms, name], dest, f"offline test kit: pip download {name}"
+                )
                 break
             except EnvInitFailed as exc:
                 error = exc
         else:
             if needed:
-                raise EnvInitFailed(f"offline test kit: no wheel of {name} for Python {spec.python} on "
-                                    f"{spec.arch} linux (glibc {spec.glibc})", log_tail=error.log_tail)  # fmt: skip
+                raise EnvInitFailed(
+                    f"offline test kit: no wheel of {name} for Python {spec.python} on "
+                    f"{spec.arch} linux (glibc {spec.glibc})",
+                    log_tail=error.log_tail,
+                )
             missing.append(pin)
     return missing
 
@@ -193,13 +243,21 @@ def ensure_kit(spec: KitSpec, log: Callable[[str], None] = lambda m: None) -> Pa
             staging = Path(tmp) / "kit"
             (staging / "wheels").mkdir(parents=True)
             resolved = [_resolve(uv, spec, group) for group in spec.groups]
-            log(f"fetching {len({p for g in resolved for p in g})} test wheel(s) for Python {spec.python}")
-            missing = _fetch_wheels(spec, [p for g in resolved for p in g], staging / "wheels") if resolved else []
+            log(
+                f"fetching {len({p for g in resolved for p in g})} test wheel(s) for Python {spec.python}"
+            )
+            missing = (
+                _fetch_wheels(spec, [p for g in resolved for p in g], staging / "wheels")
+                if resolved
+                else []
+            )
             manifest = {
-                "spec": spec.to_json(), "resolved": resolved, "missing": missing,
+                "spec": spec.to_json(),
+                "resolved": resolved,
+                "missing": missing,
                 "wheels": sorted(p.name for p in (staging / "wheels").glob("*.whl")),
                 "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }  # fmt: skip
+            }
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
             staging.rename(final)
         log(f"test kit {spec.key} ready in {time.monotonic() - started:.0f}s")
@@ -222,18 +280,28 @@ def kit_files(spec: KitSpec, kit_dir: Path, home: str) -> list[TaskFile]:
     """The kit as files relative to ``/`` (uv goes to ``home``/.local/bin, like the installer's)."""
     base = SANDBOX_KIT_DIR.lstrip("/")
     files = [TaskFile(f"{base}/uv.toml", _uv_toml(bool(spec.groups)))]
-    files += [TaskFile(f"{base}/wheels/{w.name}", w.read_bytes()) for w in sorted((kit_dir / "wheels").glob("*.whl"))]
+    files += [
+        TaskFile(f"{base}/wheels/{w.name}", w.read_bytes())
+        for w in sorted((kit_dir / "wheels").glob("*.whl"))
+    ]
     if spec.uv:
         bin_dir = f"{home.rstrip('/')}/.local/bin"
         uv = uv_binaries(spec.uv, spec.arch)
-        files += [TaskFile(f"{bin_dir.lstrip('/')}/{name}", (uv / name).read_bytes(), 0o755) for name in ("uv", "uvx")]
+        files += [
+            TaskFile(f"{bin_dir.lstrip('/')}/{name}", (uv / name).read_bytes(), 0o755)
+            for name in ("uv", "uvx")
+        ]
         files.append(TaskFile(f"{bin_dir.lstrip('/')}/env", installer_env_file(bin_dir)))
     return files
 
 
 def test_env(spec: KitSpec) -> dict[str, str]:
     """Environment of the test phase when the kit is in place."""
-    env = {"PIP_NO_INDEX": "1", "UV_CONFIG_FILE": f"{SANDBOX_KIT_DIR}/uv.toml", "UV_PYTHON_DOWNLOADS": "never"}
+    env = {
+        "PIP_NO_INDEX": "1",
+        "UV_CONFIG_FILE": f"{SANDBOX_KIT_DIR}/uv.toml",
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
     if spec.groups:
         env["PIP_FIND_LINKS"] = f"{SANDBOX_KIT_DIR}/wheels"
     return env

@@ -38,17 +38,73 @@ _INSTALLER = re.compile(
 _USES_UV = re.compile(r"(?:^|[\s;&|(`])(?:uv|uvx)\s", re.MULTILINE)
 
 # Options whose value is the next word (so it is not taken for a requirement).
-_VALUE_OPTIONS = frozenset({
-    "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
-    "-t", "--target", "--prefix", "--root", "--python", "-p", "--platform", "--python-version",
-    "--implementation", "--abi", "--upgrade-strategy", "--src", "--cache-dir", "--log", "--progress-bar",
-    "--report", "--timeout", "--retries", "--proxy", "--cert", "--client-cert", "--trusted-host",
-    "--global-option", "--config-settings", "-C", "--no-binary", "--only-binary", "--group", "--optional",
-    "--extra", "--index", "--default-index", "--tag", "--branch", "--rev", "--package", "--script", "--bounds",
-    "--directory", "--project", "--exclude-newer", "--index-strategy", "--keyring-provider", "--resolution",
-    "--prerelease", "--link-mode", "--python-platform", "--torch-backend", "--config-file", "--color", "--env-file",
-})  # fmt: skip
-_REQUIREMENT_FILE_OPTIONS = frozenset({"-r", "--requirement", "--requirements", "--with-requirements"})
+_VALUE_OPTIONS = frozenset(
+    {
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+        "--python",
+        "-p",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--upgrade-strategy",
+        "--src",
+        "--cache-dir",
+        "--log",
+        "--progress-bar",
+        "--report",
+        "--timeout",
+        "--retries",
+        "--proxy",
+        "--cert",
+        "--client-cert",
+        "--trusted-host",
+        "--global-option",
+        "--config-settings",
+        "-C",
+        "--no-binary",
+        "--only-binary",
+        "--group",
+        "--optional",
+        "--extra",
+        "--index",
+        "--default-index",
+        "--tag",
+        "--branch",
+        "--rev",
+        "--package",
+        "--script",
+        "--bounds",
+        "--directory",
+        "--project",
+        "--exclude-newer",
+        "--index-strategy",
+        "--keyring-provider",
+        "--resolution",
+        "--prerelease",
+        "--link-mode",
+        "--python-platform",
+        "--torch-backend",
+        "--config-file",
+        "--color",
+        "--env-file",
+    }
+)
+_REQUIREMENT_FILE_OPTIONS = frozenset(
+    {"-r", "--requirement", "--requirements", "--with-requirements"}
+)
 _WITH_OPTIONS = frozenset({"-w", "--with", "--from", "--with-editable"})
 _PREFIXES = frozenset({"sudo", "exec", "time", "command", "nohup", "env"})
 
@@ -135,7 +191,9 @@ def _classify(words: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _requirements(kind: str, args: list[str], files: dict[str, str], where: str, problems: list[str]) -> list[str]:
+def _requirements(
+    kind: str, args: list[str], files: dict[str, str], where: str, problems: list[str]
+) -> list[str]:
     """The requirement strings of one command's arguments."""
     found: list[str] = []
     positional_taken = False
@@ -155,7 +213,9 @@ def _requirements(kind: str, args: list[str], files: dict[str, str], where: str,
             break  # `uv run [options] COMMAND ...`: the rest is the command
         elif kind == "uvx":
             if not positional_taken:  # the tool, as `name` or `name@version`
-                found += _requirement(word.replace("@", "==", 1) if "@" in word else word, where, problems)
+                found += _requirement(
+                    word.replace("@", "==", 1) if "@" in word else word, where, problems
+                )
                 positional_taken = True
             else:
                 break
@@ -168,7 +228,12 @@ def _requirement(word: str, where: str, problems: list[str]) -> list[str]:
     word = word.strip()
     if not word:
         return []
-    if "$" in word or "/" in word or word.startswith(".") or word.endswith((".whl", ".tar.gz", ".zip")):
+    if (
+        "$" in word
+        or "/" in word
+        or word.startswith(".")
+        or word.endswith((".whl", ".tar.gz", ".zip"))
+    ):
         problems.append(f"{where}: cannot prepare {word!r} offline (not a plain requirement)")
         return []
     try:
@@ -179,8 +244,12 @@ def _requirement(word: str, where: str, problems: list[str]) -> list[str]:
     return [word]
 
 
-def _requirement_file(path: str, files: dict[str, str], where: str, problems: list[str]) -> list[str]:
-    name = PurePosixPath(path.replace("$TEST_DIR/", "").replace("/tests/", "")).as_posix().lstrip("./")
+def _requirement_file(
+    path: str, files: dict[str, str], where: str, problems: list[str]
+) -> list[str]:
+    name = (
+        PurePosixPath(path.replace("$TEST_DIR/", "").replace("/tests/", "")).as_posix().lstrip("./")
+    )
     text = files.get(name) or files.get(f"tests/{name}")
     if text is None:
         problems.append(f"{where}: requirements file {path!r} is not among the task's test files")

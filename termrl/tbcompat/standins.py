@@ -32,8 +32,10 @@ SUITES = {"bookworm": ("3.11", "2.36"), "trixie": ("3.13", "2.41")}
 """Debian suite -> (its python3 version, its glibc version): what wheels a stand-in takes."""
 
 _DEBIAN_APT = "Debian package names and versions for apt-get"
-_MAN_KEPT = ("man pages of preinstalled and apt-installed packages are kept (the official image's dpkg "
-             "excludes /usr/share/man/*)")
+_MAN_KEPT = (
+    "man pages of preinstalled and apt-installed packages are kept (the official image's dpkg "
+    "excludes /usr/share/man/*)"
+)
 _ENV_SET = "PIP_BREAK_SYSTEM_PACKAGES=1 and UV_BREAK_SYSTEM_PACKAGES=1 set (Debian's python3 is marked externally managed)"
 
 
@@ -53,10 +55,15 @@ class StandIn:
 def normalize_ref(ref: str) -> str:
     """``ref`` without a digest, a Docker Hub prefix or ``localhost/``, with a tag."""
     ref = ref.split("@", 1)[0]
-    for prefix in ("docker.io/library/", "index.docker.io/library/", "registry-1.docker.io/library/",
-                   "docker.io/", "localhost/"):  # fmt: skip
+    for prefix in (
+        "docker.io/library/",
+        "index.docker.io/library/",
+        "registry-1.docker.io/library/",
+        "docker.io/",
+        "localhost/",
+    ):
         if ref.startswith(prefix):
-            ref = ref[len(prefix):]
+            ref = ref[len(prefix) :]
             break
     last = ref.rsplit("/", 1)[-1]
     return ref if ":" in last else f"{ref}:latest"
@@ -81,13 +88,17 @@ def _python_image(ref: str, tag: str) -> StandIn | None:
     image = BOOKWORM if minor is not None and minor <= 11 else TRIXIE
     have = SUITES[_recipe(image).suite][0]
     wanted = f"3.{minor}" if minor is not None else "the newest 3.x"
-    differences = [f"Debian's python3 {have} in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) "
-                   f"stands in for the official image's Python {wanted} in /usr/local",
-                   "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)"]  # fmt: skip
+    differences = [
+        f"Debian's python3 {have} in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) "
+        f"stands in for the official image's Python {wanted} in /usr/local",
+        "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
+    ]
     if "slim" not in tag:
         differences.append("no compilers or -dev headers (the full python image has them)")
     if image == BOOKWORM:
-        differences.append("extra Debian tools preinstalled (git, jq, sqlite3, python3-pytest, ...)")
+        differences.append(
+            "extra Debian tools preinstalled (git, jq, sqlite3, python3-pytest, ...)"
+        )
     else:
         differences += ["tmux, asciinema and curl preinstalled", _MAN_KEPT, _ENV_SET]
     differences.append(f"Debian {_recipe(image).suite} packages: {_DEBIAN_APT}")
@@ -101,7 +112,11 @@ _UBUNTU = (  # tag prefixes -> (stand-in, Ubuntu version, Ubuntu's python3)
 )
 _DEBIAN = (
     (("bookworm", "12"), BOOKWORM, ["extra tools preinstalled (python3, pip, git, jq, tmux, ...)"]),
-    (("trixie", "13", "stable", "latest"), TRIXIE, ["python3, pip, venv, tmux, asciinema and curl preinstalled"]),
+    (
+        ("trixie", "13", "stable", "latest"),
+        TRIXIE,
+        ["python3, pip, venv, tmux, asciinema and curl preinstalled"],
+    ),
 )
 
 
@@ -111,37 +126,57 @@ def _tag_is(tag: str, prefixes: tuple[str, ...]) -> bool:
 
 def _distro_image(ref: str, name: str, tag: str) -> StandIn | None:
     if name == "debian":
-        found = next(((image, notes) for prefixes, image, notes in _DEBIAN if _tag_is(tag, prefixes)), None)
+        found = next(
+            ((image, notes) for prefixes, image, notes in _DEBIAN if _tag_is(tag, prefixes)), None
+        )
         return _standin(ref, *found) if found else None
     for prefixes, image, version, python in _UBUNTU:
         if _tag_is(tag, prefixes):
             suite = _recipe(image).suite
             have, glibc = SUITES[suite]
             if image == NOBLE:
-                return _standin(ref, image, _noble_differences(
-                    f"tmux, asciinema and python3 {have} (asciinema's dependency) preinstalled; the official "
-                    "ubuntu:24.04 has none of them"))  # fmt: skip
-            return _standin(ref, image, [
-                f"Debian {suite} stands in for Ubuntu {version}: {_DEBIAN_APT}, glibc {glibc}",
-                f"python3 {have} with pip and venv preinstalled (Ubuntu {version}'s python3 is {python})",
-            ])  # fmt: skip
+                return _standin(
+                    ref,
+                    image,
+                    _noble_differences(
+                        f"tmux, asciinema and python3 {have} (asciinema's dependency) preinstalled; the official "
+                        "ubuntu:24.04 has none of them"
+                    ),
+                )
+            return _standin(
+                ref,
+                image,
+                [
+                    f"Debian {suite} stands in for Ubuntu {version}: {_DEBIAN_APT}, glibc {glibc}",
+                    f"python3 {have} with pip and venv preinstalled (Ubuntu {version}'s python3 is {python})",
+                ],
+            )
     return None
 
 
 def _tbench_image(ref: str, name: str) -> StandIn | None:
     if name.endswith("/python-3-13"):
-        return _standin(ref, TRIXIE, [
-            "Debian trixie's python3 3.13 in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) stands in "
-            "for python:3.13-slim-bookworm's Python 3.13 in /usr/local",
-            "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
-            f"Debian trixie packages instead of bookworm ones: {_DEBIAN_APT}",
-            "curl preinstalled",
-            _MAN_KEPT,
-            _ENV_SET,
-        ])  # fmt: skip
+        return _standin(
+            ref,
+            TRIXIE,
+            [
+                "Debian trixie's python3 3.13 in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) stands in "
+                "for python:3.13-slim-bookworm's Python 3.13 in /usr/local",
+                "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
+                f"Debian trixie packages instead of bookworm ones: {_DEBIAN_APT}",
+                "curl preinstalled",
+                _MAN_KEPT,
+                _ENV_SET,
+            ],
+        )
     if name.endswith("/ubuntu-24-04"):
-        return _standin(ref, NOBLE, _noble_differences(
-            "python3 3.13 (asciinema's dependency, as on the original) where Ubuntu 24.04 has 3.12"))  # fmt: skip
+        return _standin(
+            ref,
+            NOBLE,
+            _noble_differences(
+                "python3 3.13 (asciinema's dependency, as on the original) where Ubuntu 24.04 has 3.12"
+            ),
+        )
     return None
 
 

@@ -41,7 +41,11 @@ async def prepare_test_phase(session: _Session, task: Task) -> dict[str, str]:
     # uv goes where astral's installer would put it: the test user's home (as the tests see
     # it: a fresh process, not the agent's shell, whose HOME the agent may have changed).
     home = await session.exec_fresh('printf "%s" "$HOME"', timeout=30)
-    home_dir = home.output.strip() if home.exit_code == 0 and home.output.strip().startswith("/") else "/root"
+    home_dir = (
+        home.output.strip()
+        if home.exit_code == 0 and home.output.strip().startswith("/")
+        else "/root"
+    )
     files = await asyncio.to_thread(kit_files, spec, kit_dir, home_dir)
     await session.upload_files(files, "/")
     return test_env(spec)

@@ -23,15 +23,21 @@ MARGIN = 0.8
 log = logging.getLogger("termrl.tbcompat")
 
 
-def margin_warning(task_id: str, phase: str, used_sec: float | None, timeout_sec: float | None) -> str | None:
+def margin_warning(
+    task_id: str, phase: str, used_sec: float | None, timeout_sec: float | None
+) -> str | None:
     """A one-line warning when ``used_sec`` exceeds ``MARGIN`` of ``timeout_sec``; else None."""
     if not used_sec or not timeout_sec or used_sec <= MARGIN * timeout_sec:
         return None
-    return (f"task {task_id}: {phase} took {used_sec:.1f}s, {100 * used_sec / timeout_sec:.0f} % of its "
-            f"{timeout_sec:g}s timeout (over {100 * MARGIN:.0f} %: it may time out under load)")  # fmt: skip
+    return (
+        f"task {task_id}: {phase} took {used_sec:.1f}s, {100 * used_sec / timeout_sec:.0f} % of its "
+        f"{timeout_sec:g}s timeout (over {100 * MARGIN:.0f} %: it may time out under load)"
+    )
 
 
-def warn_if_tight(task_id: str, phase: str, used_sec: float | None, timeout_sec: float | None) -> str | None:
+def warn_if_tight(
+    task_id: str, phase: str, used_sec: float | None, timeout_sec: float | None
+) -> str | None:
     """``margin_warning``, also logged on the ``termrl.tbcompat`` logger."""
     message = margin_warning(task_id, phase, used_sec, timeout_sec)
     if message:
@@ -47,8 +53,10 @@ def oracle_timeout_warnings(tasks: Iterable[Task], rows: Iterable[dict[str, Any]
         task = by_id.get(row["task_id"])
         if task is None:
             continue
-        for phase, used, timeout in (("the oracle solution", row.get("agent_sec"), task.agent_timeout_sec),
-                                     ("the tests", row.get("test_sec"), task.verifier_timeout_sec)):  # fmt: skip
+        for phase, used, timeout in (
+            ("the oracle solution", row.get("agent_sec"), task.agent_timeout_sec),
+            ("the tests", row.get("test_sec"), task.verifier_timeout_sec),
+        ):
             message = margin_warning(task.id, phase, used, timeout)
             if message and message not in warnings:
                 warnings.append(message)

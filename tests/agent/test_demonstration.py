@@ -29,7 +29,9 @@ exit 0
 
 def _task(script: bytes | None, command: str | None = "bash /solution/solve.sh") -> Task:
     files = [TaskFile("solve.sh", script)] if script is not None else []
-    return Task(id="t1", instruction="Turn debug off.", solution_files=files, solution_command=command)
+    return Task(
+        id="t1", instruction="Turn debug off.", solution_files=files, solution_command=command
+    )
 
 
 def test_each_solution_step_is_one_command_without_script_only_steps():
@@ -41,7 +43,9 @@ def test_each_solution_step_is_one_command_without_script_only_steps():
 
 
 def test_a_plain_solution_command_is_its_own_step():
-    assert demonstration_commands(_task(None, command="chmod +x /app/x.sh")) == ["chmod +x /app/x.sh"]
+    assert demonstration_commands(_task(None, command="chmod +x /app/x.sh")) == [
+        "chmod +x /app/x.sh"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -77,7 +81,9 @@ async def test_a_replayed_episode_is_the_token_stream_of_the_chat_it_shows(tiny_
     result = await run_episode(engine, ScriptedSession(), "Do it.", AgentConfig())
     assert result.stop_reason == "done" and result.trainable and engine.replayed == 3
     stream = [t for c in result.chunks for t in c.prompt_ids + c.response_ids]
-    conversation = result.messages + [{"role": "assistant", "content": result.chunks[-1].response_text}]
+    conversation = result.messages + [
+        {"role": "assistant", "content": result.chunks[-1].response_text}
+    ]
     rendered = tiny_tokenizer.apply_chat_template(conversation, tokenize=False)
     assert tiny_tokenizer.decode(stream) == rendered.removesuffix("<|im_end|>\n")
     assert "sed -i 's/a/b/' f.txt" in tiny_tokenizer.decode(stream)
@@ -85,7 +91,9 @@ async def test_a_replayed_episode_is_the_token_stream_of_the_chat_it_shows(tiny_
 
 
 async def test_an_anchored_episode_hands_over_to_the_policy_after_the_prefix(tiny_tokenizer):
-    policy = ScriptedEngine(tiny_tokenizer, ['<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>'])
+    policy = ScriptedEngine(
+        tiny_tokenizer, ['<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>']
+    )
     engine = ReplayEngine(tiny_tokenizer, expert_responses(["cd /app", "ls"])[:1], then=policy)
     session = ScriptedSession()
     result = await run_episode(engine, session, "Do it.", AgentConfig())

@@ -15,10 +15,20 @@ from .scripted import ScriptedEngine
 
 async def run_cli(base_url: str, api_key: str, workdir, *extra: str) -> dict:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "termrl.agent.reference_cli", "--base-url", base_url,
-        "--api-key", api_key, "--workdir", str(workdir), *extra, "Create hello.txt containing hi",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "termrl.agent.reference_cli",
+        "--base-url",
+        base_url,
+        "--api-key",
+        api_key,
+        "--workdir",
+        str(workdir),
+        *extra,
+        "Create hello.txt containing hi",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), timeout=300)
     assert process.returncode == 0, err.decode()
     return json.loads(out.decode().strip().splitlines()[-1])

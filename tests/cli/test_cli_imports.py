@@ -15,5 +15,7 @@ def test_help_loads_no_heavy_library():
         "r = CliRunner().invoke(main, ['stage', 'train', '--help']); assert r.exit_code == 0, r.output; "
         f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
     assert loaded.stdout.split() == []

@@ -13,7 +13,11 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "tasks"
 
 def termrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-m", "pipelines.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )
 
 
@@ -31,10 +35,17 @@ def test_import_show_export_round_trip(tmp_path):
     assert "imported 6 task(s) (3 harbor, 3 legacy)" in result.stdout
     shown = termrl("tasks", "show", str(out))
     assert shown.returncode == 0
-    assert "hello-file" in shown.stdout and "text-processing" in shown.stdout and "6 task(s)" in shown.stdout
+    assert (
+        "hello-file" in shown.stdout
+        and "text-processing" in shown.stdout
+        and "6 task(s)" in shown.stdout
+    )
     assert termrl("tasks", "export", str(out), "--out", str(tmp_path / "exported")).returncode == 0
     again = tmp_path / "again.parquet"
-    assert termrl("tasks", "import", str(tmp_path / "exported"), "--out", str(again)).returncode == 0
+    assert (
+        termrl("tasks", "import", str(tmp_path / "exported"), "--out", str(again)).returncode == 0
+    )
+
     def rows(path):
         return sorted((t.to_row() for t in load_tasks(path)), key=lambda r: r["id"])
 

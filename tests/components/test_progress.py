@@ -22,5 +22,7 @@ def test_the_stages_resume_from_the_folder_they_are_given(tmp_path):
     elsewhere = tmp_path / "cache" / "x"
     assert RolloutConfig(out=tmp_path / "t.parquet", parts=elsewhere).parts_dir == elsewhere
     assert RolloutConfig(out=tmp_path / "t.parquet").parts_dir == tmp_path / "t.parquet.parts"
-    assert EvalConfig(out=str(tmp_path / "r.parquet"), parts=str(elsewhere)).parts_dir() == elsewhere
+    assert (
+        EvalConfig(out=str(tmp_path / "r.parquet"), parts=str(elsewhere)).parts_dir() == elsewhere
+    )
     assert DemonstrateConfig(out=tmp_path / "d.parquet", parts=elsewhere).parts_dir == elsewhere

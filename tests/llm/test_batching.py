@@ -38,7 +38,9 @@ async def test_requests_keep_their_own_params_in_a_shared_capped_batch(tiny_mode
 
 
 async def test_an_engine_failure_reaches_every_waiter(tiny_model_dir) -> None:
-    batcher = BatchingEngine(TransformersEngine(tiny_model_dir, context_window=10), max_wait_sec=0.02)
+    batcher = BatchingEngine(
+        TransformersEngine(tiny_model_dir, context_window=10), max_wait_sec=0.02
+    )
     results = await asyncio.gather(
         *(batcher.generate([list(range(1, 20))], SamplingParams()) for _ in range(3)),
         return_exceptions=True,

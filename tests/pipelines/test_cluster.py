@@ -38,9 +38,17 @@ def _by_kind(documents: list[dict]) -> dict[str, list[dict]]:
 def test_every_manifest_is_a_valid_kubernetes_object():
     documents = list(yaml.safe_load_all(to_yaml(cluster_manifests())))
     assert [d["kind"] for d in documents] == [
-        "Namespace", "Namespace", "ServiceAccount", "Role", "RoleBinding", "Role", "RoleBinding",
-        "NetworkPolicy", "NetworkPolicy", "ResourceQuota",
-    ]  # fmt: skip
+        "Namespace",
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "ResourceQuota",
+    ]
     for document in documents:
         assert _round_trip(document) == document, document["kind"]
 
@@ -48,11 +56,21 @@ def test_every_manifest_is_a_valid_kubernetes_object():
 def test_rbac_lets_the_pipeline_account_run_sandboxes_and_nothing_else():
     kinds = _by_kind(cluster_manifests(namespace="ml", service_account="runner"))
     role = next(r for r in kinds["Role"] if r["metadata"]["namespace"] == SANDBOX_NAMESPACE)
-    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]}
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     assert granted == {("pods", v) for v in ("create", "get", "list", "watch", "delete")} | {
-        ("pods/exec", "create"), ("pods/exec", "get"), ("pods/log", "get")}  # fmt: skip
+        ("pods/exec", "create"),
+        ("pods/exec", "get"),
+        ("pods/log", "get"),
+    }
     assert all(rule["apiGroups"] == [""] for rule in role["rules"])
-    binding = next(b for b in kinds["RoleBinding"] if b["metadata"]["namespace"] == SANDBOX_NAMESPACE)
+    binding = next(
+        b for b in kinds["RoleBinding"] if b["metadata"]["namespace"] == SANDBOX_NAMESPACE
+    )
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     # the account lives where the pipeline runs; it acts in the sandbox namespace
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner", "namespace": "ml"}]
@@ -62,11 +80,16 @@ def test_rbac_lets_the_pipeline_account_run_sandboxes_and_nothing_else():
 
 def test_an_existing_account_is_bound_but_never_declared():
     # KFP's own account: declaring it would let `kubectl delete -f` remove it (and its namespace)
-    documents = cluster_manifests(namespace="kubeflow", service_account="pipeline-runner", existing_account=True)
-    assert [d["metadata"]["name"] for d in documents if d["kind"] in ("Namespace", "ServiceAccount")] == \
-        [SANDBOX_NAMESPACE]  # fmt: skip
+    documents = cluster_manifests(
+        namespace="kubeflow", service_account="pipeline-runner", existing_account=True
+    )
+    assert [
+        d["metadata"]["name"] for d in documents if d["kind"] in ("Namespace", "ServiceAccount")
+    ] == [SANDBOX_NAMESPACE]
     bindings = _by_kind(documents)["RoleBinding"]
-    assert {(s["name"], s["namespace"]) for b in bindings for s in b["subjects"]} == {("pipeline-runner", "kubeflow")}
+    assert {(s["name"], s["namespace"]) for b in bindings for s in b["subjects"]} == {
+        ("pipeline-runner", "kubeflow")
+    }
     # and nothing that may be the user's carries termrl's label, which a clean-up would select
     labelled = {d["kind"] for d in cluster_manifests() if "labels" in d["metadata"]}
     assert labelled == {"Role", "RoleBinding", "NetworkPolicy", "ResourceQuota"}
@@ -79,39 +102,71 @@ def test_network_policies_select_the_backends_pods():
     assert {p["metadata"]["namespace"] for p in policies} == {SANDBOX_NAMESPACE}
 
     def applying(network: str) -> list[dict]:
-        labels = pod_manifest(SandboxSpec(image="img", network=network), "img", "p")["metadata"]["labels"]
-        return [p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
+        labels = pod_manifest(SandboxSpec(image="img", network=network), "img", "p")["metadata"][
+            "labels"
+        ]
+        return [
+            p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+        ]
 
     (none,) = applying("none")
-    assert none["spec"]["ingress"] == [] and none["spec"]["egress"] == []  # nothing in, nothing out (no DNS)
+    assert (
+        none["spec"]["ingress"] == [] and none["spec"]["egress"] == []
+    )  # nothing in, nothing out (no DNS)
     assert none["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (egress,) = applying("egress")
-    assert egress["spec"]["ingress"] == [] and egress["spec"]["egress"] == [{}]  # out anywhere, nothing in
+    assert egress["spec"]["ingress"] == [] and egress["spec"]["egress"] == [
+        {}
+    ]  # out anywhere, nothing in
 
 
 def test_quota_bounds_the_sandbox_namespace():
-    (quota,) = _by_kind(cluster_manifests(quota=SandboxQuota(pods=16, cpu="8", memory="32Gi")))["ResourceQuota"]
+    (quota,) = _by_kind(cluster_manifests(quota=SandboxQuota(pods=16, cpu="8", memory="32Gi")))[
+        "ResourceQuota"
+    ]
     assert quota["metadata"]["namespace"] == SANDBOX_NAMESPACE
-    assert quota["spec"]["hard"] == {"pods": "16", "requests.cpu": "8", "limits.cpu": "8",
-                                     "requests.memory": "32Gi", "limits.memory": "32Gi"}  # fmt: skip
+    assert quota["spec"]["hard"] == {
+        "pods": "16",
+        "requests.cpu": "8",
+        "limits.cpu": "8",
+        "requests.memory": "32Gi",
+        "limits.memory": "32Gi",
+    }
     # a sandbox pod sets requests and limits, as a namespace with a cpu/memory quota requires
-    resources = pod_manifest(SandboxSpec(image="img"), "img", "p")["spec"]["containers"][0]["resources"]
-    assert set(resources) == {"requests", "limits"} and {"cpu", "memory"} <= set(resources["limits"])
+    resources = pod_manifest(SandboxSpec(image="img"), "img", "p")["spec"]["containers"][0][
+        "resources"
+    ]
+    assert set(resources) == {"requests", "limits"} and {"cpu", "memory"} <= set(
+        resources["limits"]
+    )
 
 
 def test_bad_names_and_quantities_are_refused_at_once():
     with pytest.raises(ConfigError) as caught:
-        cluster_manifests(namespace="Termrl", service_account="a_b", quota=SandboxQuota(pods=0, memory="lots"))
+        cluster_manifests(
+            namespace="Termrl", service_account="a_b", quota=SandboxQuota(pods=0, memory="lots")
+        )
     assert len(caught.value.problems) == 4
 
 
 def test_manifests_command_prints_the_stream():
-    result = CliRunner().invoke(cluster, ["manifests", "--namespace", "ml", "--sandbox-namespace", "ml-sandboxes",
-                                          "--sandbox-pods", "8"])  # fmt: skip
+    result = CliRunner().invoke(
+        cluster,
+        [
+            "manifests",
+            "--namespace",
+            "ml",
+            "--sandbox-namespace",
+            "ml-sandboxes",
+            "--sandbox-pods",
+            "8",
+        ],
+    )
     assert result.exit_code == 0, result.output
     documents = list(yaml.safe_load_all(result.output))
-    assert documents == cluster_manifests(namespace="ml", sandbox_namespace="ml-sandboxes",
-                                          quota=SandboxQuota(pods=8))  # fmt: skip
+    assert documents == cluster_manifests(
+        namespace="ml", sandbox_namespace="ml-sandboxes", quota=SandboxQuota(pods=8)
+    )
     bad = CliRunner().invoke(cluster, ["manifests", "--sandbox-cpu", "many"])
     assert bad.exit_code != 0 and "not a Kubernetes quantity" in bad.output
 
@@ -121,9 +176,17 @@ def test_kubectl_client_dry_run_accepts_the_manifests():
     if kubectl is None:
         pytest.skip("kubectl is not on PATH")
     # A client-side dry run still asks the API server which kinds exist (discovery).
-    probe = subprocess.run([kubectl, "api-versions", "--request-timeout=5s"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [kubectl, "api-versions", "--request-timeout=5s"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
-        pytest.skip(f"kubectl has no API server to dry-run against: {probe.stderr.strip().splitlines()[-1]}")
-    applied = subprocess.run([kubectl, "apply", "--dry-run=client", "-f", "-"], input=to_yaml(cluster_manifests()),
-                             capture_output=True, text=True)  # fmt: skip
+        pytest.skip(
+            f"kubectl has no API server to dry-run against: {probe.stderr.strip().splitlines()[-1]}"
+        )
+    applied = subprocess.run(
+        [kubectl, "apply", "--dry-run=client", "-f", "-"],
+        input=to_yaml(cluster_manifests()),
+        capture_output=True,
+        text=True,
+    )
     assert applied.returncode == 0, applied.stderr

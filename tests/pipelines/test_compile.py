@@ -19,13 +19,20 @@ from pipelines.pipeline_cli import compile_command
 from termrl.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "curriculum.yaml"
-GOLDEN_SHAPE = CurriculumShape(phase1_iterations=2, phase2_iterations=1, code_version="golden",
-                               model_cache_pvc="termrl-model-cache", api_key_secret="termrl-api-keys")  # fmt: skip
+GOLDEN_SHAPE = CurriculumShape(
+    phase1_iterations=2,
+    phase2_iterations=1,
+    code_version="golden",
+    model_cache_pvc="termrl-model-cache",
+    api_key_secret="termrl-api-keys",
+)
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    path = compile_pipeline("curriculum", tmp_path_factory.mktemp("c") / "curriculum.yaml", GOLDEN_SHAPE)
+    path = compile_pipeline(
+        "curriculum", tmp_path_factory.mktemp("c") / "curriculum.yaml", GOLDEN_SHAPE
+    )
     return path, *read_compiled(path)
 
 
@@ -42,21 +49,37 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
     # (rollout + train + health) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
     assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
     names = {t.task_info.name for t in tasks.values()}
-    assert {"phase 1 · rollout 1/2", "phase 1 · train 2/2 (positive-only)", "phase 2 · train 1/1 (full)",
-            "demonstrate · imitation pool", "demonstrate · phase-1 pool", "imitation · train on demonstrations",
-            "eval · base policy",
-            "eval · after imitation", "eval · after phase 1", "eval · final policy", "report · policies",
-            } <= names  # fmt: skip
+    assert {
+        "phase 1 · rollout 1/2",
+        "phase 1 · train 2/2 (positive-only)",
+        "phase 2 · train 1/1 (full)",
+        "demonstrate · imitation pool",
+        "demonstrate · phase-1 pool",
+        "imitation · train on demonstrations",
+        "eval · base policy",
+        "eval · after imitation",
+        "eval · after phase 1",
+        "eval · final policy",
+        "report · policies",
+    } <= names
 
     def producer(task: str, artifact: str) -> str:
         return tasks[task].inputs.artifacts[artifact].task_output_artifact.producer_task
 
     # imitation trains on the imitation pool's demonstrations alone, and keeps imitating them in
     # phase 1; phase-1 rollouts learn on the other tasks, anchored in their demonstrations
-    assert producer("train", "trajectories") == producer("train-2", "demonstrations") == "demonstrate"
+    assert (
+        producer("train", "trajectories") == producer("train-2", "demonstrations") == "demonstrate"
+    )
     assert producer("rollout", "demonstrations") == "demonstrate-2"
-    key = lambda task, name: tasks[task].inputs.artifacts[name].task_output_artifact.output_artifact_key  # noqa: E731
-    assert key("demonstrate", "tasks") == "imitation_pool" and key("demonstrate-2", "tasks") == "train_pool"
+
+    def key(task, name):
+        return tasks[task].inputs.artifacts[name].task_output_artifact.output_artifact_key
+
+    assert (
+        key("demonstrate", "tasks") == "imitation_pool"
+        and key("demonstrate-2", "tasks") == "train_pool"
+    )
     assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
     # train N consumes rollout N's trajectories; each round starts from the policy the health
     # step after the round before handed on (its new checkpoint, or the fallback on a collapse)
@@ -64,25 +87,51 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
     assert producer("train-3", "policy") == producer("rollout-2", "policy") == "health"
     assert producer("train-4", "policy") == producer("rollout-3", "policy") == "health-2"
     assert producer("train-3", "trajectories") == "rollout-2"
-    assert producer("health-2", "checkpoint") == "train-3" and producer("health-2", "rollout_metrics") == "rollout-2"
+    assert (
+        producer("health-2", "checkpoint") == "train-3"
+        and producer("health-2", "rollout_metrics") == "rollout-2"
+    )
     assert producer("health-2", "fallback") == producer("health-2", "previous") == "health"
     assert "previous" not in tasks["health"].inputs.artifacts
-    assert producer("health", "fallback") == producer("health", "policy") == "train"  # the imitation policy
+    assert (
+        producer("health", "fallback") == producer("health", "policy") == "train"
+    )  # the imitation policy
     options = tasks["train-3"].inputs.parameters["options"].task_output_parameter
     assert (options.producer_task, options.output_parameter_key) == ("health", "next_train_options")
     assert producer("compare", "health") == "health-3"
-    assert tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "expert_pool"
-    assert tasks["rollout"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key == "train_pool"
-    modes = {n: t.inputs.parameters["mode"].runtime_value.constant.string_value
-             for n, t in tasks.items() if n.startswith("train")}  # fmt: skip
-    assert modes == {"train": "positive-only", "train-2": "positive-only", "train-3": "positive-only",
-                     "train-4": "full"}  # fmt: skip
+    assert (
+        tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key
+        == "expert_pool"
+    )
+    assert (
+        tasks["rollout"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key
+        == "train_pool"
+    )
+    modes = {
+        n: t.inputs.parameters["mode"].runtime_value.constant.string_value
+        for n, t in tasks.items()
+        if n.startswith("train")
+    }
+    assert modes == {
+        "train": "positive-only",
+        "train-2": "positive-only",
+        "train-3": "positive-only",
+        "train-4": "full",
+    }
     evals = {t.task_info.name: t for t in tasks.values() if t.task_info.name.startswith("eval")}
-    assert {name: t.inputs.artifacts["policy"].task_output_artifact.producer_task for name, t in evals.items()
-            if name != "eval · base policy"} == {"eval · after imitation": "train", "eval · after phase 1": "health-2",
-                                                 "eval · final policy": "health-3"}  # fmt: skip
+    assert {
+        name: t.inputs.artifacts["policy"].task_output_artifact.producer_task
+        for name, t in evals.items()
+        if name != "eval · base policy"
+    } == {
+        "eval · after imitation": "train",
+        "eval · after phase 1": "health-2",
+        "eval · final policy": "health-3",
+    }
     # every policy is evaluated on the same held-out tasks, which training never sees
-    assert {t.inputs.artifacts["tasks"].task_output_artifact.producer_task for t in evals.values()} == {"verify-2"}
+    assert {
+        t.inputs.artifacts["tasks"].task_output_artifact.producer_task for t in evals.values()
+    } == {"verify-2"}
 
 
 def test_every_stage_is_cached_named_versioned_and_sized(compiled):
@@ -93,17 +142,25 @@ def test_every_stage_is_cached_named_versioned_and_sized(compiled):
         assert task.caching_options.enable_cache, name
         assert task.task_info.name and task.task_info.name != name, name
         assert task.inputs.parameters["code_version"].component_input_parameter == "code_version"
-        assert (task.retry_policy.max_retry_count == RETRIED[stage]) if stage in RETRIED else \
-            not task.HasField("retry_policy"), name  # fmt: skip
+        assert (
+            (task.retry_policy.max_retry_count == RETRIED[stage])
+            if stage in RETRIED
+            else not task.HasField("retry_policy")
+        ), name
         container = executors[f"exec-{name}"]["container"]
         resources = container["resources"]
         cpu, memory, limit = RESOURCES[stage]
-        assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"],
-                resources["resourceMemoryLimit"]) == (cpu, memory, limit)  # fmt: skip
+        assert (
+            resources["resourceCpuRequest"],
+            resources["resourceMemoryRequest"],
+            resources["resourceMemoryLimit"],
+        ) == (cpu, memory, limit)
         accelerator = resources.get("accelerator")
         if stage in ("rollout", "train", "evaluate"):
-            assert accelerator == {"resourceType": "{{$.inputs.parameters['pipelinechannel--accelerator_type']}}",
-                                   "resourceCount": "{{$.inputs.parameters['pipelinechannel--accelerator_count']}}"}
+            assert accelerator == {
+                "resourceType": "{{$.inputs.parameters['pipelinechannel--accelerator_type']}}",
+                "resourceCount": "{{$.inputs.parameters['pipelinechannel--accelerator_count']}}",
+            }
             assert container["image"] == GOLDEN_SHAPE.gpu_image
         else:
             assert accelerator is None
@@ -126,11 +183,16 @@ def test_gpu_parameters_have_defaults(compiled):
 def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
     path, _, platform = compiled
     assert platform is not None
-    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ]
     assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
     for name, config in executors.items():
         assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
-        assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "termrl-model-cache"
+        assert (
+            config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"]
+            == "termrl-model-cache"
+        )
         has_secret = "secretAsEnv" in config
         assert has_secret == any(s in name for s in ("synthesize", "verify", "evaluate")), name
         if has_secret:
@@ -147,15 +209,22 @@ def test_matches_golden(compiled):
     assert GOLDEN.is_file(), "no golden file: run with TERMRL_UPDATE_GOLDEN=1 once"
     assert text == GOLDEN.read_text(), (
         "the compiled curriculum changed; if on purpose, regenerate: "
-        "TERMRL_UPDATE_GOLDEN=1 pytest tests/pipelines/test_compile.py -k golden")
+        "TERMRL_UPDATE_GOLDEN=1 pytest tests/pipelines/test_compile.py -k golden"
+    )
 
 
 def test_nightly_eval_compiles_without_caching_the_eval(tmp_path):
     spec, platform = read_compiled(compile_pipeline("nightly-eval", tmp_path / "n.yaml"))
     assert platform is None  # no Kubernetes extras asked for
-    caching = {t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()}
-    assert caching == {"prepare policy": False, "synthesize eval tasks": True, "verify eval tasks": True,
-                       "eval · nightly": False}  # fmt: skip
+    caching = {
+        t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()
+    }
+    assert caching == {
+        "prepare policy": False,
+        "synthesize eval tasks": True,
+        "verify eval tasks": True,
+        "eval · nightly": False,
+    }
 
 
 def test_strict_parse_rejects_unknown_fields(tmp_path, compiled):
@@ -173,47 +242,87 @@ def test_shape_is_validated():
 
 def test_compile_command_writes_uploadable_yaml(tmp_path):
     out = tmp_path / "curriculum.yaml"
-    result = CliRunner().invoke(compile_command, ["--out", str(out), "--phase1-iterations", "3",
-                                                  "--registry", "registry.example",
-                                                  "--gpu-image", "registry.example/termrl/stage-gpu:1"])  # fmt: skip
+    result = CliRunner().invoke(
+        compile_command,
+        [
+            "--out",
+            str(out),
+            "--phase1-iterations",
+            "3",
+            "--registry",
+            "registry.example",
+            "--gpu-image",
+            "registry.example/termrl/stage-gpu:1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
     assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 4 + 4 + 1
     code_version = spec.root.input_definitions.parameters["code_version"].default_value.string_value
     assert code_version.startswith("src-")
     # the full name given wins over --registry; the other image is the registry's, tagged by code version
-    assert _images(out) == {"registry.example/termrl/stage-gpu:1", f"registry.example/termrl/stage-cpu:{code_version}"}
+    assert _images(out) == {
+        "registry.example/termrl/stage-gpu:1",
+        f"registry.example/termrl/stage-cpu:{code_version}",
+    }
     assert "termrl-curriculum: 26 tasks" in result.output
 
 
 def _images(path: Path) -> set[str]:
     """Every ``image:`` value anywhere in a YAML file."""
-    return set(re.findall(r"^\s*-?\s*image:\s*['\"]?([^\s'\"]+)", path.read_text(), flags=re.MULTILINE))
+    return set(
+        re.findall(r"^\s*-?\s*image:\s*['\"]?([^\s'\"]+)", path.read_text(), flags=re.MULTILINE)
+    )
 
 
-GPU_PLACEMENT = ["--image-pull-secret", "regcred", "--gpu-toleration", "nvidia.com/gpu:NoSchedule",
-                 "--gpu-toleration", "dedicated=ml:NoExecute", "--gpu-node-selector", "nvidia.com/gpu.present=true"]  # fmt: skip
+GPU_PLACEMENT = [
+    "--image-pull-secret",
+    "regcred",
+    "--gpu-toleration",
+    "nvidia.com/gpu:NoSchedule",
+    "--gpu-toleration",
+    "dedicated=ml:NoExecute",
+    "--gpu-node-selector",
+    "nvidia.com/gpu.present=true",
+]
 
 
 def test_compile_for_a_registry_references_only_its_images_and_places_gpu_stages(tmp_path):
     out = tmp_path / "curriculum.yaml"
-    result = CliRunner().invoke(compile_command, ["--out", str(out), "--registry", "reg.example.com:5000/ml",
-                                                  "--code-version", "v7", *GPU_PLACEMENT])  # fmt: skip
+    result = CliRunner().invoke(
+        compile_command,
+        [
+            "--out",
+            str(out),
+            "--registry",
+            "reg.example.com:5000/ml",
+            "--code-version",
+            "v7",
+            *GPU_PLACEMENT,
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert _images(out) == {"reg.example.com:5000/ml/termrl/stage-cpu:v7", "reg.example.com:5000/ml/termrl/stage-gpu:v7"}
+    assert _images(out) == {
+        "reg.example.com:5000/ml/termrl/stage-cpu:v7",
+        "reg.example.com:5000/ml/termrl/stage-gpu:v7",
+    }
     spec, platform = read_compiled(out)  # strict: kfp-kubernetes' own message for every executor
-    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ]
     assert set(executors) == {f"exec-{name}" for name in spec.root.dag.tasks}
     resources = json_format.MessageToDict(spec.deployment_spec)["executors"]
     for name, config in executors.items():
         assert config["imagePullSecret"][0]["secretName"] == "regcred", name
         gpu = _stage(name.removeprefix("exec-")) in ("rollout", "train", "evaluate")
-        assert ("accelerator" in resources[name]["container"]["resources"]) == gpu, name  # emitted as before
+        assert ("accelerator" in resources[name]["container"]["resources"]) == gpu, (
+            name
+        )  # emitted as before
         if gpu:
             assert config["tolerations"] == [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                 {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"},
-            ], name  # fmt: skip
+            ], name
             assert config["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}, name
         else:
             assert "tolerations" not in config and "nodeSelector" not in config, name
@@ -221,32 +330,51 @@ def test_compile_for_a_registry_references_only_its_images_and_places_gpu_stages
 
 def test_compile_for_a_registry_runs_sandboxes_as_pods_pulling_task_environments_from_it(tmp_path):
     out = tmp_path / "curriculum.yaml"
-    result = CliRunner().invoke(compile_command, ["--out", str(out), "--registry", "reg.example.com/ml",
-                                                  "--image-pull-secret", "regcred"])  # fmt: skip
+    result = CliRunner().invoke(
+        compile_command,
+        ["--out", str(out), "--registry", "reg.example.com/ml", "--image-pull-secret", "regcred"],
+    )
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
     defaults = spec_defaults(spec)
-    assert {k: defaults[k] for k in ("sandbox_backend", "sandbox_namespace", "sandbox_registry",
-                                     "sandbox_pull_secret")} == {  # fmt: skip
-        "sandbox_backend": "kubernetes", "sandbox_namespace": "", "sandbox_registry": "reg.example.com/ml",
-        "sandbox_pull_secret": "regcred"}  # fmt: skip
+    assert {
+        k: defaults[k]
+        for k in ("sandbox_backend", "sandbox_namespace", "sandbox_registry", "sandbox_pull_secret")
+    } == {
+        "sandbox_backend": "kubernetes",
+        "sandbox_namespace": "",
+        "sandbox_registry": "reg.example.com/ml",
+        "sandbox_pull_secret": "regcred",
+    }
     sandboxed = 0
     for name, task in spec.root.dag.tasks.items():
         if _stage(name) not in ("verify", "demonstrate", "rollout", "evaluate"):
             continue
         sandboxed += 1
-        bound = {key: given.component_input_parameter for key, given in task.inputs.parameters.items()}
+        bound = {
+            key: given.component_input_parameter for key, given in task.inputs.parameters.items()
+        }
         for parameter in ("sandbox_namespace", "sandbox_registry", "sandbox_pull_secret"):
             assert bound[parameter] == parameter, (name, parameter)
         assert "sandbox_backend" in bound.values(), name
     assert sandboxed >= 6
     # a local run keeps podman
-    assert spec_defaults(read_compiled(compile_pipeline("curriculum", tmp_path / "local.yaml"))[0])[
-        "sandbox_backend"] == "podman"  # fmt: skip
+    assert (
+        spec_defaults(read_compiled(compile_pipeline("curriculum", tmp_path / "local.yaml"))[0])[
+            "sandbox_backend"
+        ]
+        == "podman"
+    )
 
 
-@pytest.mark.parametrize("options", [[], ["--cpu-image", "termrl/stage-cpu:1", "--registry", "reg.example.com"],
-                                     ["--registry", "localhost"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        ["--cpu-image", "termrl/stage-cpu:1", "--registry", "reg.example.com"],
+        ["--registry", "localhost"],
+    ],
+)
 def test_compile_refuses_images_a_cluster_cannot_pull(tmp_path, options):
     out = tmp_path / "curriculum.yaml"
     result = CliRunner().invoke(compile_command, ["--out", str(out), *options])
@@ -259,7 +387,9 @@ def test_compile_refuses_images_a_cluster_cannot_pull(tmp_path, options):
 def test_shape_validates_placement():
     from pipelines.placement import Toleration
 
-    shape = CurriculumShape(gpu_tolerations=(Toleration("gpu", effect="Never"),), gpu_node_selector=(("a b", "x"),))
+    shape = CurriculumShape(
+        gpu_tolerations=(Toleration("gpu", effect="Never"),), gpu_node_selector=(("a b", "x"),)
+    )
     with pytest.raises(ConfigError) as caught:
         shape.validate()
     assert len(caught.value.problems) == 2

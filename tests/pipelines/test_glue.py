@@ -13,28 +13,45 @@ from termrl.errors import ConfigError
 @pytest.fixture
 def admitted(tmp_path):
     """Eight real procedural tasks, admitted, with verdicts of varying false-positive risk."""
-    cells = [("text-processing", "easy"), ("git", "hard"), ("csv-json", "medium"), ("archives", "hard"),
-             ("log-analysis", "easy"), ("sql-sqlite", "medium"), ("shell-scripting", "hard"), ("service", "easy")]
+    cells = [
+        ("text-processing", "easy"),
+        ("git", "hard"),
+        ("csv-json", "medium"),
+        ("archives", "hard"),
+        ("log-analysis", "easy"),
+        ("sql-sqlite", "medium"),
+        ("shell-scripting", "hard"),
+        ("service", "easy"),
+    ]
     tasks = [make_task(family, level, seed=i) for i, (family, level) in enumerate(cells)]
     save_tasks(tmp_path / "admitted.parquet", tasks)
     risks = [0.5, 0.0, 0.0, 0.9, 0.1, 0.0, 0.2, 0.0]
-    write_verdicts(tmp_path / "verdicts.parquet",
-                   [{"task_id": t.id, "admitted": True, "reason": "admitted", "false_positive_risk": r}
-                    for t, r in zip(tasks, risks, strict=True)])  # fmt: skip
+    write_verdicts(
+        tmp_path / "verdicts.parquet",
+        [
+            {"task_id": t.id, "admitted": True, "reason": "admitted", "false_positive_risk": r}
+            for t, r in zip(tasks, risks, strict=True)
+        ],
+    )
     return tmp_path, tasks, dict(zip([t.id for t in tasks], risks, strict=True))
 
 
 def _curate(folder, **kwargs):
     outs = [folder / f"{n}.parquet" for n in ("imitation", "train", "expert")]
-    metrics = curate_pools(folder / "admitted.parquet", folder / "verdicts.parquet", *outs, **kwargs)
+    metrics = curate_pools(
+        folder / "admitted.parquet", folder / "verdicts.parquet", *outs, **kwargs
+    )
     return metrics, *[load_tasks(p) for p in outs]
 
 
 def test_pools_split_without_overlap_and_the_expert_pool_is_the_best_verified_of_phase_1(admitted):
     folder, tasks, risk = admitted
     metrics, imitation, train, expert = _curate(folder, expert_count=2)
-    assert metrics == {"curate/imitation_pool": float(len(imitation)), "curate/train_pool": float(len(train)),
-                       "curate/expert_pool": 2.0}  # fmt: skip
+    assert metrics == {
+        "curate/imitation_pool": float(len(imitation)),
+        "curate/train_pool": float(len(train)),
+        "curate/expert_pool": 2.0,
+    }
     ids = lambda pool: {t.id for t in pool}  # noqa: E731
     assert ids(imitation) | ids(train) == ids(tasks) and not ids(imitation) & ids(train)
     assert imitation and train and ids(expert) <= ids(train)
@@ -44,14 +61,24 @@ def test_pools_split_without_overlap_and_the_expert_pool_is_the_best_verified_of
 
 
 def test_the_imitation_pool_takes_its_share_of_every_family_and_is_seeded(tmp_path):
-    tasks = [make_task(family, "easy", seed=i) for family in ("git", "csv-json", "archives") for i in range(4)]
+    tasks = [
+        make_task(family, "easy", seed=i)
+        for family in ("git", "csv-json", "archives")
+        for i in range(4)
+    ]
     save_tasks(tmp_path / "admitted.parquet", tasks)
     write_verdicts(tmp_path / "verdicts.parquet", [])
     _, imitation, train, _ = _curate(tmp_path, imitation_fraction=0.5)
-    assert sorted(t.family for t in imitation) == sorted(t.family for t in train) == sorted(["git", "csv-json",
-                                                                                             "archives"] * 2)
+    assert (
+        sorted(t.family for t in imitation)
+        == sorted(t.family for t in train)
+        == sorted(["git", "csv-json", "archives"] * 2)
+    )
     assert {t.id for t in _curate(tmp_path)[1]} == {t.id for t in imitation}
-    assert any({t.id for t in _curate(tmp_path, seed=s)[1]} != {t.id for t in imitation} for s in range(1, 6))
+    assert any(
+        {t.id for t in _curate(tmp_path, seed=s)[1]} != {t.id for t in imitation}
+        for s in range(1, 6)
+    )
 
 
 def test_expert_tasks_replace_the_best_verified(admitted, tmp_path):

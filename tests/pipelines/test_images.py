@@ -32,12 +32,17 @@ REGISTRY_BINARY = "/usr/bin/docker-registry"
 def test_stage_requirements_carry_the_runtime_and_the_build_backend():
     requirements = images.stage_requirements()
     assert any(r.startswith("torch") for r in requirements)
-    assert any(r.startswith("setuptools") for r in requirements)  # pip install --no-build-isolation needs it
+    assert any(
+        r.startswith("setuptools") for r in requirements
+    )  # pip install --no-build-isolation needs it
 
 
 def test_base_images_are_pushed_under_the_registry_with_their_own_names():
     targets = images.base_image_targets("reg.example:5000/team/")
-    assert targets[0] == ("localhost/termrl/base:bookworm", "reg.example:5000/team/termrl/base:bookworm")
+    assert targets[0] == (
+        "localhost/termrl/base:bookworm",
+        "reg.example:5000/team/termrl/base:bookworm",
+    )
     assert len(targets) == len(BASE_IMAGES)
 
 
@@ -74,10 +79,15 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("registry")
     address = f"127.0.0.1:{_free_port()}"
     config = root / "config.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
-                      f"http:\n  addr: {address}\n")  # fmt: skip
-    server = subprocess.Popen([REGISTRY_BINARY, "serve", str(config)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)  # fmt: skip
+    config.write_text(
+        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+        f"http:\n  addr: {address}\n"
+    )
+    server = subprocess.Popen(
+        [REGISTRY_BINARY, "serve", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):  # the registry answers /v2/ once it listens
             try:
@@ -111,15 +121,27 @@ def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: 
         assert names == [local]
         # The default policy is inside and loads with no network: "prepare base policy" in a pod.
         run = subprocess.run(
-            ["podman", "run", "--rm", "--network=none", local, "python", "-c",
-             "from pipelines.glue import materialize_model; import pathlib; materialize_model('', '/tmp/m'); "
-             "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))"],
-            capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+            [
+                "podman",
+                "run",
+                "--rm",
+                "--network=none",
+                local,
+                "python",
+                "-c",
+                "from pipelines.glue import materialize_model; import pathlib; materialize_model('', '/tmp/m'); "
+                "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         assert "model.safetensors" in run.stdout and "tokenizer.json" in run.stdout
 
-        result = runner.invoke(images_group, ["push", "--registry", registry, "--tag", TAG, "--no-tls-verify"])
+        result = runner.invoke(
+            images_group, ["push", "--registry", registry, "--tag", TAG, "--no-tls-verify"]
+        )
         assert result.exit_code == 0, result.output
         assert f"pushed {registry}/termrl/stage-cpu:{TAG}" in result.output
         assert _tags(registry, "termrl/stage-cpu") == [TAG]
@@ -142,10 +164,13 @@ def _compile(tmp_path: Path, name: str) -> Path:
 def test_the_curriculum_synthesizes_training_and_held_out_tasks_with_the_run_s_arguments(tmp_path):
     from pipelines.task_images import pipeline_synthesize_arguments
 
-    calls = pipeline_synthesize_arguments(_compile(tmp_path, "curriculum"), ["synth_count=5", "heldout_seed=7",
-                                                                             "synthesize.perturbation_rate=0"])  # fmt: skip
-    assert sorted((a["count"], a["seed"], a.get("exclude_families", "")) for a in calls.values()) == [
-        (5, 0, "sql-sqlite"), (28, 7, "")]  # fmt: skip
+    calls = pipeline_synthesize_arguments(
+        _compile(tmp_path, "curriculum"),
+        ["synth_count=5", "heldout_seed=7", "synthesize.perturbation_rate=0"],
+    )
+    assert sorted(
+        (a["count"], a["seed"], a.get("exclude_families", "")) for a in calls.values()
+    ) == [(5, 0, "sql-sqlite"), (28, 7, "")]
     assert all(a["options"] == {"perturbation_rate": 0.0} for a in calls.values())
 
 
@@ -153,7 +178,9 @@ def test_llm_written_tasks_cannot_be_built_ahead(tmp_path):
     from pipelines.task_images import pipeline_synthesize_arguments
 
     with pytest.raises(ConfigError, match="LLM-written tasks"):
-        pipeline_synthesize_arguments(_compile(tmp_path, "curriculum"), ["synth_llm_model=openai/gpt-4o"])
+        pipeline_synthesize_arguments(
+            _compile(tmp_path, "curriculum"), ["synth_llm_model=openai/gpt-4o"]
+        )
 
 
 def test_push_tasks_needs_a_pipeline_or_tasks():
@@ -164,7 +191,9 @@ def test_push_tasks_needs_a_pipeline_or_tasks():
 @pytest.mark.slow
 @pytest.mark.podman
 @pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
-def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(registry: str, tmp_path: Path):
+def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(
+    registry: str, tmp_path: Path
+):
     """The nightly eval's tasks, synthesized here as its synthesize stage will: each environment lands at the
     name the kubernetes backend computes for the task in the pod."""
     import asyncio
@@ -175,13 +204,26 @@ def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(reg
     from termrl.sandbox.spec import SandboxSpec
 
     pipeline = _compile(tmp_path, "nightly-eval")
-    result = CliRunner().invoke(images_group, ["push-tasks", "--pipeline", str(pipeline), "--set", "task_count=2",
-                                               "--registry", registry, "--no-tls-verify"])  # fmt: skip
+    result = CliRunner().invoke(
+        images_group,
+        [
+            "push-tasks",
+            "--pipeline",
+            str(pipeline),
+            "--set",
+            "task_count=2",
+            "--registry",
+            registry,
+            "--no-tls-verify",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "pushed 2 task environment image(s)" in result.output
     # the same tasks, as the synthesize stage in the run writes them; the names the pod pulls
     (tasks,) = synthesize_pipeline_tasks(pipeline, ["task_count=2"], tmp_path / "again")
-    backend = KubernetesBackend(registry=registry, api=object())  # no API calls: only the image name
+    backend = KubernetesBackend(
+        registry=registry, api=object()
+    )  # no API calls: only the image name
     pulled = {asyncio.run(backend.build_image(SandboxSpec.from_task(t))) for t in load_tasks(tasks)}
     assert pulled == {f"{registry}/termrl/env:{tag}" for tag in _tags(registry, "termrl/env")}
 
@@ -189,5 +231,7 @@ def test_push_tasks_pushes_the_environments_the_kubernetes_backend_will_pull(reg
 def test_both_stage_images_carry_the_same_default_policy_package():
     for name in images.STAGE_IMAGES:
         dockerfile = (images.ROOT / "images" / name / "Dockerfile").read_text()
-        assert "find_default_gguf" in dockerfile, name  # the build fails without the policy's weights
+        assert "find_default_gguf" in dockerfile, (
+            name
+        )  # the build fails without the policy's weights
     assert images.POLICY_PACKAGE in (images.ROOT / "images/stage-gpu/Dockerfile").read_text()

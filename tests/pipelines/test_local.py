@@ -23,10 +23,32 @@ from pipelines.pipeline_cli import rerun, run
 from termrl.errors import ConfigError
 
 # A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.
-TINY = ["--set", "code_version=pytest", "--set", "synth_count=4", "--set", "group_size=2", "--set", "groups=1", "--set", "max_turns=2",
-        "--set", "max_new_tokens=24", "--set", "eval_max_turns=2", "--set", "rollout_concurrency=2",
-        "--set", "heldout_count=3", "--set", "expert_count=2", "--set", "imitation_epochs=1",
-        "--set", "train.eps_high=0.3"]  # fmt: skip
+TINY = [
+    "--set",
+    "code_version=pytest",
+    "--set",
+    "synth_count=4",
+    "--set",
+    "group_size=2",
+    "--set",
+    "groups=1",
+    "--set",
+    "max_turns=2",
+    "--set",
+    "max_new_tokens=24",
+    "--set",
+    "eval_max_turns=2",
+    "--set",
+    "rollout_concurrency=2",
+    "--set",
+    "heldout_count=3",
+    "--set",
+    "expert_count=2",
+    "--set",
+    "imitation_epochs=1",
+    "--set",
+    "train.eps_high=0.3",
+]
 # prepare, 2 x (synthesize, verify), curate, 2 x demonstrate, imitation, 2 x (rollout, train),
 # 2 health steps, 4 evals (base, imitation, phase 1, final), compare
 STAGES = 20
@@ -35,9 +57,14 @@ STAGES = 20
 def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:
     """What kfp.local prints around one task, produced by kfp's own formatting helpers."""
     name = logging_utils.format_task_name(task)
-    lines = [f"12:00:00.000 - INFO - Executing task {name}", "12:00:00.000 - INFO - Streamed logs:", "",
-             "    stage output line", f"12:00:01.000 - INFO - Task {name} finished with status "
-             f"{logging_utils.format_status(outcome)}"]  # fmt: skip
+    lines = [
+        f"12:00:00.000 - INFO - Executing task {name}",
+        "12:00:00.000 - INFO - Streamed logs:",
+        "",
+        "    stage output line",
+        f"12:00:01.000 - INFO - Task {name} finished with status "
+        f"{logging_utils.format_status(outcome)}",
+    ]
     if outputs:
         lines.append(f"12:00:01.000 - INFO - Task {name} outputs:")
         lines += logging_utils.make_log_lines_for_outputs(outputs)
@@ -45,28 +72,46 @@ def _kfp_lines(task: str, outcome: status.Status, outputs: dict) -> str:
 
 
 def test_progress_reads_kfp_lines(tmp_path):
-    record = RunRecord(str(tmp_path), "p", {}, tasks={"verify": TaskRecord("verify", "verify tasks"),
-                                                      "train": TaskRecord("train", "train")})  # fmt: skip
+    record = RunRecord(
+        str(tmp_path),
+        "p",
+        {},
+        tasks={
+            "verify": TaskRecord("verify", "verify tasks"),
+            "train": TaskRecord("train", "train"),
+        },
+    )
     shown: list[str] = []
     progress = _Progress(record, io.StringIO(), shown.append, False, tmp_path)
-    outputs = {"admitted": dsl.Dataset(name="admitted", uri="/r/verify/admitted"),
-               "verdicts": dsl.Dataset(name="verdicts", uri="/r/verify/verdicts")}  # fmt: skip
+    outputs = {
+        "admitted": dsl.Dataset(name="admitted", uri="/r/verify/admitted"),
+        "verdicts": dsl.Dataset(name="verdicts", uri="/r/verify/verdicts"),
+    }
     progress.write(_kfp_lines("verify", status.Status.SUCCESS, outputs))
     progress.write(_kfp_lines("train", status.Status.FAILURE, {})[:-5])  # a partial line waits...
     progress.write("-----\n")
     verify, train = record.tasks["verify"], record.tasks["train"]
-    assert verify.state == "executed" and verify.outputs == {"admitted": "/r/verify/admitted",
-                                                             "verdicts": "/r/verify/verdicts"}  # fmt: skip
+    assert verify.state == "executed" and verify.outputs == {
+        "admitted": "/r/verify/admitted",
+        "verdicts": "/r/verify/verdicts",
+    }
     assert train.state == "failed" and "    stage output line" in train.log_tail
-    assert shown[0] == "[ 1/2] verify tasks ..." and shown[1].startswith("[ 1/2] verify tasks: executed in")
+    assert shown[0] == "[ 1/2] verify tasks ..." and shown[1].startswith(
+        "[ 1/2] verify tasks: executed in"
+    )
     assert shown[-2].startswith("[ 2/2] train: failed in")
-    assert shown[-1].rstrip().endswith("stage output line")  # a failure shows the stage's own output
+    assert (
+        shown[-1].rstrip().endswith("stage output line")
+    )  # a failure shows the stage's own output
 
 
 def test_cache_hits_come_from_kfp_records(tmp_path):
-    (tmp_path / "abcdef123456ffff.json").write_text(json.dumps(
-        {"model": {"__kfp_artifact__": True, "uri": "/old/run/model", "name": "model"}}))  # fmt: skip
-    record = RunRecord(str(tmp_path), "p", {}, tasks={"prepare-model": TaskRecord("prepare-model", "prepare")})
+    (tmp_path / "abcdef123456ffff.json").write_text(
+        json.dumps({"model": {"__kfp_artifact__": True, "uri": "/old/run/model", "name": "model"}})
+    )
+    record = RunRecord(
+        str(tmp_path), "p", {}, tasks={"prepare-model": TaskRecord("prepare-model", "prepare")}
+    )
     shown: list[str] = []
     handler = _KfpRecords(_Progress(record, io.StringIO(), shown.append, False, tmp_path))
     message = "Task prepare-model cache hit (key=abcdef123456); skipping execution."
@@ -78,7 +123,9 @@ def test_cache_hits_come_from_kfp_records(tmp_path):
 
 def test_settings_are_typed_by_their_defaults():
     defaults = {"synth_count": 12, "learning_rate": 0.0, "base_model": "", "flag": False}
-    values = pipeline_arguments(defaults, ("synth_count=4", "learning_rate=1e-5", "base_model=/m", "flag=yes"))
+    values = pipeline_arguments(
+        defaults, ("synth_count=4", "learning_rate=1e-5", "base_model=/m", "flag=yes")
+    )
     assert values == {"synth_count": 4, "learning_rate": 1e-5, "base_model": "/m", "flag": True}
     assert isinstance(values["synth_count"], int)
     with pytest.raises(ConfigError) as error:
@@ -88,23 +135,46 @@ def test_settings_are_typed_by_their_defaults():
 
 def test_stage_fields_go_into_that_stages_options_typed_by_its_config():
     defaults = {"groups": 8, "train_options": {}, "rollout_options": {"seed": 3}}
-    values = pipeline_arguments(defaults, ("train.negative_weight=0.5", "train.max_steps=2",
-                                           "rollout.dynamic_sampling=4", "groups=16"))  # fmt: skip
-    assert values == {"groups": 16, "train_options": {"negative_weight": 0.5, "max_steps": 2},
-                      "rollout_options": {"seed": 3, "dynamic_sampling": 4}}  # fmt: skip
+    values = pipeline_arguments(
+        defaults,
+        (
+            "train.negative_weight=0.5",
+            "train.max_steps=2",
+            "rollout.dynamic_sampling=4",
+            "groups=16",
+        ),
+    )
+    assert values == {
+        "groups": 16,
+        "train_options": {"negative_weight": 0.5, "max_steps": 2},
+        "rollout_options": {"seed": 3, "dynamic_sampling": 4},
+    }
     json.dumps(values)  # a kfp parameter: JSON all the way down
     with pytest.raises(ConfigError) as error:
-        pipeline_arguments(defaults, ("train.negative_wieght=0.5", "train.max_steps=two", "eval.trials=2"))
+        pipeline_arguments(
+            defaults, ("train.negative_wieght=0.5", "train.max_steps=two", "eval.trials=2")
+        )
     problems = "\n".join(error.value.problems)
     assert len(error.value.problems) == 3
-    assert "train: unknown setting 'negative_wieght'" in problems and "train: max_steps='two'" in problems
+    assert (
+        "train: unknown setting 'negative_wieght'" in problems
+        and "train: max_steps='two'" in problems
+    )
     assert "no options to a 'eval' stage" in problems and "rollout, train" in problems
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, tiny_model_dir):
     runs = tmp_path_factory.mktemp("runs")
-    args = ["--runs-dir", str(runs), "--name", "first", "--set", f"base_model={tiny_model_dir}", *TINY]
+    args = [
+        "--runs-dir",
+        str(runs),
+        "--name",
+        "first",
+        "--set",
+        f"base_model={tiny_model_dir}",
+        *TINY,
+    ]
     result = CliRunner().invoke(run, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
     return runs, args, result.output
@@ -118,19 +188,25 @@ def test_run_shows_progress_report_and_table(first_run):
     record = RunRecord.load(runs / "first")
     assert record.ok and len(record.executed()) == STAGES
     # kfp orders independent root stages as it likes: prepare-model is one of them, at any position
-    assert re.search(rf"^\[ ?\d+/{STAGES}\] prepare base policy: executed in ", output, re.MULTILINE), output
+    assert re.search(
+        rf"^\[ ?\d+/{STAGES}\] prepare base policy: executed in ", output, re.MULTILINE
+    ), output
     assert "phase 2 · train 1/1 (full): executed" in output
     report = Path(output.split("report: ", 1)[1].split()[0])
     assert report == runs / "first" / "report.html"
     assert report.read_text() == Path(record.tasks["compare"].outputs["report"]).read_text()
     assert "Comparison" in report.read_text()
-    table = output.split("held-out tasks: base vs imitation vs phase1 vs final policy", 1)[1].splitlines()
+    table = output.split("held-out tasks: base vs imitation vs phase1 vs final policy", 1)[
+        1
+    ].splitlines()
     assert table[1].split() == ["policy", "tasks", "trials", "passed", "pass", "rate"]
     assert [line.split()[0] for line in table[2:6]] == ["base", "imitation", "phase1", "final"]
     metrics = json.loads(Path(record.tasks["compare"].outputs["metrics"]).read_text())
     assert f"{metrics['eval/base_pass_rate']:.1%}" == table[2].split()[-1]
     assert record.arguments["train_options"] == {"eps_high": 0.3}  # --set train.eps_high=0.3
-    assert '"eps_high": 0.3' in (runs / "first" / "run.log").read_text()  # and it reached the stages
+    assert (
+        '"eps_high": 0.3' in (runs / "first" / "run.log").read_text()
+    )  # and it reached the stages
 
 
 @pytest.mark.ci
@@ -145,7 +221,9 @@ def test_second_run_executes_nothing(first_run):
     assert second.executed() == []
     assert {t.state for t in second.tasks.values()} == {"cached"}
     # cached tasks hand on the first run's artifacts, so downstream keys matched too
-    assert {n: t.outputs for n, t in second.tasks.items()} == {n: t.outputs for n, t in first.tasks.items()}
+    assert {n: t.outputs for n, t in second.tasks.items()} == {
+        n: t.outputs for n, t in first.tasks.items()
+    }
     assert "Executing task" not in (runs / "second" / "run.log").read_text()
 
 
@@ -163,18 +241,26 @@ def test_rerun_one_stage_on_upstream_artifacts(first_run):
     # train-2 is phase 1's train: the rollout's trajectories, the imitation policy, the demonstrations
     assert f"trajectories <- {first.tasks['rollout'].outputs['trajectories']}" in result.output
     assert f"policy <- {first.tasks['train'].outputs['checkpoint']}" in result.output
-    assert f"demonstrations <- {first.tasks['demonstrate'].outputs['demonstrations']}" in result.output
+    assert (
+        f"demonstrations <- {first.tasks['demonstrate'].outputs['demonstrations']}" in result.output
+    )
     assert "rerun · train-2: executed" in result.output
     (rerun_dir,) = (run_dir / "reruns").iterdir()
     record = RunRecord.load(rerun_dir)
     stage = next(t for t in record.tasks.values() if not t.name.startswith("importer"))
     assert stage.state == "executed" and stage.display_name == "rerun · train-2"
     importers = [t for t in record.tasks.values() if t is not stage]
-    assert len(importers) == 3 and {t.state for t in importers} == {"imported"}  # nothing upstream ran
+    assert len(importers) == 3 and {t.state for t in importers} == {
+        "imported"
+    }  # nothing upstream ran
     checkpoint = Path(stage.outputs["checkpoint"])
-    assert (checkpoint / "config.json").is_file() and checkpoint != Path(first.tasks["train-2"].outputs["checkpoint"])
+    assert (checkpoint / "config.json").is_file() and checkpoint != Path(
+        first.tasks["train-2"].outputs["checkpoint"]
+    )
     log = (rerun_dir / "run.log").read_text()
-    assert '"eps_high": 0.28' in log and '"max_steps": 1' in log  # the --set values reached the stage
+    assert (
+        '"eps_high": 0.28' in log and '"max_steps": 1' in log
+    )  # the --set values reached the stage
 
     again = CliRunner().invoke(rerun, args)
     assert again.exit_code == 0, again.output

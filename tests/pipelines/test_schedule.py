@@ -86,13 +86,29 @@ def test_cron_forms():
 
 def test_kfp_recurring_run_request(kfp_peer):
     host, requests = kfp_peer
-    result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "30 2 * * *",
-                                           "--registry", "reg.example.com",
-                                           "--set", "trials=3", "--set", "model=/models/latest"])  # fmt: skip
+    result = CliRunner().invoke(
+        schedule,
+        [
+            "nightly-eval",
+            "--host",
+            host,
+            "--cron",
+            "30 2 * * *",
+            "--registry",
+            "reg.example.com",
+            "--set",
+            "trials=3",
+            "--set",
+            "model=/models/latest",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "recurring run rr-42 created" in result.output
     posts = [(path, body) for method, path, body in requests if method == "POST"]
-    assert [p.split("?")[0] for p, _ in posts] == ["/apis/v2beta1/experiments", "/apis/v2beta1/recurringruns"]
+    assert [p.split("?")[0] for p, _ in posts] == [
+        "/apis/v2beta1/experiments",
+        "/apis/v2beta1/recurringruns",
+    ]
     assert posts[0][1]["display_name"] == "termrl"
     job = posts[1][1]
     assert job["experiment_id"] == "exp-1"
@@ -102,32 +118,78 @@ def test_kfp_recurring_run_request(kfp_peer):
     assert job["no_catchup"] is True
     assert job["runtime_config"]["parameters"] == {"trials": 3, "model": "/models/latest"}
     # The pipeline travels inside the request and is a valid PipelineSpec.
-    spec = json_format.ParseDict(job["pipeline_spec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False)
+    spec = json_format.ParseDict(
+        job["pipeline_spec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+    )
     assert spec.pipeline_info.name == "termrl-nightly-eval"
-    caching = {t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()}
+    caching = {
+        t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()
+    }
     assert caching["eval · nightly"] is False
-    images = {e["container"]["image"] for e in json_format.MessageToDict(spec.deployment_spec)["executors"].values()}
-    assert images == {f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")}
-    defaults = spec_defaults(spec)  # the sandboxes are pods pulling task environments from the registry
-    assert (defaults["sandbox_backend"], defaults["sandbox_registry"]) == ("kubernetes", "reg.example.com")
+    images = {
+        e["container"]["image"]
+        for e in json_format.MessageToDict(spec.deployment_spec)["executors"].values()
+    }
+    assert images == {
+        f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")
+    }
+    defaults = spec_defaults(
+        spec
+    )  # the sandboxes are pods pulling task environments from the registry
+    assert (defaults["sandbox_backend"], defaults["sandbox_registry"]) == (
+        "kubernetes",
+        "reg.example.com",
+    )
 
 
 def test_kfp_recurring_run_carries_the_platform_spec(kfp_peer):
     host, requests = kfp_peer
-    result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "0 3 * * *",
-                                           "--cpu-image", "reg.example.com/cpu:1", "--gpu-image", "reg.example.com/gpu:1",
-                                           "--image-pull-secret", "regcred", "--gpu-toleration", "nvidia.com/gpu:NoSchedule",
-                                           "--gpu-node-selector", "pool=gpu"])  # fmt: skip
+    result = CliRunner().invoke(
+        schedule,
+        [
+            "nightly-eval",
+            "--host",
+            host,
+            "--cron",
+            "0 3 * * *",
+            "--cpu-image",
+            "reg.example.com/cpu:1",
+            "--gpu-image",
+            "reg.example.com/gpu:1",
+            "--image-pull-secret",
+            "regcred",
+            "--gpu-toleration",
+            "nvidia.com/gpu:NoSchedule",
+            "--gpu-node-selector",
+            "pool=gpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    job = next(body for method, path, body in requests if method == "POST" and "recurringruns" in path)
+    job = next(
+        body for method, path, body in requests if method == "POST" and "recurringruns" in path
+    )
     # with Kubernetes extras kfp.Client sends both specs
-    platform = json_format.ParseDict(job["pipeline_spec"]["platform_spec"], pipeline_spec_pb2.PlatformSpec(),
-                                     ignore_unknown_fields=False)  # fmt: skip
-    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert all(config["imagePullSecret"] == [{"secretName": "regcred", "secretNameParameter": {
-        "runtimeValue": {"constant": "regcred"}}}] for config in executors.values())  # fmt: skip
-    assert executors["exec-evaluate"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
-                                                           "effect": "NoSchedule"}]  # fmt: skip
+    platform = json_format.ParseDict(
+        job["pipeline_spec"]["platform_spec"],
+        pipeline_spec_pb2.PlatformSpec(),
+        ignore_unknown_fields=False,
+    )
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ]
+    assert all(
+        config["imagePullSecret"]
+        == [
+            {
+                "secretName": "regcred",
+                "secretNameParameter": {"runtimeValue": {"constant": "regcred"}},
+            }
+        ]
+        for config in executors.values()
+    )
+    assert executors["exec-evaluate"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     assert executors["exec-evaluate"]["nodeSelector"] == {"labels": {"pool": "gpu"}}
     assert "tolerations" not in executors["exec-verify"]
 
@@ -143,15 +205,29 @@ def test_schedule_refuses_local_images(target, tmp_path, monkeypatch):
 
 def test_kfp_schedule_rejects_unknown_parameters(kfp_peer):
     host, requests = kfp_peer
-    result = CliRunner().invoke(schedule, ["nightly-eval", "--host", host, "--cron", "0 3 * * *",
-                                           "--registry", "reg.example.com", "--set", "trails=3"])  # fmt: skip
+    result = CliRunner().invoke(
+        schedule,
+        [
+            "nightly-eval",
+            "--host",
+            host,
+            "--cron",
+            "0 3 * * *",
+            "--registry",
+            "reg.example.com",
+            "--set",
+            "trails=3",
+        ],
+    )
     assert result.exit_code != 0
     assert "unknown setting 'trails'" in result.output
     assert requests == []  # nothing reached the server
 
 
 def test_argo_cron_workflow_round_trip(tmp_path):
-    workflow = nightly_cron_workflow("15 4 * * 1-5", model="/models/latest", trials=3, results_pvc="termrl-results")
+    workflow = nightly_cron_workflow(
+        "15 4 * * 1-5", model="/models/latest", trials=3, results_pvc="termrl-results"
+    )
     text, parsed = round_trip(workflow)
     spec = parsed["spec"]
     assert parsed["kind"] == "CronWorkflow"
@@ -159,12 +235,21 @@ def test_argo_cron_workflow_round_trip(tmp_path):
     assert spec["concurrencyPolicy"] == "Forbid"
     flow = spec["workflowSpec"]
     params = {p["name"]: p["value"] for p in flow["arguments"]["parameters"]}
-    assert params == {"model": "/models/latest", "task_count": "12", "task_seed": "1000", "trials": "3"}
+    assert params == {
+        "model": "/models/latest",
+        "task_count": "12",
+        "task_seed": "1000",
+        "trials": "3",
+    }
     dag = next(t for t in flow["templates"] if t["name"] == "nightly-eval")["dag"]["tasks"]
     depends = {t["name"]: t.get("depends") for t in dag}
     assert depends == {"synthesize": None, "verify": "synthesize", "eval": "verify"}
     templates = {t["name"]: t for t in flow["templates"] if "container" in t}
-    assert templates["synthesize"]["container"]["command"] == ["python", "-m", "components.synthesize"]
+    assert templates["synthesize"]["container"]["command"] == [
+        "python",
+        "-m",
+        "components.synthesize",
+    ]
     assert "--backend kubernetes" in templates["eval"]["container"]["args"][0]
     assert templates["eval"]["container"]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert yaml.safe_load(text) == parsed
@@ -172,29 +257,62 @@ def test_argo_cron_workflow_round_trip(tmp_path):
 
 def test_argo_command_writes_yaml(tmp_path):
     out = tmp_path / "nightly.yaml"
-    result = CliRunner().invoke(schedule, ["nightly-eval", "--argo", str(out), "--cron", "0 3 * * *",
-                                           "--set", "task_count=6", "--registry", "reg.example.com", *GPU_PLACEMENT])  # fmt: skip
+    result = CliRunner().invoke(
+        schedule,
+        [
+            "nightly-eval",
+            "--argo",
+            str(out),
+            "--cron",
+            "0 3 * * *",
+            "--set",
+            "task_count=6",
+            "--registry",
+            "reg.example.com",
+            *GPU_PLACEMENT,
+        ],
+    )
     assert result.exit_code == 0, result.output
     document = yaml.safe_load(out.read_text())
     assert document["spec"]["schedules"] == ["0 3 * * *"]
     flow = document["spec"]["workflowSpec"]
     params = {p["name"]: p["value"] for p in flow["arguments"]["parameters"]}
     assert params["task_count"] == "6"
-    assert flow["serviceAccountName"] == SERVICE_ACCOUNT  # the account `termrl cluster manifests` sets up
+    assert (
+        flow["serviceAccountName"] == SERVICE_ACCOUNT
+    )  # the account `termrl cluster manifests` sets up
     assert flow["imagePullSecrets"] == [{"name": "regcred"}]
     containers = {t["name"]: t["container"] for t in flow["templates"] if "container" in t}
     assert {c["image"] for c in containers.values()} == {
-        f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")}  # fmt: skip
-    placed = {t["name"]: (t.get("tolerations"), t.get("nodeSelector")) for t in flow["templates"] if "container" in t}
-    assert placed == {"synthesize": (None, None), "verify": (None, None), "eval": (
-        [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}],
-        {"nvidia.com/gpu.present": "true"})}  # fmt: skip
+        f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")
+    }
+    placed = {
+        t["name"]: (t.get("tolerations"), t.get("nodeSelector"))
+        for t in flow["templates"]
+        if "container" in t
+    }
+    assert placed == {
+        "synthesize": (None, None),
+        "verify": (None, None),
+        "eval": (
+            [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"},
+            ],
+            {"nvidia.com/gpu.present": "true"},
+        ),
+    }
     # the sandboxes are pods pulling the task environments from the registry, with the pull secret
     verify_args = containers["verify"]["args"]
-    assert verify_args[-4:] == ["--set", "sandbox_registry=reg.example.com", "--set", "sandbox_pull_secret=regcred"]
-    assert containers["eval"]["args"][0].endswith("--set sandbox_registry=reg.example.com "
-                                                  "--set sandbox_pull_secret=regcred")  # fmt: skip
+    assert verify_args[-4:] == [
+        "--set",
+        "sandbox_registry=reg.example.com",
+        "--set",
+        "sandbox_pull_secret=regcred",
+    ]
+    assert containers["eval"]["args"][0].endswith(
+        "--set sandbox_registry=reg.example.com --set sandbox_pull_secret=regcred"
+    )
 
 
 def test_schedule_needs_exactly_one_target():

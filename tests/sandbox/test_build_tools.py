@@ -24,27 +24,51 @@ UV_URL = "https://astral.sh/uv/0.7.13/install.sh"
 
 def test_installer_urls_are_recorded_wherever_the_build_context_has_them():
     files = [
-        TaskFile("Dockerfile", b"FROM python:3.13-slim\nARG UV_VERSION=0.6.3\nCOPY install.sh /\nRUN bash /install.sh\n"
-                               b"RUN curl -LsSf https://astral.sh/uv/${UV_VERSION}/install.sh | sh\n"),
-        TaskFile("install.sh", f"curl -LsSf {UV_URL} | sh\nwget -qO- https://astral.sh/ruff/install.sh | bash\n".encode()),
-        TaskFile("setup/get.sh", b"curl -fsSL -o /tmp/i.sh https://github.com/astral-sh/uv/releases/download/0.5.1/uv-installer.sh\n"
-                                 b"curl -LsSf https://astral.sh/uv/$MISSING/install.sh | sh\n"),
+        TaskFile(
+            "Dockerfile",
+            b"FROM python:3.13-slim\nARG UV_VERSION=0.6.3\nCOPY install.sh /\nRUN bash /install.sh\n"
+            b"RUN curl -LsSf https://astral.sh/uv/${UV_VERSION}/install.sh | sh\n",
+        ),
+        TaskFile(
+            "install.sh",
+            f"curl -LsSf {UV_URL} | sh\nwget -qO- https://astral.sh/ruff/install.sh | bash\n".encode(),
+        ),
+        TaskFile(
+            "setup/get.sh",
+            b"curl -fsSL -o /tmp/i.sh https://github.com/astral-sh/uv/releases/download/0.5.1/uv-installer.sh\n"
+            b"curl -LsSf https://astral.sh/uv/$MISSING/install.sh | sh\n",
+        ),
         TaskFile("logo.png", b"\x89PNG\xff\xfe"),
-    ]  # fmt: skip
+    ]
     record, problems = scan_installers(files)
     assert record == {
-        "https://astral.sh/uv/0.6.3/install.sh": {"tool": "uv", "version": "0.6.3", "found_in": ["Dockerfile"]},
+        "https://astral.sh/uv/0.6.3/install.sh": {
+            "tool": "uv",
+            "version": "0.6.3",
+            "found_in": ["Dockerfile"],
+        },
         UV_URL: {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]},
-        "https://astral.sh/ruff/install.sh": {"tool": "ruff", "version": None, "found_in": ["install.sh"]},
-        "https://github.com/astral-sh/uv/releases/download/0.5.1/uv-installer.sh":
-            {"tool": "uv", "version": "0.5.1", "found_in": ["setup/get.sh"]},
-    }  # fmt: skip
-    assert problems == ["setup/get.sh: cannot serve https://astral.sh/uv/$MISSING/install.sh offline "
-                        "(the version $MISSING has no default)"]  # fmt: skip
+        "https://astral.sh/ruff/install.sh": {
+            "tool": "ruff",
+            "version": None,
+            "found_in": ["install.sh"],
+        },
+        "https://github.com/astral-sh/uv/releases/download/0.5.1/uv-installer.sh": {
+            "tool": "uv",
+            "version": "0.5.1",
+            "found_in": ["setup/get.sh"],
+        },
+    }
+    assert problems == [
+        "setup/get.sh: cannot serve https://astral.sh/uv/$MISSING/install.sh offline "
+        "(the version $MISSING has no default)"
+    ]
 
 
 def test_no_installer_no_record():
-    assert scan_installers([TaskFile("Dockerfile", b"FROM python:3.13\nRUN pip install uv==0.7.13\n")]) == ({}, [])
+    assert scan_installers(
+        [TaskFile("Dockerfile", b"FROM python:3.13\nRUN pip install uv==0.7.13\n")]
+    ) == ({}, [])
 
 
 @pytest.fixture
@@ -67,8 +91,13 @@ def mounted_tools(tmp_path, monkeypatch):
 
 def _sh(script: str, mount, home, **env: str) -> subprocess.CompletedProcess[str]:
     path = f"{mount}:/usr/local/bin:/usr/bin:/bin"
-    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd=home,
-                          env={"PATH": path, "HOME": str(home), **env})  # fmt: skip
+    return subprocess.run(
+        ["sh", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env={"PATH": path, "HOME": str(home), **env},
+    )
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl on the host")
@@ -78,7 +107,9 @@ def test_curl_pipe_sh_installs_uv_where_astrals_installer_does(mounted_tools):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == ["uv 0.7.13", "uvx 0.7.13"]
     assert sorted(p.name for p in (home / ".local" / "bin").iterdir()) == ["env", "uv", "uvx"]
-    assert '"$HOME/.local/bin"' in (home / ".local" / "bin" / "env").read_text()  # portable, like the original
+    assert (
+        '"$HOME/.local/bin"' in (home / ".local" / "bin" / "env").read_text()
+    )  # portable, like the original
     for rc in (".profile", ".bashrc"):  # .profile is created, an existing .bashrc gets the line
         assert (home / rc).read_text().count('. "$HOME/.local/bin/env"') == 1
 
@@ -86,8 +117,13 @@ def test_curl_pipe_sh_installs_uv_where_astrals_installer_does(mounted_tools):
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl on the host")
 def test_installer_options_and_variables_are_honoured(mounted_tools, tmp_path):
     mount, home = mounted_tools
-    done = _sh(f"curl -fsSLo /tmp/../{home}/i.sh {UV_URL} && sh i.sh --quiet", mount, home,
-               UV_INSTALL_DIR=str(tmp_path / "bin"), UV_NO_MODIFY_PATH="1")  # fmt: skip
+    done = _sh(
+        f"curl -fsSLo /tmp/../{home}/i.sh {UV_URL} && sh i.sh --quiet",
+        mount,
+        home,
+        UV_INSTALL_DIR=str(tmp_path / "bin"),
+        UV_NO_MODIFY_PATH="1",
+    )
     assert done.returncode == 0 and done.stdout == "", done.stderr
     assert (tmp_path / "bin" / "uv").is_file() and not (home / ".profile").exists()
 
@@ -98,7 +134,11 @@ def test_wget_forms_are_served_too(mounted_tools):
     assert _sh(f"wget -qO- {UV_URL} | bash -s -- --no-modify-path", mount, home).returncode == 0
     assert (home / ".local" / "bin" / "uv").is_file() and not (home / ".profile").exists()
     assert _sh(f"wget -q {UV_URL}", mount, home).returncode == 0
-    assert (home / "install.sh").read_text().startswith("#!/bin/sh\n# Offline stand-in for astral's uv 0.7.13")
+    assert (
+        (home / "install.sh")
+        .read_text()
+        .startswith("#!/bin/sh\n# Offline stand-in for astral's uv 0.7.13")
+    )
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl on the host")
@@ -106,6 +146,10 @@ def test_other_calls_reach_the_real_tool_and_a_missing_tool_stays_missing(mounte
     mount, home = mounted_tools
     done = _sh("curl --version", mount, home)
     assert done.returncode == 0 and done.stdout.startswith("curl ")
-    missing = subprocess.run(["/bin/sh", "-c", f"curl -LsSf {UV_URL}"], capture_output=True, text=True,
-                             env={"PATH": str(mount), "HOME": str(home)})  # fmt: skip
+    missing = subprocess.run(
+        ["/bin/sh", "-c", f"curl -LsSf {UV_URL}"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(mount), "HOME": str(home)},
+    )
     assert missing.returncode == 127  # as in an image without curl

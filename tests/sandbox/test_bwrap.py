@@ -54,7 +54,9 @@ async def test_upload_download_and_symlinks_stay_inside(bwrap, base_images, tmp_
     (host_dir / "secret").write_text("host-only")
     async with await bwrap.create(SandboxSpec(image=base_images)) as session:
         await session.upload_files([TaskFile("test.sh", b"#!/bin/sh\necho ok\n", 0o755)], "/tests")
-        assert (await session.exec("stat -c %a /tests/test.sh; /tests/test.sh")).output == "755\nok\n"
+        assert (
+            await session.exec("stat -c %a /tests/test.sh; /tests/test.sh")
+        ).output == "755\nok\n"
         # Symlinks the agent plants point inside the sandbox, never at the host.
         await session.exec(f"ln -s {host_dir} /app/link; ln -s {host_dir}/secret /app/file-link")
         await session.upload(b"inside", "/app/link/planted")
@@ -77,7 +79,9 @@ async def test_isolation_from_the_host(bwrap, base_images, tmp_path):
     try:
         async with await bwrap.create(SandboxSpec(image=base_images)) as session:
             assert (await session.exec(f"cat {secret}")).exit_code != 0
-            assert (await session.exec(f"curl -sS --max-time 2 http://127.0.0.1:{port}/", timeout=20)).exit_code != 0
+            assert (
+                await session.exec(f"curl -sS --max-time 2 http://127.0.0.1:{port}/", timeout=20)
+            ).exit_code != 0
             assert (await session.exec("grep -la 987.25 /proc/[0-9]*/cmdline")).output == ""
             await session.exec(f"kill -9 {host.pid}; kill -9 -1")
         assert host.poll() is None
@@ -88,11 +92,17 @@ async def test_isolation_from_the_host(bwrap, base_images, tmp_path):
 
 
 async def test_limits_memory_pids_lifetime(bwrap, base_images):
-    async with await bwrap.create(SandboxSpec(image=base_images, memory_mb=128, pids=64)) as session:
-        hog = await session.exec("python3 -c \"b = bytearray(400 * 2**20); print('survived')\"", timeout=60)
+    async with await bwrap.create(
+        SandboxSpec(image=base_images, memory_mb=128, pids=64)
+    ) as session:
+        hog = await session.exec(
+            "python3 -c \"b = bytearray(400 * 2**20); print('survived')\"", timeout=60
+        )
         assert hog.exit_code == 137 and "survived" not in hog.output.splitlines()
         bomb = await session.exec("bomb() { bomb | bomb & }; bomb; sleep 2", timeout=4)
-        assert "fork: Resource temporarily unavailable" in bomb.output or "fork: retry" in bomb.output
+        assert (
+            "fork: Resource temporarily unavailable" in bomb.output or "fork: retry" in bomb.output
+        )
     short = await bwrap.create(SandboxSpec(image=base_images, lifetime_sec=2))
     with pytest.raises(SandboxDied):
         await short.exec("sleep 30", timeout=60)
@@ -101,25 +111,37 @@ async def test_limits_memory_pids_lifetime(bwrap, base_images):
 
 async def test_filling_the_disk_fails_in_that_sandbox_alone(bwrap, base_images):
     def loop_devices() -> int:
-        return len(subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines())
+        return len(
+            subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
+        )
 
     before = loop_devices()
     spec = SandboxSpec(image=base_images, storage_mb=64)
     async with await bwrap.create(spec) as full, await bwrap.create(spec) as other:
-        fill = await full.exec("dd if=/dev/zero of=/root/big bs=1M count=200 2>&1; du -m /root/big", timeout=60)
+        fill = await full.exec(
+            "dd if=/dev/zero of=/root/big bs=1M count=200 2>&1; du -m /root/big", timeout=60
+        )
         assert "No space left on device" in fill.output, fill.output
         assert int(fill.output.split()[-2]) < 64
         assert (await full.exec("echo still-usable")).output == "still-usable\n"
-        assert (await other.exec("head -c 10M /dev/zero > /root/ten && echo written")).output == "written\n"
-        assert "/root/big" in (await full.changed_files() or {})  # the layer read from outside, as scoring does
+        assert (
+            await other.exec("head -c 10M /dev/zero > /root/ten && echo written")
+        ).output == "written\n"
+        assert "/root/big" in (
+            await full.changed_files() or {}
+        )  # the layer read from outside, as scoring does
         image = full.sandbox.session_dir / "disk.img"
-        assert image.stat().st_blocks * 512 < 80 * 2**20  # sparse: it holds what was written, no more
+        assert (
+            image.stat().st_blocks * 512 < 80 * 2**20
+        )  # sparse: it holds what was written, no more
     assert loop_devices() == before  # the loop device went with the sandbox
 
 
 async def test_rm_rf_and_isolation_between_sessions(bwrap, base_images):
     async with await bwrap.create(SandboxSpec(image=base_images)) as first:
-        await first.exec("echo one > /app/leak; rm -rf --no-preserve-root / 2>/dev/null", timeout=120)
+        await first.exec(
+            "echo one > /app/leak; rm -rf --no-preserve-root / 2>/dev/null", timeout=120
+        )
         async with await bwrap.create(SandboxSpec(image=base_images)) as second:
             result = await second.exec("ls /app/leak; ls /bin/ls")
             assert "No such file" in result.output and "/bin/ls" in result.output
@@ -135,7 +157,9 @@ async def test_teardown_leaves_no_mount_cgroup_or_process(bwrap, base_images):
     assert not sandbox.session_dir.exists()
     assert not any(c.exists() for c in sandbox.cgroups)
     assert sandbox.name not in Path("/proc/self/mountinfo").read_text()
-    leftover = subprocess.run(["pgrep", "-f", "sleep 100[01]"], capture_output=True, text=True).stdout.split()
+    leftover = subprocess.run(
+        ["pgrep", "-f", "sleep 100[01]"], capture_output=True, text=True
+    ).stdout.split()
     assert leftover == [] and not Path(f"/proc/{launcher}").exists()
 
 
@@ -143,7 +167,12 @@ async def test_task_environment_image_runs_under_bwrap(bwrap):
     task = Task(
         id="bwrap-env",
         instruction="unused",
-        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nWORKDIR /work\nRUN echo built > /work/built\n")],
+        environment_files=[
+            TaskFile(
+                "Dockerfile",
+                b"FROM termrl/base:bookworm\nWORKDIR /work\nRUN echo built > /work/built\n",
+            )
+        ],
     )
     async with await bwrap.create(SandboxSpec.from_task(task)) as session:
         assert (await session.exec("pwd; cat built")).output == "/work\nbuilt\n"
@@ -151,23 +180,34 @@ async def test_task_environment_image_runs_under_bwrap(bwrap):
 
 async def test_egress_reaches_out_but_not_host_loopback(bwrap, base_images, host):
     hits: list[str] = []
-    async with serving(host, "outside", hits) as out_port, serving("127.0.0.1", "loopback", hits) as lo_port:
+    async with (
+        serving(host, "outside", hits) as out_port,
+        serving("127.0.0.1", "loopback", hits) as lo_port,
+    ):
         async with await bwrap.create(SandboxSpec(image=base_images, network="egress")) as online:
-            result = await online.exec(f"curl -sS --max-time 5 http://{host}:{out_port}/", timeout=20)
+            result = await online.exec(
+                f"curl -sS --max-time 5 http://{host}:{out_port}/", timeout=20
+            )
             assert result.output == "reached-outside"
             # slirp4netns maps the gateway 10.0.2.2 to the host's loopback unless told not to.
             for address in ("10.0.2.2", "127.0.0.1"):
-                blocked = await online.exec(f"curl -sS --max-time 3 http://{address}:{lo_port}/", timeout=20)
+                blocked = await online.exec(
+                    f"curl -sS --max-time 3 http://{address}:{lo_port}/", timeout=20
+                )
                 assert blocked.exit_code != 0 and "reached" not in blocked.output
             assert (await online.exec("cat /etc/resolv.conf")).output == "nameserver 10.0.2.3\n"
             if hostca.host_ca_bundle(cache_root() / "sandbox") is not None:
-                env = await online.exec(f"echo $SSL_CERT_FILE; cmp {hostca.SANDBOX_PATH} $SSL_CERT_FILE && echo same")
+                env = await online.exec(
+                    f"echo $SSL_CERT_FILE; cmp {hostca.SANDBOX_PATH} $SSL_CERT_FILE && echo same"
+                )
                 assert env.output == f"{hostca.SYSTEM_BUNDLE}\nsame\n"
             slirp = online.sandbox.slirp
             assert slirp is not None and slirp.returncode is None
         assert slirp.returncode is not None  # closing the session ends its slirp4netns
         async with await bwrap.create(SandboxSpec(image=base_images)) as offline:
-            result = await offline.exec(f"curl -sS --max-time 3 http://{host}:{out_port}/", timeout=20)
+            result = await offline.exec(
+                f"curl -sS --max-time 3 http://{host}:{out_port}/", timeout=20
+            )
             assert result.exit_code != 0 and "reached" not in result.output
     assert hits == ["outside"]
 
@@ -193,12 +233,16 @@ async def test_manager_queues_starts_beyond_max_starting(base_images):
                 in_flight[0] -= 1
 
         manager.backend.start = counting_start
-        sessions = await asyncio.gather(*(manager.create(SandboxSpec(image=base_images)) for _ in range(6)))
+        sessions = await asyncio.gather(
+            *(manager.create(SandboxSpec(image=base_images)) for _ in range(6))
+        )
         assert peak[0] == 2 and len(manager.sessions) == 6
         assert [(await s.exec("echo up")).output for s in sessions] == ["up\n"] * 6
 
 
-async def test_egress_network_failure_is_env_init_failed_and_leaves_nothing(bwrap, base_images, tmp_path, monkeypatch):
+async def test_egress_network_failure_is_env_init_failed_and_leaves_nothing(
+    bwrap, base_images, tmp_path, monkeypatch
+):
     broken = tmp_path / "slirp4netns"
     broken.write_text("#!/bin/sh\necho cannot open /dev/net/tun >&2\nexit 1\n")
     broken.chmod(0o755)
@@ -220,11 +264,15 @@ async def test_host_wide_kernel_settings_are_read_only(bwrap, base_images):
     async with await bwrap.create(SandboxSpec(image=base_images)) as session:
         # kernel.core_pattern names a program the host's kernel runs as root on a crash: writing even
         # its current value back must fail.
-        write = await session.exec("v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern")
+        write = await session.exec(
+            "v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern"
+        )
         assert write.exit_code != 0 and "Read-only file system" in write.output
         for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
             if Path(path).exists():
-                assert (await session.exec(f"[ -w {path} ] && echo writable || echo read-only")).output == "read-only\n", path
+                assert (
+                    await session.exec(f"[ -w {path} ] && echo writable || echo read-only")
+                ).output == "read-only\n", path
         # The sandbox's own namespaced settings still answer for the sandbox.
         assert (await session.exec("cat /proc/sys/kernel/hostname")).output == "sandbox\n"
 
@@ -240,7 +288,9 @@ async def test_the_host_keyring_and_other_masked_proc_files_are_out_of_reach(bwr
                 assert shown.output == "0\n", path
         if keyctl is not None:
             assert (await session.exec(KEYCTL.format(nr=keyctl))).output == "-1 1\n"  # EPERM
-            assert (await session.exec_fresh(KEYCTL.format(nr=keyctl))).output == "-1 1\n"  # scoring's too
+            assert (
+                await session.exec_fresh(KEYCTL.format(nr=keyctl))
+            ).output == "-1 1\n"  # scoring's too
         # No new user namespace, where a process would hold every capability.
         assert (await session.exec("unshare --user --map-root-user true")).exit_code != 0
         # Threads still start: clone3 answers ENOSYS and libc falls back to clone.

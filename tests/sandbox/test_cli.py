@@ -12,7 +12,9 @@ from termrl.sandbox.cli import sandbox
 def test_build_base_reports_current_images(base_images):
     result = CliRunner().invoke(sandbox, ["build-base"])
     assert result.exit_code == 0, result.output
-    assert "termrl/base:bookworm (current" in result.output and "debian:bookworm-slim" in result.output
+    assert (
+        "termrl/base:bookworm (current" in result.output and "debian:bookworm-slim" in result.output
+    )
 
 
 @pytest.mark.podman

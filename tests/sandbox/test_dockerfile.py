@@ -21,7 +21,10 @@ COPY --from=build /app /app
 
 def test_base_refs_skip_stages_scratch_args_and_repeats():
     assert base_refs(MULTI_STAGE) == ["ghcr.io/laude-institute/t-bench/python-3-13:20250620"]
-    assert base_refs("FROM python:3.13-slim\nRUN true\nFROM ubuntu:24.04 as final\n") == ["python:3.13-slim", "ubuntu:24.04"]
+    assert base_refs("FROM python:3.13-slim\nRUN true\nFROM ubuntu:24.04 as final\n") == [
+        "python:3.13-slim",
+        "ubuntu:24.04",
+    ]
 
 
 def test_rewrite_from_changes_only_the_recorded_names():
@@ -38,7 +41,10 @@ def test_rewrite_from_changes_only_the_recorded_names():
 def test_build_args_follow_every_complete_from_line():
     text = "FROM a:1\nRUN uv pip install x\nFROM b:2 \\\n  AS c\nRUN true\n"
     out = declare_build_args(text, {"UV_NATIVE_TLS": "1"})
-    assert out == "FROM a:1\nARG UV_NATIVE_TLS=1\nRUN uv pip install x\nFROM b:2 \\\n  AS c\nRUN true\n"
+    assert (
+        out
+        == "FROM a:1\nARG UV_NATIVE_TLS=1\nRUN uv pip install x\nFROM b:2 \\\n  AS c\nRUN true\n"
+    )
     assert declare_build_args(text, {}) == text
 
 
@@ -51,14 +57,24 @@ async def test_uv_installs_from_pypi_during_a_build_and_leaves_no_trace(base_ima
     from termrl.artifacts.tasks import TaskFile
     from termrl.sandbox import SandboxManager, SandboxSpec
 
-    dockerfile = (b"FROM python:3.13-slim\n"
-                  b"RUN pip install --no-cache-dir uv==0.7.13 && uv pip install --system --no-cache iniconfig==2.0.0\n")  # fmt: skip
+    dockerfile = (
+        b"FROM python:3.13-slim\n"
+        b"RUN pip install --no-cache-dir uv==0.7.13 && uv pip install --system --no-cache iniconfig==2.0.0\n"
+    )
     task_files = [TaskFile("Dockerfile", dockerfile)]
     async with SandboxManager() as manager:
         image = await manager.build_image(SandboxSpec(environment_files=task_files))
-    inspect = subprocess.run(["podman", "image", "inspect", "--format", "{{json .Config.Env}}", image],
-                             capture_output=True, text=True, check=True)  # fmt: skip
+    inspect = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{json .Config.Env}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "UV_NATIVE_TLS" not in inspect.stdout
-    check = subprocess.run(["podman", "run", "--rm", "--network=none", image, "python", "-c", "import iniconfig"],
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    check = subprocess.run(
+        ["podman", "run", "--rm", "--network=none", image, "python", "-c", "import iniconfig"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert check.returncode == 0, check.stderr

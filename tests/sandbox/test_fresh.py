@@ -27,24 +27,36 @@ async def test_a_fresh_process_has_no_more_privilege_than_the_agents_shell(local
         await _no_more_privilege(session)
 
 
-async def test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view(local, base_images, tmp_path):
+async def test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view(
+    local, base_images, tmp_path
+):
     """What scoring runs: host directories at /tests (read-only) and /logs/verifier for it alone, entered
     by the host's root, in a user namespace of its own. Still no more than the agent has."""
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test.sh").write_text("echo from-host\n")
     (tmp_path / "verifier").mkdir()
-    binds = {"/tests": (str(tmp_path / "tests"), True), "/logs/verifier": (str(tmp_path / "verifier"), False)}
+    binds = {
+        "/tests": (str(tmp_path / "tests"), True),
+        "/logs/verifier": (str(tmp_path / "verifier"), False),
+    }
     async with await local.create(SandboxSpec(image=base_images)) as session:
         assert session.private_binds
         await session.exec("mkdir -p /tests /logs/verifier && echo agent > /tests/mine")
         await _no_more_privilege(session, binds=binds)
-        seen = await session.exec_fresh("ls /tests; bash /tests/test.sh; touch /tests/x 2>/dev/null || echo read-only;"
-                                        " echo 1 > /logs/verifier/reward.txt; mount -t tmpfs t /mnt 2>/dev/null"
-                                        " || echo no-mount", binds=binds)  # fmt: skip
+        seen = await session.exec_fresh(
+            "ls /tests; bash /tests/test.sh; touch /tests/x 2>/dev/null || echo read-only;"
+            " echo 1 > /logs/verifier/reward.txt; mount -t tmpfs t /mnt 2>/dev/null"
+            " || echo no-mount",
+            binds=binds,
+        )
         assert seen.output.split() == ["test.sh", "from-host", "read-only", "no-mount"], seen.output
         assert (tmp_path / "verifier" / "reward.txt").read_text() == "1\n"
         # The sandbox's own view is untouched.
-        assert (await session.exec("ls /tests /logs/verifier")).output.split() == ["/logs/verifier:", "/tests:", "mine"]
+        assert (await session.exec("ls /tests /logs/verifier")).output.split() == [
+            "/logs/verifier:",
+            "/tests:",
+            "mine",
+        ]
 
 
 async def _no_more_privilege(session, **fresh_args) -> None:
@@ -61,10 +73,14 @@ async def _no_more_privilege(session, **fresh_args) -> None:
     assert fresh["Seccomp"].strip() == shell["Seccomp"].strip() == "2"  # filtered, like the agent
     assert int(fresh["Seccomp_filters"]) >= int(shell["Seccomp_filters"]) >= 1
     cgroups = "cat /proc/self/cgroup"
-    assert (await session.exec_fresh(cgroups, **fresh_args)).output == (await session.exec(cgroups)).output
+    assert (await session.exec_fresh(cgroups, **fresh_args)).output == (
+        await session.exec(cgroups)
+    ).output
     # Same pid namespace: the fresh process sees the agent's processes (and they it).
     init = "cat /proc/1/cmdline"
-    assert (await session.exec_fresh(init, **fresh_args)).output == (await session.exec(init)).output
+    assert (await session.exec_fresh(init, **fresh_args)).output == (
+        await session.exec(init)
+    ).output
 
 
 async def test_a_fresh_process_shares_no_state_with_the_agents_shell(local, base_images):
@@ -80,8 +96,11 @@ async def test_a_fresh_process_shares_no_state_with_the_agents_shell(local, base
         )
         assert result.exit_code == 0
         assert result.output.splitlines() == [
-            "/app", "unset spec 1 caller", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "real",
-        ]  # fmt: skip
+            "/app",
+            "unset spec 1 caller",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "real",
+        ]
         assert (await session.exec_fresh("pwd", workdir="/tmp")).output == "/tmp\n"
         assert (await session.exec_fresh("echo out; echo err >&2; exit 7")).exit_code == 7
         # The agent's shell is untouched by all of this.
@@ -91,23 +110,35 @@ async def test_a_fresh_process_shares_no_state_with_the_agents_shell(local, base
 async def test_a_fresh_process_past_its_timeout_is_killed_with_its_children(local, base_images):
     async with await local.create(SandboxSpec(image=base_images)) as session:
         result = await session.exec_fresh("echo started; sleep 98765 & sleep 98764", timeout=5)
-        assert result.timed_out and result.exit_code is None and result.output.startswith("started\n")
+        assert (
+            result.timed_out and result.exit_code is None and result.output.startswith("started\n")
+        )
         assert (await session.exec("pgrep -f 'sleep 9876[45]' || echo none")).output == "none\n"
 
 
 async def test_agent_stopped_freezes_leftovers_but_not_services(local, base_images):
     async with await local.create(SandboxSpec(image=base_images)) as session:
-        await session.exec("setsid nohup python3 -m http.server 8124 >/dev/null 2>&1 & echo $! > /tmp/service")
-        await session.exec("nohup bash -c 'while :; do date +%s%N > /tmp/tick; sleep 0.01; done' >/dev/null 2>&1 &"
-                           " echo $! > /tmp/loop")  # fmt: skip
-        await session.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8124/ >/dev/null && break; sleep 0.1; done")
+        await session.exec(
+            "setsid nohup python3 -m http.server 8124 >/dev/null 2>&1 & echo $! > /tmp/service"
+        )
+        await session.exec(
+            "nohup bash -c 'while :; do date +%s%N > /tmp/tick; sleep 0.01; done' >/dev/null 2>&1 &"
+            " echo $! > /tmp/loop"
+        )
+        await session.exec(
+            "for i in $(seq 50); do curl -fs http://127.0.0.1:8124/ >/dev/null && break; sleep 0.1; done"
+        )
         state = "for p in $(cat /tmp/service /tmp/loop); do grep State: /proc/$p/status | cut -f2 | cut -c1; done"
         async with session.agent_stopped():
-            during = await session.exec_fresh(f"{state}; curl -fsS -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:8124/")
+            during = await session.exec_fresh(
+                f"{state}; curl -fsS -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:8124/"
+            )
             service, loop, answer = during.output.split()
             assert (service != "T", loop, answer) == (True, "T", "200"), during.output
             stopped_tick = (await session.exec_fresh("cat /tmp/tick")).output
-            assert (await session.exec_fresh("sleep 0.2; cat /tmp/tick")).output == stopped_tick  # frozen
+            assert (
+                await session.exec_fresh("sleep 0.2; cat /tmp/tick")
+            ).output == stopped_tick  # frozen
         after = await session.exec(state)
         assert "T" not in after.output.split()
 
@@ -116,13 +147,19 @@ async def test_a_service_still_starting_when_scoring_begins_is_not_stopped(local
     """An agent may start a server and say done at once; the server listens seconds later on a
     loaded machine. Scoring must not freeze it on the way (a correct solution would fail)."""
     async with await local.create(SandboxSpec(image=base_images)) as session:
-        await session.exec("setsid nohup bash -c 'sleep 3; exec python3 -m http.server 8125' >/dev/null 2>&1 &")
+        await session.exec(
+            "setsid nohup bash -c 'sleep 3; exec python3 -m http.server 8125' >/dev/null 2>&1 &"
+        )
         async with session.agent_stopped():
-            answer = await session.exec_fresh("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8125/")
+            answer = await session.exec_fresh(
+                "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8125/"
+            )
         assert answer.output == "200", answer.output
 
 
-async def test_scoring_a_fresh_sandbox_waits_for_no_process_of_its_own(local, base_images, monkeypatch):
+async def test_scoring_a_fresh_sandbox_waits_for_no_process_of_its_own(
+    local, base_images, monkeypatch
+):
     """The sandbox's supervisor and the agent's shell are as young as the sandbox (seconds, in verify or a
     short episode) and never become services: nothing is waited for when the agent left nothing running."""
     from termrl.sandbox import procs
@@ -141,7 +178,9 @@ async def test_scoring_a_fresh_sandbox_waits_for_no_process_of_its_own(local, ba
         async with session.agent_stopped():
             pass
         assert seen == [[]]
-        await session.exec("setsid nohup sleep 30 >/dev/null 2>&1 &")  # young, may still become a server
+        await session.exec(
+            "setsid nohup sleep 30 >/dev/null 2>&1 &"
+        )  # young, may still become a server
         seen.clear()
         async with session.agent_stopped():
             pass

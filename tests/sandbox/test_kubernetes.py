@@ -39,45 +39,78 @@ def _as_model(manifest: dict, kind: str):
 
 def test_pod_manifest_is_locked_down_and_sized():
     spec = SandboxSpec(
-        image="registry.local/termrl/env:abc", cpus=0.5, memory_mb=768, lifetime_sec=900.5,
-        env={"A": "1"}, workdir="/app", labels={"termrl.task": "task/with spaces", "termrl.group": "g-7"},
-    )  # fmt: skip
+        image="registry.local/termrl/env:abc",
+        cpus=0.5,
+        memory_mb=768,
+        lifetime_sec=900.5,
+        env={"A": "1"},
+        workdir="/app",
+        labels={"termrl.task": "task/with spaces", "termrl.group": "g-7"},
+    )
     manifest = pod_manifest(spec, spec.image, "termrl-x", runtime_class="gvisor")
     pod = _as_model(manifest, "V1Pod")
-    assert pod.spec.automount_service_account_token is False and pod.spec.enable_service_links is False
+    assert (
+        pod.spec.automount_service_account_token is False and pod.spec.enable_service_links is False
+    )
     assert pod.spec.active_deadline_seconds == 901 and pod.spec.restart_policy == "Never"
     assert (pod.spec.host_network, pod.spec.host_pid, pod.spec.host_ipc) == (False, False, False)
     assert pod.spec.runtime_class_name == "gvisor"
     (container,) = pod.spec.containers
-    assert container.resources.requests == {"cpu": "500m", "memory": "768Mi", "ephemeral-storage": "0"}
-    assert container.resources.limits == {"cpu": "500m", "memory": "768Mi", "ephemeral-storage": "10240Mi"}
+    assert container.resources.requests == {
+        "cpu": "500m",
+        "memory": "768Mi",
+        "ephemeral-storage": "0",
+    }
+    assert container.resources.limits == {
+        "cpu": "500m",
+        "memory": "768Mi",
+        "ephemeral-storage": "10240Mi",
+    }
     assert container.security_context.privileged is False
     assert container.security_context.allow_privilege_escalation is False
     assert container.security_context.capabilities.drop == ["ALL"]
     assert "SYS_ADMIN" not in container.security_context.capabilities.add
     assert container.working_dir == "/app" and container.env[0].name == "A"
     assert pod.metadata.labels == {
-        "termrl.sandbox": "1", "termrl.network": "none", "termrl.task": "task-with-spaces", "termrl.group": "g-7",
-    }  # fmt: skip
+        "termrl.sandbox": "1",
+        "termrl.network": "none",
+        "termrl.task": "task-with-spaces",
+        "termrl.group": "g-7",
+    }
 
 
 def test_pod_pulls_with_the_image_pull_secret():
     spec = SandboxSpec(image="registry.local/termrl/env:abc")
-    pod = _as_model(pod_manifest(spec, spec.image, "termrl-x", image_pull_secrets=("regcred",)), "V1Pod")
+    pod = _as_model(
+        pod_manifest(spec, spec.image, "termrl-x", image_pull_secrets=("regcred",)), "V1Pod"
+    )
     assert [s.name for s in pod.spec.image_pull_secrets] == ["regcred"]
-    assert _as_model(pod_manifest(spec, spec.image, "termrl-x"), "V1Pod").spec.image_pull_secrets is None
+    assert (
+        _as_model(pod_manifest(spec, spec.image, "termrl-x"), "V1Pod").spec.image_pull_secrets
+        is None
+    )
 
 
 def test_stage_sandbox_fields_reach_only_the_kubernetes_backend():
     from components.rollout.config import RolloutConfig
     from termrl.sandbox.manager import SandboxManager, sandbox_options
 
-    config = RolloutConfig(sandbox_namespace="sb", sandbox_registry="reg.local/ml", sandbox_pull_secret="regcred")
+    config = RolloutConfig(
+        sandbox_namespace="sb", sandbox_registry="reg.local/ml", sandbox_pull_secret="regcred"
+    )
     assert sandbox_options("podman", config) == {}
     options = sandbox_options("kubernetes", config)
-    assert options == {"namespace": "sb", "registry": "reg.local/ml", "image_pull_secrets": ("regcred",)}
+    assert options == {
+        "namespace": "sb",
+        "registry": "reg.local/ml",
+        "image_pull_secrets": ("regcred",),
+    }
     backend = SandboxManager("kubernetes", api=object(), **options).backend
-    assert (backend.namespace, backend.registry, backend.image_pull_secrets) == ("sb", "reg.local/ml", ("regcred",))
+    assert (backend.namespace, backend.registry, backend.image_pull_secrets) == (
+        "sb",
+        "reg.local/ml",
+        ("regcred",),
+    )
     assert sandbox_options("kubernetes", RolloutConfig()) == {}  # the backend's own defaults
 
 
@@ -101,7 +134,9 @@ async def test_task_environment_needs_a_registry():
     spec = SandboxSpec(environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\n")])
     with pytest.raises(SandboxUnavailable):
         await KubernetesBackend(api=object()).build_image(spec)
-    pushed = await KubernetesBackend(api=object(), registry="registry.local:5000/").build_image(spec)
+    pushed = await KubernetesBackend(api=object(), registry="registry.local:5000/").build_image(
+        spec
+    )
     assert pushed == f"registry.local:5000/{spec.image_key}"
 
 
@@ -109,7 +144,9 @@ class PipeWS:
     """Stands in for kubernetes' WSClient (same methods) over a local process's pipes."""
 
     def __init__(self, argv: list[str]):
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+        )
         self._buffer: list[bytes] = []
         self._lock = threading.Lock()
         threading.Thread(target=self._reader, daemon=True).start()
@@ -155,7 +192,9 @@ async def test_exec_channel_carries_the_shell_protocol():
     ws = PipeWS(["bash", "-c", SUPERVISOR, "supervisor", token])
 
     async def signal(pid: int, sig: str, mode: str) -> None:
-        await asyncio.to_thread(subprocess.run, ["bash", "-c", KILL_HELPER, "k", sig, str(pid), mode])
+        await asyncio.to_thread(
+            subprocess.run, ["bash", "-c", KILL_HELPER, "k", sig, str(pid), mode]
+        )
 
     channel = ExecChannel(ws, asyncio.get_running_loop())
     shell = Shell(channel, token, signal, output_limit=1000)
@@ -177,15 +216,25 @@ def _local_pod() -> KubernetesSandbox:
     return sandbox
 
 
-async def test_exec_fresh_runs_a_new_process_reports_its_status_and_kills_it_past_its_timeout(tmp_path):
+async def test_exec_fresh_runs_a_new_process_reports_its_status_and_kills_it_past_its_timeout(
+    tmp_path,
+):
     pod = _local_pod()
     output, code, timed_out, _ = await pod.exec_fresh(
-        "pwd; echo $CALLER; exit 3", env={"CALLER": "caller"}, workdir=str(tmp_path), timeout=30, output_limit=4096
+        "pwd; echo $CALLER; exit 3",
+        env={"CALLER": "caller"},
+        workdir=str(tmp_path),
+        timeout=30,
+        output_limit=4096,
     )
     assert (output, code, timed_out) == (f"{tmp_path}\ncaller\n", 3, False)
     marker = f"{tmp_path}/child-alive"
     output, code, timed_out, _ = await pod.exec_fresh(
-        f"echo started; (sleep 98763; touch {marker}) & sleep 98762", env=None, workdir="/", timeout=1, output_limit=4096
+        f"echo started; (sleep 98763; touch {marker}) & sleep 98762",
+        env=None,
+        workdir="/",
+        timeout=1,
+        output_limit=4096,
     )
     assert output.startswith("started\n") and (code, timed_out) == (None, True)
     left = subprocess.run(["pgrep", "-f", "sleep 9876[23]"], capture_output=True, text=True).stdout
@@ -193,19 +242,29 @@ async def test_exec_fresh_runs_a_new_process_reports_its_status_and_kills_it_pas
 
 
 @pytest.mark.podman
-async def test_stop_helper_stops_leftovers_but_not_services_inside_a_real_sandbox(podman, base_images):
+async def test_stop_helper_stops_leftovers_but_not_services_inside_a_real_sandbox(
+    podman, base_images
+):
     """STOP_HELPER is what a pod runs; run it in a podman container, where /proc is as real."""
     helper = f"bash -c {_quote(STOP_HELPER)} stop-helper"
     async with await podman.create(SandboxSpec(image=base_images)) as session:
-        await session.exec("setsid nohup python3 -m http.server 8125 >/dev/null 2>&1 & echo $! > /tmp/service")
-        await session.exec("nohup bash -c 'while :; do sleep 0.01; done' >/dev/null 2>&1 & echo $! > /tmp/loop")
-        await session.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8125/ >/dev/null && break; sleep 0.1; done")
+        await session.exec(
+            "setsid nohup python3 -m http.server 8125 >/dev/null 2>&1 & echo $! > /tmp/service"
+        )
+        await session.exec(
+            "nohup bash -c 'while :; do sleep 0.01; done' >/dev/null 2>&1 & echo $! > /tmp/loop"
+        )
+        await session.exec(
+            "for i in $(seq 50); do curl -fs http://127.0.0.1:8125/ >/dev/null && break; sleep 0.1; done"
+        )
         state = "for p in $(cat /tmp/service /tmp/loop); do grep State: /proc/$p/status | cut -f2 | cut -c1; done"
         stopped = (await session.exec_fresh(f"{helper} stop", timeout=60)).output.split()
         service, loop = (await session.exec_fresh(state)).output.split()
         assert service != "T" and loop == "T"
         loop_pid = (await session.exec_fresh("cat /tmp/loop")).output.strip()
-        assert loop_pid in [entry.split(":")[0] for entry in stopped] and "1" not in [e.split(":")[0] for e in stopped]
+        assert loop_pid in [entry.split(":")[0] for entry in stopped] and "1" not in [
+            e.split(":")[0] for e in stopped
+        ]
         await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
         assert "T" not in (await session.exec(state)).output.split()
 
@@ -219,9 +278,13 @@ async def test_stop_helper_waits_for_a_service_still_starting(podman, base_image
     state = "grep State: /proc/$(cat /tmp/late-{port})/status | cut -f2 | cut -c1"
     async with await podman.create(SandboxSpec(image=base_images)) as session:
         await session.exec(late.format(port=8126))
-        stopped = (await session.exec_fresh(f"{helper} stop {math.ceil(SERVICE_GRACE_SEC)}", timeout=60)).output.split()
+        stopped = (
+            await session.exec_fresh(f"{helper} stop {math.ceil(SERVICE_GRACE_SEC)}", timeout=60)
+        ).output.split()
         assert (await session.exec_fresh(state.format(port=8126))).output.strip() != "T"
-        assert (await session.exec_fresh("curl -fs -o /dev/null http://127.0.0.1:8126/")).exit_code == 0
+        assert (
+            await session.exec_fresh("curl -fs -o /dev/null http://127.0.0.1:8126/")
+        ).exit_code == 0
         await session.exec_fresh(f"{helper} cont {' '.join(stopped)}", timeout=60)
 
         await session.exec(late.format(port=8127))

@@ -19,11 +19,15 @@ def _exists(name: str) -> bool:
 
 
 async def test_persistent_shell_in_a_container(podman, base_images):
-    async with await podman.create(SandboxSpec(image=base_images, env={"FROM_SPEC": "yes"})) as session:
+    async with await podman.create(
+        SandboxSpec(image=base_images, env={"FROM_SPEC": "yes"})
+    ) as session:
         assert (await session.exec("pwd")).output == "/app\n"  # the image's WORKDIR
         await session.exec("mkdir -p /work && cd /work && export N=41")
         await session.exec("sleep 600 >/dev/null 2>&1 & echo $! > /tmp/bg.pid")
-        result = await session.exec("echo $((N + 1)) $FROM_SPEC; pwd; kill -0 $(cat /tmp/bg.pid) && echo bg-alive")
+        result = await session.exec(
+            "echo $((N + 1)) $FROM_SPEC; pwd; kill -0 $(cat /tmp/bg.pid) && echo bg-alive"
+        )
         assert (result.output, result.exit_code) == ("42 yes\n/work\nbg-alive\n", 0)
         assert not result.timed_out and not result.truncated and result.duration > 0
 
@@ -49,7 +53,9 @@ async def test_output_is_capped_with_head_and_tail(podman, base_images):
     async with await podman.create(SandboxSpec(image=base_images)) as session:
         result = await session.exec("echo FIRST; seq 1 100000; echo LAST")
         assert result.truncated and result.exit_code == 0
-        assert result.output.startswith("FIRST\n1\n2\n") and result.output.endswith("100000\nLAST\n")
+        assert result.output.startswith("FIRST\n1\n2\n") and result.output.endswith(
+            "100000\nLAST\n"
+        )
         assert "bytes of output truncated" in result.output and len(result.output) < 4200
 
 
@@ -61,15 +67,26 @@ async def test_upload_download_keep_bytes_and_modes(podman, base_images, tmp_pat
     async with await podman.create(SandboxSpec(image=base_images)) as session:
         await session.upload(blob, "/data/deep/blob.bin")
         await session.upload(local, "/usr/local/bin/tool")
-        await session.upload(b"#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n", "/tests/test.sh", mode=0o755)
-        await session.upload_files(
-            [TaskFile("test_outputs.py", b"assert True\n"), TaskFile("helpers/run.sh", b"#!/bin/sh\n", 0o700)], "/tests"
+        await session.upload(
+            b"#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n", "/tests/test.sh", mode=0o755
         )
-        modes = await session.exec("stat -c '%a %n' /usr/local/bin/tool /tests/test.sh /tests/helpers/run.sh /data/deep/blob.bin /tmp")
+        await session.upload_files(
+            [
+                TaskFile("test_outputs.py", b"assert True\n"),
+                TaskFile("helpers/run.sh", b"#!/bin/sh\n", 0o700),
+            ],
+            "/tests",
+        )
+        modes = await session.exec(
+            "stat -c '%a %n' /usr/local/bin/tool /tests/test.sh /tests/helpers/run.sh /data/deep/blob.bin /tmp"
+        )
         assert modes.output.split("\n")[:5] == [
-            "750 /usr/local/bin/tool", "755 /tests/test.sh", "700 /tests/helpers/run.sh", "644 /data/deep/blob.bin",
+            "750 /usr/local/bin/tool",
+            "755 /tests/test.sh",
+            "700 /tests/helpers/run.sh",
+            "644 /data/deep/blob.bin",
             "1777 /tmp",  # extracting at / left existing directories alone
-        ]  # fmt: skip
+        ]
         assert (await session.exec("tool")).output == "from-path\n"
         await session.exec("mkdir -p /logs/verifier && bash /tests/test.sh")
         assert await session.download("/logs/verifier/reward.txt") == b"1\n"
@@ -86,7 +103,10 @@ async def test_task_environment_builds_once_and_is_cached(podman):
         id="sandbox-test-build",
         instruction="unused",
         environment_files=[
-            TaskFile("Dockerfile", f"FROM termrl/base:bookworm\nCOPY app/ /app/\nRUN echo {marker} > /built\n".encode()),
+            TaskFile(
+                "Dockerfile",
+                f"FROM termrl/base:bookworm\nCOPY app/ /app/\nRUN echo {marker} > /built\n".encode(),
+            ),
             TaskFile("app/run.sh", b"#!/bin/sh\necho run\n", 0o755),
         ],
         memory_mb=512,
@@ -108,7 +128,11 @@ async def test_failed_build_is_env_init_failed_with_log_tail(podman):
     task = Task(
         id="broken",
         instruction="unused",
-        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nRUN echo broken-step-output && exit 7\n")],
+        environment_files=[
+            TaskFile(
+                "Dockerfile", b"FROM termrl/base:bookworm\nRUN echo broken-step-output && exit 7\n"
+            )
+        ],
     )
     with pytest.raises(EnvInitFailed) as caught:
         await podman.create(SandboxSpec.from_task(task))
@@ -124,7 +148,9 @@ async def test_missing_image_is_env_init_failed(podman):
 
 async def test_killed_container_raises_sandbox_died(podman, base_images):
     session = await podman.create(SandboxSpec(image=base_images))
-    subprocess.run(["podman", "rm", "--force", "--time", "0", session.name], check=True, capture_output=True)
+    subprocess.run(
+        ["podman", "rm", "--force", "--time", "0", session.name], check=True, capture_output=True
+    )
     with pytest.raises(SandboxDied):
         await session.exec("echo never")
     assert session.state is State.DEAD
@@ -145,9 +171,13 @@ async def test_close_removes_the_container_and_manager_closes_leftovers(base_ima
 
 
 async def test_concurrent_sessions(podman, base_images):
-    sessions = await asyncio.gather(*(podman.create(SandboxSpec(image=base_images)) for _ in range(4)))
+    sessions = await asyncio.gather(
+        *(podman.create(SandboxSpec(image=base_images)) for _ in range(4))
+    )
     try:
-        results = await asyncio.gather(*(s.exec(f"echo {i} > /tmp/id; cat /tmp/id") for i, s in enumerate(sessions)))
+        results = await asyncio.gather(
+            *(s.exec(f"echo {i} > /tmp/id; cat /tmp/id") for i, s in enumerate(sessions))
+        )
         assert [r.output for r in results] == ["0\n", "1\n", "2\n", "3\n"]
         assert podman.stats()["sandbox_active_sessions{backend=podman}"] >= 4
     finally:
@@ -158,7 +188,10 @@ async def test_docker_backend_is_unavailable_without_a_docker_engine(base_images
     """No Docker engine runs here: the docker CLI (if any) fails with a typed error."""
     from shutil import which
 
-    if which("docker") and subprocess.run(["docker", "version"], capture_output=True).returncode == 0:
+    if (
+        which("docker")
+        and subprocess.run(["docker", "version"], capture_output=True).returncode == 0
+    ):
         pytest.skip("a Docker engine is running here")
     with pytest.raises(SandboxUnavailable):
         async with SandboxManager(backend="docker") as manager:
@@ -172,7 +205,9 @@ def _host_extra_ca_line() -> str | None:
     from pathlib import Path
 
     for pem in sorted(Path("/usr/local/share/ca-certificates").glob("**/*.crt")):
-        lines = [line for line in pem.read_text().splitlines() if line and not line.startswith("-----")]
+        lines = [
+            line for line in pem.read_text().splitlines() if line and not line.startswith("-----")
+        ]
         if len(lines) > 3:
             return lines[2]
     return None
@@ -187,12 +222,19 @@ async def test_host_ca_is_injected_at_build_and_egress_start_but_never_baked(pod
         id="sandbox-test-ca",
         instruction="unused",
         environment_files=[
-            TaskFile("Dockerfile", f"FROM termrl/base:bookworm\nRUN grep -qF '{line}' {bundle} && echo yes > /ca-seen-at-build\n".encode())
+            TaskFile(
+                "Dockerfile",
+                f"FROM termrl/base:bookworm\nRUN grep -qF '{line}' {bundle} && echo yes > /ca-seen-at-build\n".encode(),
+            )
         ],
     )
     async with await podman.create(SandboxSpec.from_task(task)) as offline:
-        assert (await offline.exec("cat /ca-seen-at-build")).output == "yes\n"  # the build step saw it
-        assert (await offline.exec(f"grep -cF '{line}' {bundle}")).output == "0\n"  # not in the image
+        assert (
+            await offline.exec("cat /ca-seen-at-build")
+        ).output == "yes\n"  # the build step saw it
+        assert (
+            await offline.exec(f"grep -cF '{line}' {bundle}")
+        ).output == "0\n"  # not in the image
     async with await podman.create(SandboxSpec(image=base_images, network="egress")) as online:
         assert (await online.exec(f"grep -cF '{line}' $SSL_CERT_FILE")).output == "1\n"
     async with await podman.create(SandboxSpec(image=base_images)) as after:
@@ -218,24 +260,40 @@ async def test_rebuilding_a_base_image_rebuilds_the_task_images_on_it(podman):
         subprocess.run(
             ["podman", "build", "-q", "-t", base, "-f", "-", "."],
             input=f"FROM termrl/base:bookworm\nLABEL termrl.test.version={version}\n".encode(),
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
 
-    task = Task(id="rebased", instruction="unused",
-                environment_files=[TaskFile("Dockerfile", f"FROM {base}\nRUN true\n".encode())])
+    task = Task(
+        id="rebased",
+        instruction="unused",
+        environment_files=[TaskFile("Dockerfile", f"FROM {base}\nRUN true\n".encode())],
+    )
     build_base("1")
     first = await podman.build_image(SandboxSpec.from_task(task))
     build_base("2")
     second = await podman.build_image(SandboxSpec.from_task(task))
     assert first != second
     label = subprocess.run(
-        ["podman", "image", "inspect", "--format", '{{index .Labels "termrl.test.version"}}', second],
-        capture_output=True, text=True, check=True,
+        [
+            "podman",
+            "image",
+            "inspect",
+            "--format",
+            '{{index .Labels "termrl.test.version"}}',
+            second,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert label == "2"
 
 
-async def test_the_agent_shell_runs_as_the_spec_user_and_fresh_processes_as_asked(podman, base_images):
+async def test_the_agent_shell_runs_as_the_spec_user_and_fresh_processes_as_asked(
+    podman, base_images
+):
     async with await podman.create(SandboxSpec(image=base_images, user="nobody")) as session:
         assert (await session.exec("id -un")).output == "nobody\n"
         assert (await session.exec_fresh("id -un")).output == "root\n"  # the image's USER

@@ -33,7 +33,9 @@ async def test_cannot_read_a_file_planted_on_the_host(podman, base_images, tmp_p
         async with await podman.create(SandboxSpec(image=base_images)) as session:
             for path in planted:
                 assert (await session.exec(f"cat {path}")).exit_code != 0
-            search = await session.exec(f"grep -rls {secret} /tmp /root /home /app /var 2>/dev/null | head -1")
+            search = await session.exec(
+                f"grep -rls {secret} /tmp /root /home /app /var 2>/dev/null | head -1"
+            )
             assert search.output == ""
     finally:
         os.unlink(planted[1])
@@ -43,9 +45,13 @@ async def test_cannot_reach_a_server_on_host_loopback(podman, base_images):
     hits: list[str] = []
     async with serving("127.0.0.1", "loopback", hits) as port:
         for network in ("none", "egress"):
-            async with await podman.create(SandboxSpec(image=base_images, network=network)) as session:
+            async with await podman.create(
+                SandboxSpec(image=base_images, network=network)
+            ) as session:
                 for address in ("127.0.0.1", "10.0.2.2"):  # 10.0.2.2: slirp4netns's way to the host
-                    result = await session.exec(f"curl -sS --max-time 3 http://{address}:{port}/", timeout=20)
+                    result = await session.exec(
+                        f"curl -sS --max-time 3 http://{address}:{port}/", timeout=20
+                    )
                     assert result.exit_code != 0 and "reached" not in result.output
     assert hits == []
 
@@ -55,29 +61,49 @@ async def test_egress_sessions_reach_out_but_not_each_other(podman, base_images,
     async with serving(host, "outside", hits) as port:
         spec = SandboxSpec(image=base_images, network="egress")
         async with await podman.create(spec) as first, await podman.create(spec) as second:
-            await first.exec("echo first-session > /tmp/whoami && cd /tmp && nohup python3 -m http.server 8123 "
-                             ">/dev/null 2>&1 &")  # fmt: skip
-            await first.exec("for i in $(seq 50); do curl -fs http://127.0.0.1:8123/ >/dev/null && break; sleep 0.1; done")
+            await first.exec(
+                "echo first-session > /tmp/whoami && cd /tmp && nohup python3 -m http.server 8123 "
+                ">/dev/null 2>&1 &"
+            )
+            await first.exec(
+                "for i in $(seq 50); do curl -fs http://127.0.0.1:8123/ >/dev/null && break; sleep 0.1; done"
+            )
             addresses = (await first.exec("hostname -I")).output.split()
             assert addresses
-            for address in addresses:  # on a shared bridge the second session would reach the first's server
-                result = await second.exec(f"curl -sS --max-time 3 http://{address}:8123/whoami", timeout=20)
+            for (
+                address
+            ) in addresses:  # on a shared bridge the second session would reach the first's server
+                result = await second.exec(
+                    f"curl -sS --max-time 3 http://{address}:8123/whoami", timeout=20
+                )
                 assert "first-session" not in result.output
             for session in (first, second):
-                assert (await session.exec(f"curl -sS --max-time 5 http://{host}:{port}/", timeout=20)).output == "reached-outside"
+                assert (
+                    await session.exec(f"curl -sS --max-time 5 http://{host}:{port}/", timeout=20)
+                ).output == "reached-outside"
     assert hits == ["outside", "outside"]
 
 
 async def test_an_image_build_reaches_out_but_not_host_loopback(podman, base_images, host):
     hits: list[str] = []
-    async with serving(host, "outside", hits) as out_port, serving("127.0.0.1", "loopback", hits) as lo_port:
-        dockerfile = (f"FROM {base_images}\n"
-                      f"RUN curl -sS --max-time 5 http://{host}:{out_port}/ > /outside\n"
-                      f"RUN (curl -sS --max-time 3 http://127.0.0.1:{lo_port}/ || echo blocked) > /loopback 2>/dev/null\n")
-        task = Task(id="sandbox-test-build-network", instruction="unused",
-                    environment_files=[TaskFile("Dockerfile", dockerfile.encode())])  # fmt: skip
+    async with (
+        serving(host, "outside", hits) as out_port,
+        serving("127.0.0.1", "loopback", hits) as lo_port,
+    ):
+        dockerfile = (
+            f"FROM {base_images}\n"
+            f"RUN curl -sS --max-time 5 http://{host}:{out_port}/ > /outside\n"
+            f"RUN (curl -sS --max-time 3 http://127.0.0.1:{lo_port}/ || echo blocked) > /loopback 2>/dev/null\n"
+        )
+        task = Task(
+            id="sandbox-test-build-network",
+            instruction="unused",
+            environment_files=[TaskFile("Dockerfile", dockerfile.encode())],
+        )
         async with await podman.create(SandboxSpec.from_task(task)) as session:
-            assert (await session.exec("cat /outside /loopback")).output == "reached-outsideblocked\n"
+            assert (
+                await session.exec("cat /outside /loopback")
+            ).output == "reached-outsideblocked\n"
     assert hits == ["outside"]
 
 
@@ -105,7 +131,9 @@ async def test_cannot_see_or_signal_host_processes(podman, base_images):
 
 @pytest.mark.slow
 @pytest.mark.ci
-async def test_rm_rf_root_and_fork_bomb_leave_image_host_and_manager_healthy(podman, base_images, tmp_path):
+async def test_rm_rf_root_and_fork_bomb_leave_image_host_and_manager_healthy(
+    podman, base_images, tmp_path
+):
     canary = tmp_path / "canary"
     canary.write_text("still here")
     async with await podman.create(SandboxSpec(image=base_images, pids=128)) as session:
@@ -114,7 +142,9 @@ async def test_rm_rf_root_and_fork_bomb_leave_image_host_and_manager_healthy(pod
     async with await podman.create(SandboxSpec(image=base_images, pids=128)) as session:
         bomb = await session.exec("bomb() { bomb | bomb & }; bomb; sleep 3", timeout=5)
         # The pids limit stops it: forks fail inside the sandbox (and only there).
-        assert "fork: Resource temporarily unavailable" in bomb.output or "fork: retry" in bomb.output
+        assert (
+            "fork: Resource temporarily unavailable" in bomb.output or "fork: retry" in bomb.output
+        )
     assert canary.read_text() == "still here"
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
     async with await podman.create(SandboxSpec(image=base_images)) as fresh:
@@ -129,9 +159,13 @@ async def test_memory_hog_is_killed_at_the_limit(podman, base_images, tmp_path, 
             "python3 -c \"b = bytearray(512 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('survived')\"",
             timeout=60,
         )
-        assert "survived" not in hog.output.splitlines() and hog.exit_code == 137  # OOM-killed (SIGKILL)
+        assert (
+            "survived" not in hog.output.splitlines() and hog.exit_code == 137
+        )  # OOM-killed (SIGKILL)
         assert (await session.exec("echo still-usable")).output == "still-usable\n"
-    assert list(tmp_path.iterdir()) == []  # conmon's "oom" marker stays out of the caller's directory
+    assert (
+        list(tmp_path.iterdir()) == []
+    )  # conmon's "oom" marker stays out of the caller's directory
 
 
 async def test_lifetime_limit_is_enforced(podman, base_images):
@@ -148,10 +182,14 @@ async def test_lifetime_limit_is_enforced(podman, base_images):
 
 async def test_files_from_one_session_never_appear_in_another(podman, base_images):
     async with await podman.create(SandboxSpec(image=base_images)) as first:
-        await first.exec("echo one > /app/leak.txt; echo one > /tmp/leak.txt; echo one > /root/leak.txt")
+        await first.exec(
+            "echo one > /app/leak.txt; echo one > /tmp/leak.txt; echo one > /root/leak.txt"
+        )
         await first.upload(b"uploaded", "/etc/leak.txt")
         async with await podman.create(SandboxSpec(image=base_images)) as second:
-            found = await second.exec("ls /app/leak.txt /tmp/leak.txt /root/leak.txt /etc/leak.txt 2>&1")
+            found = await second.exec(
+                "ls /app/leak.txt /tmp/leak.txt /root/leak.txt /etc/leak.txt 2>&1"
+            )
             assert found.exit_code != 0 and found.output.count("No such file") == 4
     async with await podman.create(SandboxSpec(image=base_images)) as later:
         assert (await later.exec("ls /app/leak.txt")).exit_code != 0
@@ -171,7 +209,8 @@ async def test_tests_and_solution_are_not_readable_before_upload(podman):
         assert (await session.exec("ls /tests /solution")).exit_code != 0
         needle = secret_test.split("'")[1]
         search = await session.exec(
-            f"grep -rIl --exclude-dir=proc --exclude-dir=sys {needle} / 2>/dev/null | head -1", timeout=120
+            f"grep -rIl --exclude-dir=proc --exclude-dir=sys {needle} / 2>/dev/null | head -1",
+            timeout=120,
         )
         assert search.output == ""
         await session.upload_files(task.test_files, "/tests")
@@ -180,13 +219,17 @@ async def test_tests_and_solution_are_not_readable_before_upload(podman):
 
 async def test_host_wide_kernel_settings_are_read_only(podman, base_images):
     async with await podman.create(SandboxSpec(image=base_images)) as session:
-        write = await session.exec("v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern")
+        write = await session.exec(
+            "v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern"
+        )
         assert write.exit_code != 0
         assert (await session.exec("cat /proc/keys 2>/dev/null | wc -c")).output == "0\n"
 
 
 def _loop_devices() -> int:
-    return len(subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines())
+    return len(
+        subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
+    )
 
 
 async def test_disk_fill_fails_that_sandbox_alone(podman, base_images):
@@ -195,21 +238,31 @@ async def test_disk_fill_fails_that_sandbox_alone(podman, base_images):
     before = _loop_devices()
     spec = SandboxSpec(image=base_images, storage_mb=64)
     async with await podman.create(spec) as full, await podman.create(spec) as other:
-        fill = await full.exec("dd if=/dev/zero of=/big bs=1M count=200 2>&1; du -m /big", timeout=60)
+        fill = await full.exec(
+            "dd if=/dev/zero of=/big bs=1M count=200 2>&1; du -m /big", timeout=60
+        )
         assert "No space left on device" in fill.output, fill.output
         assert int(fill.output.split()[-2]) < 64
         assert (await full.exec("echo still-usable")).output == "still-usable\n"
-        assert (await other.exec("head -c 10M /dev/zero > /root/ten && echo written")).output == "written\n"
-        assert (await full.changed_files() or {}).get("/big") == "A"  # the layer, read from the host
+        assert (
+            await other.exec("head -c 10M /dev/zero > /root/ten && echo written")
+        ).output == "written\n"
+        assert (await full.changed_files() or {}).get(
+            "/big"
+        ) == "A"  # the layer, read from the host
         layer = full.sandbox.layer
-        assert layer is not None and (layer.directory / "disk.img").stat().st_blocks * 512 < 80 * 2**20  # sparse
+        assert (
+            layer is not None and (layer.directory / "disk.img").stat().st_blocks * 512 < 80 * 2**20
+        )  # sparse
     assert not layer.directory.exists() and not os.path.ismount(layer.root)
     assert _loop_devices() == before  # the loop devices went with the sandboxes
 
 
 async def test_an_image_keeps_its_environment_workdir_and_user(podman, base_images):
-    dockerfile = (b"FROM termrl/base:bookworm\nENV GREETING=hello\nRUN useradd -m player && mkdir /play"
-                  b" && chown player /play\nWORKDIR /play\nUSER player\n")  # fmt: skip
+    dockerfile = (
+        b"FROM termrl/base:bookworm\nENV GREETING=hello\nRUN useradd -m player && mkdir /play"
+        b" && chown player /play\nWORKDIR /play\nUSER player\n"
+    )
     spec = SandboxSpec(environment_files=[TaskFile("Dockerfile", dockerfile)], workdir="/play")
     async with await podman.create(spec) as session:
         result = await session.exec('echo "$GREETING $(pwd) $(id -un)"; touch mine && echo wrote')

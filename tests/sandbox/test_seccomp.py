@@ -47,11 +47,25 @@ MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine(), platfo
 
 @pytest.mark.skipif(MACHINE not in ("x86_64", "aarch64"), reason="no filter for this architecture")
 def test_the_filter_denies_keyrings_new_user_namespaces_mount_and_bpf_and_allows_the_rest():
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(seccomp.SYSCALLS[MACHINE])],
-                          input=seccomp.program(), capture_output=True, check=True)  # fmt: skip
-    seen = {label: (int(result), int(err)) for label, result, err in map(str.split, done.stdout.decode().splitlines())}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(seccomp.SYSCALLS[MACHINE])],
+        input=seccomp.program(),
+        capture_output=True,
+        check=True,
+    )
+    seen = {
+        label: (int(result), int(err))
+        for label, result, err in map(str.split, done.stdout.decode().splitlines())
+    }
     eperm, enosys = (-1, errno.EPERM), (-1, errno.ENOSYS)
-    assert seen["keyctl"] == seen["add_key"] == seen["new-user-ns"] == seen["mount"] == seen["bpf"] == eperm
+    assert (
+        seen["keyctl"]
+        == seen["add_key"]
+        == seen["new-user-ns"]
+        == seen["mount"]
+        == seen["bpf"]
+        == eperm
+    )
     assert seen["clone3"] == enosys  # libc falls back to clone, whose flags the filter can read
     assert seen["unshare-fs"] == (0, 0) and seen["getpid"][0] > 0
 

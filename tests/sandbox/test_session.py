@@ -11,7 +11,9 @@ from termrl.sandbox.session import pack_files, unpack_file
 
 
 def test_pack_files_roots_entries_at_slash_without_directory_entries():
-    archive = pack_files([("test.sh", b"#!/bin/sh\n", 0o755), ("sub/data.bin", b"\x00\x01", 0o600)], "/tests")
+    archive = pack_files(
+        [("test.sh", b"#!/bin/sh\n", 0o755), ("sub/data.bin", b"\x00\x01", 0o600)], "/tests"
+    )
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         members = {m.name: (m.mode, m.uid, m.isfile()) for m in tar}
     assert members == {"tests/test.sh": (0o755, 0, True), "tests/sub/data.bin": (0o600, 0, True)}

@@ -27,7 +27,9 @@ from termrl.sandbox.shell import (
 
 
 async def _local_signal(pid: int, sig: str, mode: str) -> None:
-    helper = await asyncio.create_subprocess_exec("bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode)
+    helper = await asyncio.create_subprocess_exec(
+        "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode
+    )
     await helper.wait()
 
 
@@ -35,10 +37,17 @@ async def _local_signal(pid: int, sig: str, mode: str) -> None:
 async def shell(tmp_path):
     token = Shell.new_token()
     process = await asyncio.create_subprocess_exec(
-        *DEFAULT_SIGINT, "bash", "-c", SUPERVISOR, "supervisor", token,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *DEFAULT_SIGINT,
+        "bash",
+        "-c",
+        SUPERVISOR,
+        "supervisor",
+        token,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     sh = Shell(ProcessChannel(process), token, _local_signal, output_limit=1000)
     sh.GRACE_SEC = 0.5
     await sh.start(str(tmp_path))
@@ -66,8 +75,10 @@ def test_output_cap_untouched_below_limit():
 def test_shell_quote_round_trips_through_bash():
     import subprocess
 
-    text = "it's \"quoted\" $HOME `x` \\ \n newline"
-    out = subprocess.run(["bash", "-c", f"printf %s {shell_quote(text)}"], capture_output=True, text=True)
+    text = 'it\'s "quoted" $HOME `x` \\ \n newline'
+    out = subprocess.run(
+        ["bash", "-c", f"printf %s {shell_quote(text)}"], capture_output=True, text=True
+    )
     assert out.stdout == text
 
 
@@ -80,8 +91,11 @@ async def test_state_persists_between_commands(shell, tmp_path):
 
 async def test_exit_status_stderr_and_missing_newline(shell):
     assert await shell.exec("echo out; echo err >&2; exit_code() { return 7; }; exit_code", 5) == (
-        "out\nerr\n", 7, False, False,
-    )  # fmt: skip
+        "out\nerr\n",
+        7,
+        False,
+        False,
+    )
     assert (await shell.exec("printf no-newline", 5))[0] == "no-newline"
 
 
@@ -119,7 +133,7 @@ async def test_timeout_interrupts_and_keeps_background_jobs(shell, tmp_path):
 
 
 async def test_timeout_escalates_to_sigkill_for_a_process_catching_sigint(shell):
-    command = "python3 -c \"import time\nwhile True:\n  try: time.sleep(10)\n  except KeyboardInterrupt: pass\""
+    command = 'python3 -c "import time\nwhile True:\n  try: time.sleep(10)\n  except KeyboardInterrupt: pass"'
     _, code, timed_out, _ = await shell.exec(command, 0.5)
     assert (code, timed_out) == (None, True)
     assert (await shell.exec("echo ok", 5))[:2] == ("ok\n", 0)
@@ -135,7 +149,9 @@ async def test_timeout_in_a_builtin_loop_restarts_the_shell(shell):
 
 
 async def test_output_is_capped_while_streaming(shell):
-    output, code, _, truncated = await shell.exec("head -c 100000 /dev/zero | tr '\\0' x; echo; echo END", 10)
+    output, code, _, truncated = await shell.exec(
+        "head -c 100000 /dev/zero | tr '\\0' x; echo; echo END", 10
+    )
     assert code == 0 and truncated
     assert output.startswith("x" * 400) and output.endswith("x\nEND\n") and "truncated" in output
     assert len(output) < 1100

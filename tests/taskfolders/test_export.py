@@ -53,8 +53,14 @@ def test_harbor_export_reproduces_the_original_files_byte_for_byte(tmp_path):
 def test_legacy_export_is_a_harbor_folder_that_records_its_commands(tmp_path):
     exported = export_task(read_task_folder(FIXTURES / "legacy" / "reverse-words"), tmp_path)
     files = tree(exported)
-    assert files["environment/words.txt"][0] == (FIXTURES / "legacy/reverse-words/words.txt").read_bytes()
-    assert files["tests/run-tests.sh"] == ((FIXTURES / "legacy/reverse-words/run-tests.sh").read_bytes(), True)
+    assert (
+        files["environment/words.txt"][0]
+        == (FIXTURES / "legacy/reverse-words/words.txt").read_bytes()
+    )
+    assert files["tests/run-tests.sh"] == (
+        (FIXTURES / "legacy/reverse-words/run-tests.sh").read_bytes(),
+        True,
+    )
     assert "tests/test_outputs.py" in files and "solution/solution.sh" in files
     config = tomllib.loads((exported / "task.toml").read_text())
     assert config["metadata"]["termrl"] == {
@@ -73,8 +79,10 @@ def test_generated_task_fields_round_trip_through_a_folder(tmp_path):
         family="text",
         difficulty="hard",
         tags=["sort"],
-        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\n"),
-                           TaskFile("bin/tool", b"\x7fELF\x00\x01", 0o750)],
+        environment_files=[
+            TaskFile("Dockerfile", b"FROM termrl/base:bookworm\n"),
+            TaskFile("bin/tool", b"\x7fELF\x00\x01", 0o750),
+        ],
         solution_files=[TaskFile("solve.sh", b"#!/bin/bash\nsort\n", 0o755)],
         test_files=[TaskFile("test.sh", b"#!/bin/bash\n", 0o755)],
         seed=42,

@@ -31,19 +31,31 @@ ALL_TASKS = ["agent-user", "multi-step", "separate-verifier"]
 
 @pytest.mark.slow
 @pytest.mark.podman
-@pytest.mark.parametrize("task_ids", [pytest.param(["separate-verifier"], marks=pytest.mark.ci, id="ci"),
-                                      pytest.param(ALL_TASKS, id="all")])  # fmt: skip
+@pytest.mark.parametrize(
+    "task_ids",
+    [
+        pytest.param(["separate-verifier"], marks=pytest.mark.ci, id="ci"),
+        pytest.param(ALL_TASKS, id="all"),
+    ],
+)
 def test_oracle_passes_and_nop_fails_on_harbor_1_4_tasks(task_ids, base_images, tmp_path):
     tasks = {t.id: t for t in import_task_folders([FIXTURES]).tasks}
     assert sorted(tasks) == ALL_TASKS
     rows = {}
     for agent in ("oracle", "nop"):
-        config = EvalConfig(tasks=str(FIXTURES), agent=agent, out=str(tmp_path / f"{agent}.parquet"),
-                            task_ids=task_ids, progress=False)  # fmt: skip
+        config = EvalConfig(
+            tasks=str(FIXTURES),
+            agent=agent,
+            out=str(tmp_path / f"{agent}.parquet"),
+            task_ids=task_ids,
+            progress=False,
+        )
         main(config)
         rows[agent] = {r["task_id"]: r for r in read_eval_results(config.out).to_pylist()}
     assert {t: r["passed"] for t, r in rows["oracle"].items()} == dict.fromkeys(task_ids, True), {
-        t: (r["error"], (r["test_output"] or "")[-1500:]) for t, r in rows["oracle"].items() if not r["passed"]
+        t: (r["error"], (r["test_output"] or "")[-1500:])
+        for t, r in rows["oracle"].items()
+        if not r["passed"]
     }
     # Each nop trial reached the tests, which ran and failed (not a broken environment).
     assert {t: (r["passed"], r["failure_mode"]) for t, r in rows["nop"].items()} == dict.fromkeys(

@@ -36,7 +36,11 @@ def test_harbor_task_maps_task_toml_and_keeps_unmapped_keys():
     assert task.layout == "harbor" and task.source == "terminal-bench"
     assert task.instruction == (FIXTURES / "harbor/hello-file/instruction.md").read_text()
     assert (task.family, task.difficulty, task.tags) == ("files", "easy", ["echo", "files"])
-    assert (task.agent_timeout_sec, task.verifier_timeout_sec, task.build_timeout_sec) == (120.0, 60.0, 300.0)
+    assert (task.agent_timeout_sec, task.verifier_timeout_sec, task.build_timeout_sec) == (
+        120.0,
+        60.0,
+        300.0,
+    )
     assert (task.cpus, task.memory_mb, task.storage_mb) == (1.0, 1024, 2048)
     assert task.metadata == {"version": "1.0", "metadata": {"author_name": "termrl fixtures"}}
     assert task.solution_command == "bash /solution/solve.sh"
@@ -53,12 +57,18 @@ def test_harbor_defaults_apply_when_task_toml_is_silent_and_memory_strings_are_r
 def test_binary_files_nested_paths_and_executable_bits_are_kept_exactly():
     blob = read_task_folder(FIXTURES / "harbor" / "archives" / "extract-blob")
     env = files_by_path(blob.environment_files)
-    assert env["blob.tar.gz"].data == (FIXTURES / "harbor/archives/extract-blob/environment/blob.tar.gz").read_bytes()
+    assert (
+        env["blob.tar.gz"].data
+        == (FIXTURES / "harbor/archives/extract-blob/environment/blob.tar.gz").read_bytes()
+    )
     assert env["blob.tar.gz"].data[:2] == b"\x1f\x8b"
     assert blob.solution_files[0].executable and not env["Dockerfile"].executable
     logs = read_task_folder(FIXTURES / "harbor" / "count-errors")
     assert sorted(files_by_path(logs.environment_files)) == [
-        "Dockerfile", "logs/2026/app.log", "logs/boot.log", "logs/notes.txt",
+        "Dockerfile",
+        "logs/2026/app.log",
+        "logs/boot.log",
+        "logs/notes.txt",
     ]
 
 
@@ -72,9 +82,13 @@ def test_legacy_task_maps_task_yaml_run_tests_and_tests_folder():
     assert sorted(files_by_path(task.test_files)) == ["run-tests.sh", "test_outputs.py"]
     assert task.test_command == "bash /tests/run-tests.sh"
     assert task.solution_command == "bash /solution/solution.sh"
-    assert task.metadata == {"metadata": {
-        "author_email": "fixtures@termrl.invalid", "parser_name": "pytest", "run_tests_in_same_shell": False,
-    }}
+    assert task.metadata == {
+        "metadata": {
+            "author_email": "fixtures@termrl.invalid",
+            "parser_name": "pytest",
+            "run_tests_in_same_shell": False,
+        }
+    }
 
 
 def test_legacy_solution_yaml_compose_file_and_old_descriptions_form():
@@ -88,7 +102,9 @@ def test_legacy_solution_yaml_compose_file_and_old_descriptions_form():
     assert (csv_task.agent_timeout_sec, csv_task.verifier_timeout_sec) == (360.0, 60.0)
 
 
-def make_harbor(folder: Path, *, instruction="Do it.", toml='version = "1.0"\n', tests=True) -> Path:
+def make_harbor(
+    folder: Path, *, instruction="Do it.", toml='version = "1.0"\n', tests=True
+) -> Path:
     (folder / "environment").mkdir(parents=True)
     (folder / "environment" / "Dockerfile").write_text("FROM termrl/base:bookworm\n")
     if instruction is not None:
@@ -111,14 +127,26 @@ def make_legacy(folder: Path, *, yaml_text="instruction: do it\n") -> Path:
 @pytest.mark.parametrize(
     ("build", "problem"),
     [
-        (lambda p: make_harbor(p, instruction=None), "no instruction (instruction.md missing or empty)"),
-        (lambda p: make_harbor(p, instruction="  \n"), "no instruction (instruction.md missing or empty)"),
+        (
+            lambda p: make_harbor(p, instruction=None),
+            "no instruction (instruction.md missing or empty)",
+        ),
+        (
+            lambda p: make_harbor(p, instruction="  \n"),
+            "no instruction (instruction.md missing or empty)",
+        ),
         (lambda p: make_harbor(p, tests=False), "no tests (tests/test.sh missing)"),
         (lambda p: make_harbor(p, toml="version = \n"), "unreadable task.toml"),
-        (lambda p: make_harbor(p, toml="[agent]\ntimeout_sec = 'long'\n"), "[agent].timeout_sec must be a number"),
+        (
+            lambda p: make_harbor(p, toml="[agent]\ntimeout_sec = 'long'\n"),
+            "[agent].timeout_sec must be a number",
+        ),
         (lambda p: make_legacy(p, yaml_text="difficulty: easy\n"), "no instruction in task.yaml"),
         (lambda p: make_legacy(p, yaml_text="instruction: [unclosed\n"), "unreadable task.yaml"),
-        (lambda p: make_legacy(p, yaml_text="- just\n- a list\n"), "unreadable task.yaml: not a mapping"),
+        (
+            lambda p: make_legacy(p, yaml_text="- just\n- a list\n"),
+            "unreadable task.yaml: not a mapping",
+        ),
     ],
 )
 def test_bad_folders_are_rejected_with_one_line_naming_folder_and_problem(tmp_path, build, problem):
@@ -142,7 +170,9 @@ def test_a_symlink_escaping_the_folder_is_rejected(tmp_path):
     secret.write_text("host only")
     folder = make_harbor(tmp_path / "leaky")
     os.symlink(secret, folder / "environment" / "secret.txt")
-    with pytest.raises(TaskFormatError, match=r"environment/secret.txt is a symlink escaping the folder"):
+    with pytest.raises(
+        TaskFormatError, match=r"environment/secret.txt is a symlink escaping the folder"
+    ):
         read_task_folder(folder)
     (folder / "environment" / "secret.txt").unlink()
     os.symlink("../../host-secret.txt", folder / "tests" / "data.txt")

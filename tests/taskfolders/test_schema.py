@@ -15,10 +15,17 @@ from termrl.taskfolders.schema import HARBOR_TABLES
 
 
 def _task(**metadata) -> Task:
-    return Task(id="gen-port", instruction="Serve on the port.", source="synthetic", family="net", seed=7,
-                perturbations=["rename"], metadata=metadata,
-                environment_files=[TaskFile("Dockerfile", b"FROM debian:bookworm\n")],
-                test_files=[TaskFile("test.sh", b"echo 1 > /logs/verifier/reward.txt\n", 0o755)])  # fmt: skip
+    return Task(
+        id="gen-port",
+        instruction="Serve on the port.",
+        source="synthetic",
+        family="net",
+        seed=7,
+        perturbations=["rename"],
+        metadata=metadata,
+        environment_files=[TaskFile("Dockerfile", b"FROM debian:bookworm\n")],
+        test_files=[TaskFile("test.sh", b"echo 1 > /logs/verifier/reward.txt\n", 0o755)],
+    )
 
 
 def test_termrl_data_goes_under_metadata_and_survives_a_round_trip(tmp_path):
@@ -57,15 +64,23 @@ def _task_folder(tmp_path, task_toml: str):
     return folder
 
 
-@pytest.mark.parametrize(("table", "field"), [
-    ("[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n", "[agent].allowed_hosts"),
-    ("[environment]\nnetwork_mode = \"allowlist\"\n", "[environment].network_mode"),
-    ("[agent]\nnetwork_mode = \"public\"\n", "[agent].network_mode"),  # the environment has none
-    ("[environment.healthcheck]\ncommand = \"true\"\n", "[environment].healthcheck"),
-    ("[environment]\nos = \"windows\"\n", "[environment].os"),
-    ("[verifier]\nenvironment_mode = \"separate\"\n[verifier.environment]\ndocker_image = \"x:1\"\n",
-     "[verifier.environment] keys ['docker_image']"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        (
+            '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
+            "[agent].allowed_hosts",
+        ),
+        ('[environment]\nnetwork_mode = "allowlist"\n', "[environment].network_mode"),
+        ('[agent]\nnetwork_mode = "public"\n', "[agent].network_mode"),  # the environment has none
+        ('[environment.healthcheck]\ncommand = "true"\n', "[environment].healthcheck"),
+        ('[environment]\nos = "windows"\n', "[environment].os"),
+        (
+            '[verifier]\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "x:1"\n',
+            "[verifier.environment] keys ['docker_image']",
+        ),
+    ],
+)
 def test_schema_fields_termrl_cannot_run_stop_the_import_by_name(tmp_path, table, field):
     folder = _task_folder(tmp_path, 'version = "1.4"\n' + table)
     with pytest.raises(TaskFormatError, match=re.escape(field) + ".* not supported"):
@@ -109,11 +124,21 @@ def test_run_config_fields_import_into_the_task_and_export_back(tmp_path):
     (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
     (folder / "task.toml").write_text(RUN_CONFIG)
     task = read_task_folder(folder)
-    assert (task.docker_image, task.workdir, task.agent_user, task.verifier_user) == ("debian:bookworm", "/srv", "agent", "0")
-    assert task.env == {"MODE": "fast", "TOKEN": "${TOKEN:-none}"}  # templates resolve when a sandbox starts
+    assert (task.docker_image, task.workdir, task.agent_user, task.verifier_user) == (
+        "debian:bookworm",
+        "/srv",
+        "agent",
+        "0",
+    )
+    assert task.env == {
+        "MODE": "fast",
+        "TOKEN": "${TOKEN:-none}",
+    }  # templates resolve when a sandbox starts
     assert (task.solution_env, task.verifier_env) == ({"HINT": "yes"}, {"STRICT": "1"})
     assert task.verifier_mode == "separate"
-    assert task.verifier_collect == [{"command": "cp /app/state /app/out.json", "timeout_sec": 30.0}]
+    assert task.verifier_collect == [
+        {"command": "cp /app/state /app/out.json", "timeout_sec": 30.0}
+    ]
     assert [a["source"] for a in task.artifacts] == ["/app/out.json", "/logs/artifacts"]
     assert task.metadata == {"version": "1.4"}  # nothing left over, nothing dropped
     [exported] = export_tasks([task], tmp_path / "out")
@@ -125,14 +150,17 @@ def test_run_config_fields_import_into_the_task_and_export_back(tmp_path):
     assert back.to_row() == task.to_row()
 
 
-@pytest.mark.parametrize(("table", "problem"), [
-    ('[verifier]\nenvironment_mode = "elsewhere"\n', "environment_mode must be"),
-    ('artifacts = ["relative/path"]\n', "absolute source"),
-    ('artifacts = [{source = "/db", service = "db"}]\n', "compose services"),
-    ('[verifier]\ncollect = [{command = "x", service = "db"}]\n', "compose services"),
-    ('[environment]\nworkdir = "srv"\n', "workdir must be an absolute path"),
-    ('[environment.env]\nN = 1\n', "table of strings"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ('[verifier]\nenvironment_mode = "elsewhere"\n', "environment_mode must be"),
+        ('artifacts = ["relative/path"]\n', "absolute source"),
+        ('artifacts = [{source = "/db", service = "db"}]\n', "compose services"),
+        ('[verifier]\ncollect = [{command = "x", service = "db"}]\n', "compose services"),
+        ('[environment]\nworkdir = "srv"\n', "workdir must be an absolute path"),
+        ("[environment.env]\nN = 1\n", "table of strings"),
+    ],
+)
 def test_bad_run_config_fields_are_named(tmp_path, table, problem):
     folder = _task_folder(tmp_path, table)
     with pytest.raises(TaskFormatError, match=re.escape(problem)):
@@ -145,25 +173,41 @@ def _multi_step(tmp_path, toml: str):
         (folder / path).mkdir(parents=True, exist_ok=True)
     (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
     (folder / "steps" / "a" / "instruction.md").write_text("Do a.\n")
-    (folder / "steps" / "a" / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (folder / "steps" / "a" / "tests" / "test.sh").write_text(
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
     (folder / "task.toml").write_text('schema_version = "1.4"\n' + toml)
     return folder
 
 
 def test_a_multi_step_task_needs_no_top_level_instruction_or_tests(tmp_path):
-    task = read_task_folder(_multi_step(tmp_path, '[[steps]]\nname = "a"\nmin_reward = {reward = 1.0}\n'))
+    task = read_task_folder(
+        _multi_step(tmp_path, '[[steps]]\nname = "a"\nmin_reward = {reward = 1.0}\n')
+    )
     assert task.instruction == "Do a.\n" and task.steps[0]["min_reward"] == {"reward": 1.0}
     assert [f.path for f in task.step_files] == ["a/instruction.md", "a/tests/test.sh"]
 
 
-@pytest.mark.parametrize(("toml", "problem"), [
-    ('[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\n', "healthcheck are not supported in a step"),
-    ('[[steps]]\nname = "a"\n[steps.agent]\nuser = "x"\n', "agent.user are not supported"),
-    ('[[steps]]\nname = "a"\nmin_reward = {accuracy = 1.0}\n', "only 'reward' can be gated"),
-    ('[[steps]]\nname = "b"\n', "cannot read steps/b/instruction.md"),
-    ('multi_step_reward_strategy = "max"\n[[steps]]\nname = "a"\n', "multi_step_reward_strategy must be"),
-    ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "a"\n', "in a multi-step task is not supported"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        (
+            '[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\n',
+            "healthcheck are not supported in a step",
+        ),
+        ('[[steps]]\nname = "a"\n[steps.agent]\nuser = "x"\n', "agent.user are not supported"),
+        ('[[steps]]\nname = "a"\nmin_reward = {accuracy = 1.0}\n', "only 'reward' can be gated"),
+        ('[[steps]]\nname = "b"\n', "cannot read steps/b/instruction.md"),
+        (
+            'multi_step_reward_strategy = "max"\n[[steps]]\nname = "a"\n',
+            "multi_step_reward_strategy must be",
+        ),
+        (
+            '[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "a"\n',
+            "in a multi-step task is not supported",
+        ),
+    ],
+)
 def test_bad_steps_are_named(tmp_path, toml, problem):
     with pytest.raises(TaskFormatError, match=re.escape(problem)):
         read_task_folder(_multi_step(tmp_path, toml))

@@ -26,30 +26,51 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
     expected = {  # task -> (FROM name, uv, pins, where found)
         "word-frequency": (PY313, "0.7.13", [["pytest==8.4.1"]], ["run-tests.sh"]),
         "yaml-to-json": (PY313, "0.7.13", [["pytest==8.4.1", "pyyaml==6.0.2"]], ["run-tests.sh"]),
-        "active-users": ("ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", "0.7.13", [["pytest==8.4.1"]],
-                         ["setup-uv-pytest.sh"]),
-        "sum-column": ("python:3.13-slim-bookworm", "0.9.5",
-                       [["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "pytest"]], ["test.sh"]),
-    }  # fmt: skip
+        "active-users": (
+            "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624",
+            "0.7.13",
+            [["pytest==8.4.1"]],
+            ["setup-uv-pytest.sh"],
+        ),
+        "sum-column": (
+            "python:3.13-slim-bookworm",
+            "0.9.5",
+            [["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "pytest"]],
+            ["test.sh"],
+        ),
+    }
     for task_id, (ref, uv, groups, found_in) in expected.items():
         adaptations = tasks[task_id].adaptations
         assert list(adaptations["base_images"]) == [ref]
         assert adaptations["base_images"][ref]["image"] == (NOBLE if "ubuntu" in ref else TRIXIE)
         assert adaptations["base_images"][ref]["differences"]
         kit = adaptations["test_kit"]
-        assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (uv, "3.13", "2.41", groups, found_in)
+        assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (
+            uv,
+            "3.13",
+            "2.41",
+            groups,
+            found_in,
+        )
         assert "notes" not in adaptations
 
 
 def test_tasks_that_run_as_written_get_no_adaptations():
-    for folder in ("tasks/harbor/hello-file", "tasks/legacy/csv-total", "tasks/legacy/utilities/make-runnable"):
+    for folder in (
+        "tasks/harbor/hello-file",
+        "tasks/legacy/csv-total",
+        "tasks/legacy/utilities/make-runnable",
+    ):
         assert read_task_folder(FIXTURES / folder).adaptations == {}
 
 
 def test_unknown_bases_are_noted_and_the_kit_falls_back_to_bookworm():
-    task = Task(id="t", instruction="x",
-                environment_files=[TaskFile("Dockerfile", b"FROM registry.example.invalid/app:1\n")],
-                test_files=[TaskFile("test.sh", b"uvx -w pytest==8.4.1 pytest /tests\n")])  # fmt: skip
+    task = Task(
+        id="t",
+        instruction="x",
+        environment_files=[TaskFile("Dockerfile", b"FROM registry.example.invalid/app:1\n")],
+        test_files=[TaskFile("test.sh", b"uvx -w pytest==8.4.1 pytest /tests\n")],
+    )
     adaptations = adaptations_for(task)
     assert "base_images" not in adaptations
     assert adaptations["test_kit"]["uv"] == DEFAULT_UV_VERSION  # uv used with no installer line
@@ -60,7 +81,11 @@ def test_unknown_bases_are_noted_and_the_kit_falls_back_to_bookworm():
 
 def test_with_adaptations_recomputes_its_keys_and_keeps_the_others():
     task = read_task_folder(TB / "word-frequency")
-    task.adaptations = {"base_images": {"stale": {"image": "x"}}, "notes": ["old"], "perturbed_by": "synthesize"}
+    task.adaptations = {
+        "base_images": {"stale": {"image": "x"}},
+        "notes": ["old"],
+        "perturbed_by": "synthesize",
+    }
     with_adaptations(task)
     assert list(task.adaptations["base_images"]) == [PY313]
     assert "notes" not in task.adaptations
@@ -119,15 +144,25 @@ def test_legacy_tasks_keep_the_official_test_layout(task_id):
     assert task.test_command == "bash /tests/run-tests.sh"
     assert task.scoring == "pytest-report"
     assert "run-tests.sh" in {f.path for f in task.test_files}
-    assert not any(f.path.startswith("tests/") or f.path == "run-tests.sh" for f in task.environment_files)
+    assert not any(
+        f.path.startswith("tests/") or f.path == "run-tests.sh" for f in task.environment_files
+    )
 
 
 def test_a_build_time_installer_is_recorded_and_keys_the_image():
     task = read_task_folder(FIXTURES / "tb-corpus" / "uv-build-install")
     assert task.adaptations["build_installers"] == {
-        "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
+        "https://astral.sh/uv/0.7.13/install.sh": {
+            "tool": "uv",
+            "version": "0.7.13",
+            "found_in": ["install.sh"],
+        }
     }
     spec = SandboxSpec.from_task(task)
-    assert spec.build_installers == {"https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13"}}
+    assert spec.build_installers == {
+        "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13"}
+    }
     plain = SandboxSpec.from_task(task, build_installers={})
-    assert spec.image_key != plain.image_key  # an image built with the local installers is another image
+    assert (
+        spec.image_key != plain.image_key
+    )  # an image built with the local installers is another image

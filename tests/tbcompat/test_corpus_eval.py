@@ -29,8 +29,13 @@ ALL_TASKS = ["man-page", "python-on-path", "uv-build-install"]
 
 @pytest.mark.slow
 @pytest.mark.podman
-@pytest.mark.parametrize("task_ids", [pytest.param(["uv-build-install"], marks=pytest.mark.ci, id="ci"),
-                                      pytest.param(ALL_TASKS, id="all")])  # fmt: skip
+@pytest.mark.parametrize(
+    "task_ids",
+    [
+        pytest.param(["uv-build-install"], marks=pytest.mark.ci, id="ci"),
+        pytest.param(ALL_TASKS, id="all"),
+    ],
+)
 def test_oracle_passes_and_nop_fails_on_the_corpus(task_ids, base_images, tmp_path):
     before = _snapshot(CORPUS_FIXTURES)
     tasks = {t.id: t for t in import_task_folders([CORPUS_FIXTURES]).tasks}
@@ -40,15 +45,22 @@ def test_oracle_passes_and_nop_fails_on_the_corpus(task_ids, base_images, tmp_pa
 
     rows = {}
     for agent in ("oracle", "nop"):
-        config = EvalConfig(tasks=str(CORPUS_FIXTURES), agent=agent, out=str(tmp_path / f"{agent}.parquet"),
-                            task_ids=task_ids, progress=False)  # fmt: skip
+        config = EvalConfig(
+            tasks=str(CORPUS_FIXTURES),
+            agent=agent,
+            out=str(tmp_path / f"{agent}.parquet"),
+            task_ids=task_ids,
+            progress=False,
+        )
         main(config)
         rows[agent] = {r["task_id"]: r for r in read_eval_results(config.out).to_pylist()}
         for task_id, row in rows[agent].items():
             print(f"{agent:6} {task_id:17} passed={row['passed']} wall={row['wall_sec']:.1f}s")
 
     assert {t: r["passed"] for t, r in rows["oracle"].items()} == dict.fromkeys(task_ids, True), {
-        t: (r["error"], (r["test_output"] or "")[-1500:]) for t, r in rows["oracle"].items() if not r["passed"]
+        t: (r["error"], (r["test_output"] or "")[-1500:])
+        for t, r in rows["oracle"].items()
+        if not r["passed"]
     }
     # Each nop trial reached the tests, which ran and failed (not a broken environment).
     assert {t: (r["passed"], r["failure_mode"]) for t, r in rows["nop"].items()} == dict.fromkeys(

@@ -24,7 +24,10 @@ from termrl.tbcompat.timing import oracle_timeout_warnings
 from .conftest import TB_FIXTURES
 
 ALL_TASKS = ["active-users", "sum-column", "word-frequency", "yaml-to-json"]
-CI_TASKS = ["sum-column", "word-frequency"]  # one Harbor, one 1.0 task; neither installs at build time
+CI_TASKS = [
+    "sum-column",
+    "word-frequency",
+]  # one Harbor, one 1.0 task; neither installs at build time
 
 
 def _snapshot(root) -> dict[str, tuple[str, int]]:
@@ -37,35 +40,50 @@ def _snapshot(root) -> dict[str, tuple[str, int]]:
 
 @pytest.mark.slow
 @pytest.mark.podman
-@pytest.mark.parametrize("task_ids", [pytest.param(CI_TASKS, marks=pytest.mark.ci, id="ci"),
-                                      pytest.param(ALL_TASKS, id="all")])  # fmt: skip
+@pytest.mark.parametrize(
+    "task_ids",
+    [pytest.param(CI_TASKS, marks=pytest.mark.ci, id="ci"), pytest.param(ALL_TASKS, id="all")],
+)
 def test_oracle_passes_and_nop_fails_on_every_fixture(task_ids, base_images, tmp_path):
     before = _snapshot(TB_FIXTURES)
     tasks = [t for t in import_task_folders([TB_FIXTURES]).tasks if t.id in task_ids]
     assert sorted(t.id for t in tasks) == task_ids
-    assert all(SandboxSpec.from_task(t).network == "none" for t in tasks)  # agent and tests both offline
+    assert all(
+        SandboxSpec.from_task(t).network == "none" for t in tasks
+    )  # agent and tests both offline
 
     rows = {}
     for agent in ("oracle", "nop"):
-        config = EvalConfig(tasks=str(TB_FIXTURES), agent=agent, out=str(tmp_path / f"{agent}.parquet"),
-                            task_ids=task_ids, progress=False)  # fmt: skip
+        config = EvalConfig(
+            tasks=str(TB_FIXTURES),
+            agent=agent,
+            out=str(tmp_path / f"{agent}.parquet"),
+            task_ids=task_ids,
+            progress=False,
+        )
         main(config)
         rows[agent] = read_eval_results(config.out).to_pylist()
         for row in rows[agent]:
-            print(f"{agent:6} {row['task_id']:15} passed={row['passed']} agent={row['agent_sec']:.1f}s "
-                  f"tests={row['test_sec']:.1f}s wall={row['wall_sec']:.1f}s")  # fmt: skip
+            print(
+                f"{agent:6} {row['task_id']:15} passed={row['passed']} agent={row['agent_sec']:.1f}s "
+                f"tests={row['test_sec']:.1f}s wall={row['wall_sec']:.1f}s"
+            )
 
     oracle = {r["task_id"]: r for r in rows["oracle"]}
     assert {t: r["passed"] for t, r in oracle.items()} == dict.fromkeys(task_ids, True), {
-        t: (r["error"], (r["test_output"] or "")[-1500:]) for t, r in oracle.items() if not r["passed"]
+        t: (r["error"], (r["test_output"] or "")[-1500:])
+        for t, r in oracle.items()
+        if not r["passed"]
     }
     nop = {r["task_id"]: r for r in rows["nop"]}
     # Each nop trial reached the tests, which ran and failed (not a broken environment).
-    assert {t: (r["passed"], r["tests_passed"], r["failure_mode"]) for t, r in nop.items()} == dict.fromkeys(
-        task_ids, (False, False, "wrong-result")
-    )
+    assert {
+        t: (r["passed"], r["tests_passed"], r["failure_mode"]) for t, r in nop.items()
+    } == dict.fromkeys(task_ids, (False, False, "wrong-result"))
     for row in rows["nop"]:
-        assert "FAILED" in row["test_output"] and "passed" not in row["test_output"].splitlines()[-1]
+        assert (
+            "FAILED" in row["test_output"] and "passed" not in row["test_output"].splitlines()[-1]
+        )
     for warning in oracle_timeout_warnings(tasks, rows["oracle"]):
         print("warning:", warning)  # reported, not asserted: timings depend on the machine's load
     assert _snapshot(TB_FIXTURES) == before  # import and eval left the task bytes alone

@@ -25,7 +25,9 @@ def sh(path: str, text: str | bytes) -> TaskFile:
 
 
 def test_the_terminal_bench_boilerplate_needs_uv_0_7_13_and_pytest():
-    result = scan_scripts([sh("run-tests.sh", RUN_TESTS), TaskFile("test_outputs.py", b"# pip install nothing==1\n")])
+    result = scan_scripts(
+        [sh("run-tests.sh", RUN_TESTS), TaskFile("test_outputs.py", b"# pip install nothing==1\n")]
+    )
     assert result.uv_version == "0.7.13"
     assert result.uses_uv
     assert result.groups == [["pytest==8.4.1"]]
@@ -35,7 +37,10 @@ def test_the_terminal_bench_boilerplate_needs_uv_0_7_13_and_pytest():
 
 def test_installer_urls_with_and_without_a_version():
     assert uv_installer_version("curl -LsSf https://astral.sh/uv/install.sh | sh") == (True, None)
-    assert uv_installer_version("wget -qO- https://astral.sh/uv/0.9.5/install.sh | sh") == (True, "0.9.5")
+    assert uv_installer_version("wget -qO- https://astral.sh/uv/0.9.5/install.sh | sh") == (
+        True,
+        "0.9.5",
+    )
     github = "curl -L https://github.com/astral-sh/uv/releases/download/0.6.1/uv-installer.sh | sh"
     assert uv_installer_version(github) == (True, "0.6.1")
     assert uv_installer_version("pip install uv") == (False, None)
@@ -81,30 +86,50 @@ uvx ruff@0.6.9 check .
     assert result.uv_version == "0.9.5"
     assert result.groups == [
         ["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "pytest"],
-        ["pandas==2.2.3", "pyarrow==18.0.0"],  # uv run: the command after the options is not installed
+        [
+            "pandas==2.2.3",
+            "pyarrow==18.0.0",
+        ],  # uv run: the command after the options is not installed
         ["ruff==0.6.9"],
     ]
 
 
 def test_requirement_files_among_the_test_files_are_followed():
     files = [
-        sh("run-tests.sh", "pip install -r $TEST_DIR/requirements.txt\npip install -r /elsewhere/reqs.txt\n"),
-        TaskFile("requirements.txt", b"# test deps\npytest==8.3.3\n\nhypothesis==6.112.0  # property tests\n"),
+        sh(
+            "run-tests.sh",
+            "pip install -r $TEST_DIR/requirements.txt\npip install -r /elsewhere/reqs.txt\n",
+        ),
+        TaskFile(
+            "requirements.txt",
+            b"# test deps\npytest==8.3.3\n\nhypothesis==6.112.0  # property tests\n",
+        ),
     ]
     result = scan_scripts(files)
     assert result.groups == [["pytest==8.3.3", "hypothesis==6.112.0"]]
-    assert result.problems == ["run-tests.sh: requirements file '/elsewhere/reqs.txt' is not among the task's test files"]
+    assert result.problems == [
+        "run-tests.sh: requirements file '/elsewhere/reqs.txt' is not among the task's test files"
+    ]
 
 
 def test_what_cannot_be_read_statically_is_reported_not_guessed():
-    result = scan_scripts([sh("install.sh", "pip install $PKG\npip install .\npip install ./dist/x-1.0-py3-none-any.whl\n")])
+    result = scan_scripts(
+        [
+            sh(
+                "install.sh",
+                "pip install $PKG\npip install .\npip install ./dist/x-1.0-py3-none-any.whl\n",
+            )
+        ]
+    )
     assert result.groups == []
     assert len(result.problems) == 3
     assert all(p.startswith("install.sh: cannot prepare") for p in result.problems)
 
 
 def test_a_script_without_uv_or_installs_needs_nothing():
-    result = scan_scripts([sh("run-tests.sh", 'python3 -m pytest "$TEST_DIR/test_outputs.py" -rA\n')])
+    result = scan_scripts(
+        [sh("run-tests.sh", 'python3 -m pytest "$TEST_DIR/test_outputs.py" -rA\n')]
+    )
     assert (result.uses_uv, result.groups, result.found_in) == (False, [], [])
 
 

@@ -81,7 +81,9 @@ def _medium(rng: random.Random) -> Draft:
         f"(in all subfolders), stored with paths relative to {folder} (for example `x.conf` or `sub/x.conf`, "
         "not `etc/...`). Do not include any other files."
     )
-    solution = f"cd {folder} && find . -type f -name '*.conf' | sed 's|^\\./||' | tar -czf {out} -T -"
+    solution = (
+        f"cd {folder} && find . -type f -name '*.conf' | sed 's|^\\./||' | tar -czf {out} -T -"
+    )
     check = f"""
 import tarfile
 expected = {py_literal(keep)}

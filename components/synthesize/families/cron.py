@@ -93,13 +93,21 @@ def _spec(rng: random.Random) -> tuple[str, str, str]:
     kind = rng.choice(["every", "hourly", "daily", "weekdays"])
     if kind == "every":
         n = rng.choice([5, 10, 15, 20, 30])
-        return f"every {n} minutes", f"*/{n} * * * *", f"{','.join(str(m) for m in range(0, 60, n))} * * * *"
+        return (
+            f"every {n} minutes",
+            f"*/{n} * * * *",
+            f"{','.join(str(m) for m in range(0, 60, n))} * * * *",
+        )
     m, h = rng.randint(0, 59), rng.randint(0, 23)
     if kind == "hourly":
         return f"every hour at minute {m}", f"{m} * * * *", f"{m} 0-23 * * *"
     if kind == "daily":
         return f"every day at {h:02d}:{m:02d}", f"{m} {h} * * *", f"{m} {h} 1-31 * *"
-    return f"at {h:02d}:{m:02d} on weekdays (Monday to Friday)", f"{m} {h} * * 1-5", f"{m} {h} * * mon-fri"
+    return (
+        f"at {h:02d}:{m:02d} on weekdays (Monday to Friday)",
+        f"{m} {h} * * 1-5",
+        f"{m} {h} * * mon-fri",
+    )
 
 
 def _easy(rng: random.Random) -> Draft:
@@ -113,7 +121,8 @@ def _easy(rng: random.Random) -> Draft:
         tags=["crontab"],
         setup_files={"job.sh": (f"#!/bin/sh\necho {marker} > {marker_file}\n", 0o755)},
         setup_script=f"cp job.sh {job}",
-        check_py=CRON_PY + f"""
+        check_py=CRON_PY
+        + f"""
 r = sh("crontab -l -u root")
 check(r.returncode == 0, "root has no crontab")
 want = schedule({canonical.split()!r})
@@ -141,7 +150,9 @@ def _medium(rng: random.Random) -> Draft:
         "and newer files must stay."
     )
     command = f"find {folder} -type f -mtime +{days} -delete"
-    check = CRON_PY + f"""
+    check = (
+        CRON_PY
+        + f"""
 import time
 r = sh("crontab -l -u root")
 check(r.returncode == 0, "root has no crontab")
@@ -164,6 +175,7 @@ check(not any(os.path.exists(p) for p in old), "old files were not deleted by th
 check(all(os.path.exists(p) for p in new), "newer files were deleted")
 check(os.path.isdir(folder + "/sub"), "a folder was deleted")
 """
+    )
     return Draft(
         instruction=instruction,
         solution=f"(crontab -l 2>/dev/null || true; echo '{canonical} {command}') | crontab -",
@@ -178,7 +190,11 @@ check(os.path.isdir(folder + "/sub"), "a folder was deleted")
 
 def _hard(rng: random.Random) -> Draft:
     app = name(rng)
-    logs, script, cronfile = f"/var/log/{app}", f"/usr/local/bin/rotate-{app}", f"/etc/cron.d/rotate-{app}"
+    logs, script, cronfile = (
+        f"/var/log/{app}",
+        f"/usr/local/bin/rotate-{app}",
+        f"/etc/cron.d/rotate-{app}",
+    )
     words, canonical, _ = _spec(rng)
     instruction = (
         f"Write an executable script {script} that rotates the logs in {logs}: for every non-empty `*.log` file "
@@ -203,7 +219,9 @@ chmod 755 {script}
 printf 'SHELL=/bin/sh\\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\\n{canonical} root {script}\\n' > {cronfile}
 chmod 644 {cronfile}
 """
-    check = CRON_PY + f"""
+    check = (
+        CRON_PY
+        + f"""
 import gzip
 cronfile, logs = {cronfile!r}, {logs!r}
 check(os.path.isfile(cronfile), cronfile + " does not exist")
@@ -230,6 +248,7 @@ for i, content in enumerate(contents, start=1):
     check(os.stat(app_log).st_ino == inode, "the log was replaced instead of emptied in place")
 check(not os.path.exists(empty_log + ".1.gz"), "an empty log was rotated")
 """
+    )
     return Draft(
         instruction=instruction,
         solution=solution,

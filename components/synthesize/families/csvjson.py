@@ -31,8 +31,13 @@ TAGS = ["csv", "json", "jq", "data-wrangling"]
 def _easy(rng: random.Random) -> Draft:
     folder = f"{base_dir(rng)}/{name(rng)}"
     path = f"{folder}/{rng.choice(['config', 'package', 'settings', 'manifest'])}.json"
-    section, key = rng.choice(["server", "database", "build", "release"]), rng.choice(["version", "host", "owner"])
-    value = {"version": version(rng), "host": f"{name(rng)}.internal", "owner": rng.choice(PEOPLE)}[key]
+    section, key = (
+        rng.choice(["server", "database", "build", "release"]),
+        rng.choice(["version", "host", "owner"]),
+    )
+    value = {"version": version(rng), "host": f"{name(rng)}.internal", "owner": rng.choice(PEOPLE)}[
+        key
+    ]
     doc = {
         "name": name(rng),
         section: {key: value, "enabled": rng.random() < 0.5, "port": rng.randint(1024, 9999)},
@@ -59,10 +64,15 @@ check(got == {value!r}, "{out} says %r" % got)
 def _sales(rng: random.Random, n: int) -> tuple[list[str], list[dict]]:
     regions = names(rng, 4, ["north", "south", "east", "west", "central", "coast"])
     rows = [
-        {"id": i + 1, "product": rng.choice(NOUNS), "region": rng.choice(regions), "units": rng.randint(1, 50),
-         "amount": rng.randint(5, 900)}
+        {
+            "id": i + 1,
+            "product": rng.choice(NOUNS),
+            "region": rng.choice(regions),
+            "units": rng.randint(1, 50),
+            "amount": rng.randint(5, 900),
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     return regions, rows
 
 
@@ -82,7 +92,9 @@ def _medium(rng: random.Random) -> Draft:
     rng.shuffle(header)
     if rng.random() < 0.5:
         region = regions[0]
-        rows.append({"id": len(rows) + 1, "product": "extra", "region": region, "units": 1, "amount": 7})
+        rows.append(
+            {"id": len(rows) + 1, "product": "extra", "region": region, "units": 1, "amount": 7}
+        )
         total = sum(r["amount"] for r in rows if r["region"] == region)
         out = f"{folder}/{region}-total.txt"
         instruction = (
@@ -139,10 +151,18 @@ check(got == {py_literal(rows)}, "{out} does not hold the rows with typed fields
 
 def _hard(rng: random.Random) -> Draft:
     folder = f"{base_dir(rng)}/{name(rng)}"
-    users_csv, orders_json, out = f"{folder}/users.csv", f"{folder}/orders.json", f"{folder}/report.csv"
+    users_csv, orders_json, out = (
+        f"{folder}/users.csv",
+        f"{folder}/orders.json",
+        f"{folder}/report.csv",
+    )
     people = rng.sample(PEOPLE, k=rng.randint(6, 10))
     users = [
-        {"user_id": 100 + i, "name": f"{p.title()}, {rng.choice(NOUNS).title()}", "city": rng.choice(NOUNS)}
+        {
+            "user_id": 100 + i,
+            "name": f"{p.title()}, {rng.choice(NOUNS).title()}",
+            "city": rng.choice(NOUNS),
+        }
         for i, p in enumerate(people)
     ]
     orders, totals = [], {}

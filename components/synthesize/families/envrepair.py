@@ -37,7 +37,9 @@ def make_wheel(
         + "".join(f"Requires-Dist: {r}\n" for r in requires)
         + f"Summary: {dist} test package\n"
     )
-    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: termrl\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: termrl\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     files[f"{info}/top_level.txt"] = "".join(sorted({p.split("/")[0] + "\n" for p in modules}))
     record = []
     for path, text in files.items():
@@ -150,11 +152,19 @@ def _hard(rng: random.Random) -> Draft:
     top_want, answer = top_versions[-1], token(rng)
     dep_versions = ["1.1.0", "1.4.0", "2.0.0"]
     wheels = [
-        make_wheel(dep, v, {f"{dep}/__init__.py": f'__version__ = "{v}"\n\n\ndef base():\n    return "{answer}"\n'})
+        make_wheel(
+            dep,
+            v,
+            {
+                f"{dep}/__init__.py": f'__version__ = "{v}"\n\n\ndef base():\n    return "{answer}"\n'
+            },
+        )
         for v in dep_versions
     ]
     for v in top_versions:
-        src = f'from {dep} import base\n\n__version__ = "{v}"\n\n\ndef answer():\n    return base()\n'
+        src = (
+            f'from {dep} import base\n\n__version__ = "{v}"\n\n\ndef answer():\n    return base()\n'
+        )
         wheels.append(make_wheel(top, v, {f"{top}/__init__.py": src}, requires=(f"{dep}>=1.2,<2",)))
     root = f"{rng.choice(['/srv', '/opt', '/home/user', '/app'])}/{app}"
     venv = f"{root}/{rng.choice(['.venv', 'venv', 'env', '.env'])}"
@@ -188,7 +198,10 @@ check(r.stdout.split() == [{top_want!r}, "1.4.0"], "installed versions in {venv}
         instruction=instruction,
         solution=solution,
         tags=["virtualenv", "requirements", "offline", "dependencies"],
-        setup_files={"app.py": _app(top, top_want, answer), **{f"wheels/{w}": d for w, d in wheels}},
+        setup_files={
+            "app.py": _app(top, top_want, answer),
+            **{f"wheels/{w}": d for w, d in wheels},
+        },
         setup_script=setup,
         check_py=check,
         metadata={"top": top, "dependency": dep, "version": top_want},

@@ -23,7 +23,9 @@ def _easy(rng: random.Random) -> Draft:
     marker = token(rng)
     if variant == "exec":
         path = f"{folder}/bin/{rng.choice(['deploy', 'backup', 'report', 'cleanup', 'sync'])}.sh"
-        instruction = f"The script {path} cannot be run because it is not executable. Make it executable."
+        instruction = (
+            f"The script {path} cannot be run because it is not executable. Make it executable."
+        )
         solution = f"chmod +x {path}"
         setup = f"mkdir -p {folder}/bin\ncp script.sh {path}\nchmod 644 {path}"
         files = {"script.sh": f"#!/bin/sh\necho {marker}\n"}

@@ -46,7 +46,9 @@ def _identity(rng: random.Random) -> str:
 def _repo_setup(rng: random.Random, repo: str, main: str, files: dict[str, str]) -> str:
     lines = [_identity(rng), f"mkdir -p {repo}", f"git -C {repo} init -q -b {main}"]
     for path, content in files.items():
-        lines.append(f"mkdir -p $(dirname {repo}/{path}) && printf '%s\\n' '{content}' > {repo}/{path}")
+        lines.append(
+            f"mkdir -p $(dirname {repo}/{path}) && printf '%s\\n' '{content}' > {repo}/{path}"
+        )
         lines.append(f"git -C {repo} add {path} && git -C {repo} commit -qm 'add {path}'")
     return "\n".join(lines)
 
@@ -59,7 +61,9 @@ def _easy(rng: random.Random) -> Draft:
     repo, main = f"{base_dir(rng)}/{name(rng)}", rng.choice(["main", "master", "trunk"])
     setup = _repo_setup(rng, repo, main, _files(rng, rng.randint(2, 4)))
     if rng.random() < 0.5:
-        branch = f"{rng.choice(['feature', 'fix', 'topic'])}/{rng.choice(NOUNS)}-{rng.randint(1, 99)}"
+        branch = (
+            f"{rng.choice(['feature', 'fix', 'topic'])}/{rng.choice(NOUNS)}-{rng.randint(1, 99)}"
+        )
         instruction = f"In the git repository {repo}, create a branch named `{branch}` from the current commit and switch to it."
         solution = f"git -C {repo} checkout -b {branch}"
         check = f"""

@@ -33,7 +33,9 @@ def _easy(rng: random.Random) -> Draft:
     for i in range(rng.randint(40, 120)):
         lvl = rng.choices(LEVELS, weights=[3, 6, 2, 2, 1])[0]
         words = " ".join(rng.choices(WORDS, k=rng.randint(2, 6)))
-        lines.append(f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:{i % 60:02d}:00 {lvl} [{app}] {words}")
+        lines.append(
+            f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:{i % 60:02d}:00 {lvl} [{app}] {words}"
+        )
     count = sum(f" {level} " in ln for ln in lines)
     return Draft(
         instruction=f"How many lines of {log} have the level {level}? Write just the number to {answer}.",
@@ -69,7 +71,10 @@ def _medium(rng: random.Random) -> Draft:
         counts[ip] += status is None or code == status
     top = max(ips, key=lambda ip: counts[ip])
     for _ in range(3):  # a clear winner
-        lines.insert(rng.randint(0, len(lines)), _access_line(rng, top, "/", status or 200, "20/Mar/2024:10:00:00"))
+        lines.insert(
+            rng.randint(0, len(lines)),
+            _access_line(rng, top, "/", status or 200, "20/Mar/2024:10:00:00"),
+        )
     which = "requests" if status is None else f"requests answered with status {status}"
     instruction = (
         f"{log} is an nginx access log. Find the client IP address that made the most {which} "
@@ -94,8 +99,24 @@ def _hard(rng: random.Random) -> Draft:
     site = name(rng)
     folder = f"/var/log/{site}"
     out = f"/root/{site}-5xx.json"
-    endpoints = ["/" + p for p in names(rng, 5, ["api/users", "api/orders", "login", "search", "health",
-                                                    "upload", "api/items", "checkout", "static/app.js"])]
+    endpoints = [
+        "/" + p
+        for p in names(
+            rng,
+            5,
+            [
+                "api/users",
+                "api/orders",
+                "login",
+                "search",
+                "health",
+                "upload",
+                "api/items",
+                "checkout",
+                "static/app.js",
+            ],
+        )
+    ]
     start_h = rng.randint(8, 18)
     window = (f"{start_h:02d}:00", f"{start_h + 1:02d}:59")
     expected: dict[str, int] = {}

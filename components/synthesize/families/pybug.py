@@ -35,41 +35,76 @@ class Bug:
 
 
 EASY = [
-    Bug(("add", "plus", "combine"), "def FN(a, b):\n    return a + b\n", "def FN(a, b):\n    return a - b\n",
-        "self.assertEqual(FN(2, 3), 5)", "assert FN(-4, 10) == 6 and FN(0, 0) == 0", "s/return a - b/return a + b/"),
-    Bug(("largest", "biggest", "max_value"), "def FN(values):\n    return max(values)\n",
-        "def FN(values):\n    return min(values)\n", "self.assertEqual(FN([3, 9, 4]), 9)",
-        "assert FN([-5, -2, -9]) == -2", "s/min(values)/max(values)/"),
-    Bug(("is_even", "even"), "def FN(n):\n    return n % 2 == 0\n", "def FN(n):\n    return n % 2 == 1\n",
-        "self.assertTrue(FN(4))\n        self.assertFalse(FN(7))", "assert FN(0) and not FN(-3)",
-        "s/n % 2 == 1/n % 2 == 0/"),
-    Bug(("area", "rect_area", "surface"), "def FN(width, height):\n    return width * height\n",
-        "def FN(width, height):\n    return width + height\n", "self.assertEqual(FN(3, 4), 12)",
-        "assert FN(5, 0) == 0 and FN(7, 6) == 42", "s/width + height/width * height/"),
-]  # fmt: skip
+    Bug(
+        ("add", "plus", "combine"),
+        "def FN(a, b):\n    return a + b\n",
+        "def FN(a, b):\n    return a - b\n",
+        "self.assertEqual(FN(2, 3), 5)",
+        "assert FN(-4, 10) == 6 and FN(0, 0) == 0",
+        "s/return a - b/return a + b/",
+    ),
+    Bug(
+        ("largest", "biggest", "max_value"),
+        "def FN(values):\n    return max(values)\n",
+        "def FN(values):\n    return min(values)\n",
+        "self.assertEqual(FN([3, 9, 4]), 9)",
+        "assert FN([-5, -2, -9]) == -2",
+        "s/min(values)/max(values)/",
+    ),
+    Bug(
+        ("is_even", "even"),
+        "def FN(n):\n    return n % 2 == 0\n",
+        "def FN(n):\n    return n % 2 == 1\n",
+        "self.assertTrue(FN(4))\n        self.assertFalse(FN(7))",
+        "assert FN(0) and not FN(-3)",
+        "s/n % 2 == 1/n % 2 == 0/",
+    ),
+    Bug(
+        ("area", "rect_area", "surface"),
+        "def FN(width, height):\n    return width * height\n",
+        "def FN(width, height):\n    return width + height\n",
+        "self.assertEqual(FN(3, 4), 12)",
+        "assert FN(5, 0) == 0 and FN(7, 6) == 42",
+        "s/width + height/width * height/",
+    ),
+]
 
 MEDIUM = [
-    Bug(("sum_to", "triangle", "total_upto"),
+    Bug(
+        ("sum_to", "triangle", "total_upto"),
         "def FN(n):\n    total = 0\n    for i in range(1, n + 1):\n        total += i\n    return total\n",
         "def FN(n):\n    total = 0\n    for i in range(1, n):\n        total += i\n    return total\n",
-        "self.assertEqual(FN(4), 10)", "assert FN(1) == 1 and FN(100) == 5050 and FN(0) == 0"),
-    Bug(("count_vowels", "vowels"),
+        "self.assertEqual(FN(4), 10)",
+        "assert FN(1) == 1 and FN(100) == 5050 and FN(0) == 0",
+    ),
+    Bug(
+        ("count_vowels", "vowels"),
         "def FN(text):\n    return sum(1 for ch in text.lower() if ch in 'aeiou')\n",
         "def FN(text):\n    return sum(1 for ch in text if ch in 'aeiou')\n",
-        "self.assertEqual(FN('Apple'), 2)", "assert FN('AEIOU xyz') == 5 and FN('') == 0"),
-    Bug(("clamp", "bound", "limit"),
-        "def FN(x, lo, hi):\n    return max(lo, min(x, hi))\n", "def FN(x, lo, hi):\n    return max(lo, min(x, lo))\n",
-        "self.assertEqual(FN(5, 0, 10), 5)", "assert FN(-3, 0, 10) == 0 and FN(42, 0, 10) == 10"),
-    Bug(("median", "middle"),
+        "self.assertEqual(FN('Apple'), 2)",
+        "assert FN('AEIOU xyz') == 5 and FN('') == 0",
+    ),
+    Bug(
+        ("clamp", "bound", "limit"),
+        "def FN(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+        "def FN(x, lo, hi):\n    return max(lo, min(x, lo))\n",
+        "self.assertEqual(FN(5, 0, 10), 5)",
+        "assert FN(-3, 0, 10) == 0 and FN(42, 0, 10) == 10",
+    ),
+    Bug(
+        ("median", "middle"),
         "def FN(values):\n    s = sorted(values)\n    n = len(s)\n    if n % 2:\n        return s[n // 2]\n"
         "    return (s[n // 2 - 1] + s[n // 2]) / 2\n",
         "def FN(values):\n    n = len(values)\n    if n % 2:\n        return values[n // 2]\n"
         "    return (values[n // 2 - 1] + values[n // 2]) / 2\n",
-        "self.assertEqual(FN([3, 1, 2]), 2)", "assert FN([9, 1, 5, 3]) == 4 and FN([7]) == 7"),
-]  # fmt: skip
+        "self.assertEqual(FN([3, 1, 2]), 2)",
+        "assert FN([9, 1, 5, 3]) == 4 and FN([7]) == 7",
+    ),
+]
 
 HARD = [
-    Bug(("Stack", "History"),
+    Bug(
+        ("Stack", "History"),
         "class FN:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n        self.items.append(x)\n\n"
         "    def pop(self):\n        if not self.items:\n            raise IndexError('pop from empty')\n"
         "        return self.items.pop()\n\n    def peek(self):\n        return self.items[-1] if self.items else None\n\n"
@@ -80,8 +115,10 @@ HARD = [
         "    def __len__(self):\n        return len(self.items)\n",
         "s = FN()\n        s.push(1)\n        s.push(2)\n        self.assertEqual(s.pop(), 2)",
         "s = FN()\nfor i in range(5): s.push(i)\nassert s.peek() == 4 and s.pop() == 4 and len(s) == 4\n"
-        "t = FN()\ntry:\n    t.pop()\n    raise SystemExit('pop on an empty FN must raise IndexError')\nexcept IndexError:\n    pass"),
-    Bug(("LRUCache", "RecentCache"),
+        "t = FN()\ntry:\n    t.pop()\n    raise SystemExit('pop on an empty FN must raise IndexError')\nexcept IndexError:\n    pass",
+    ),
+    Bug(
+        ("LRUCache", "RecentCache"),
         "from collections import OrderedDict\n\n\nclass FN:\n    def __init__(self, capacity):\n"
         "        self.capacity = capacity\n        self.data = OrderedDict()\n\n    def get(self, key):\n"
         "        if key not in self.data:\n            return None\n        self.data.move_to_end(key)\n"
@@ -96,9 +133,11 @@ HARD = [
         "c = FN(2)\n        c.put('a', 1)\n        c.put('b', 2)\n        c.put('c', 3)\n        self.assertIsNone(c.get('a'))",
         "c = FN(2)\nc.put('a', 1)\nc.put('b', 2)\nc.get('a')\nc.put('c', 3)\n"
         "assert c.get('b') is None and c.get('a') == 1 and c.get('c') == 3\n"
-        "d = FN(2)\nd.put('x', 1)\nd.put('y', 2)\nd.put('x', 5)\nd.put('z', 3)\nassert d.get('y') is None and d.get('x') == 5"),
-    Bug(("word_counts", "tally_words"),
-        "import re\n\n\ndef FN(text):\n    counts = {}\n    for w in re.findall(r\"[a-z']+\", text.lower()):\n"
+        "d = FN(2)\nd.put('x', 1)\nd.put('y', 2)\nd.put('x', 5)\nd.put('z', 3)\nassert d.get('y') is None and d.get('x') == 5",
+    ),
+    Bug(
+        ("word_counts", "tally_words"),
+        'import re\n\n\ndef FN(text):\n    counts = {}\n    for w in re.findall(r"[a-z\']+", text.lower()):\n'
         "        counts[w] = counts.get(w, 0) + 1\n    return counts\n\n\ndef top_words(text, n):\n"
         "    counts = FN(text)\n    return sorted(counts, key=lambda w: (-counts[w], w))[:n]\n",
         "import re\n\n\ndef FN(text):\n    counts = {}\n    for w in text.split(' '):\n"
@@ -106,8 +145,9 @@ HARD = [
         "    counts = FN(text)\n    return sorted(counts, key=lambda w: (counts[w], w))[:n]\n",
         "self.assertEqual(FN('a b a'), {'a': 2, 'b': 1})",
         "assert FN('The cat, the HAT.') == {'the': 2, 'cat': 1, 'hat': 1}\n"
-        "assert top_words('b a b c a b', 2) == ['b', 'a'] and top_words('y x', 5) == ['x', 'y']"),
-]  # fmt: skip
+        "assert top_words('b a b c a b', 2) == ['b', 'a'] and top_words('y x', 5) == ['x', 'y']",
+    ),
+]
 
 
 def _project(rng: random.Random, bug: Bug) -> Draft:

@@ -23,7 +23,7 @@ TAGS = ["service", "networking", "background-process"]
 
 # Polls the port for up to 30 s: the service may still be starting when the tests begin, and
 # on a loaded machine a Python service takes seconds to bind (a count of tries failed there).
-HTTP_GET = '''
+HTTP_GET = """
 import time, urllib.request
 
 
@@ -38,7 +38,7 @@ def http_get(url, wait=30.0):
         if time.monotonic() > deadline:
             fail("nothing answers at %s after %.0f s: %r" % (url, wait, last))
         time.sleep(0.25)
-'''
+"""
 
 DETACH = "setsid nohup {cmd} > {log} 2>&1 < /dev/null &"
 
@@ -58,7 +58,8 @@ def _easy(rng: random.Random) -> Draft:
         tags=["http"],
         setup_files={"page.html": f"<p>{marker}</p>\n"},
         setup_script=f"mkdir -p {site}\ncp page.html {site}/{page}",
-        check_py=HTTP_GET + f"""
+        check_py=HTTP_GET
+        + f"""
 status, body = http_get("http://127.0.0.1:{port}/{page}")
 check(status == 200 and {marker!r} in body, "port {port} did not serve {page}: %r" % body[:200])
 """,
@@ -115,10 +116,12 @@ def _medium(rng: random.Random) -> Draft:
         f"`curl http://127.0.0.1:{port}/health` must then answer."
     )
     fixed = json.dumps(good, indent=2)
-    solution = (
-        f"cat > {config} <<'JSON'\n{fixed}\nJSON\n" + DETACH.format(cmd=f"python3 {server}", log=log)
+    solution = f"cat > {config} <<'JSON'\n{fixed}\nJSON\n" + DETACH.format(
+        cmd=f"python3 {server}", log=log
     )
-    check = HTTP_GET + f"""
+    check = (
+        HTTP_GET
+        + f"""
 status, body = http_get("http://127.0.0.1:{port}/health")
 try:
     doc = json.loads(body)
@@ -134,6 +137,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
 check(any({server!r} in c for c in cmdlines), "{server} is not the process serving the port")
 check(json.loads(read({config!r}))["listen"]["port"] == {port}, "{config} does not set port {port}")
 """
+    )
     return Draft(
         instruction=instruction,
         solution=solution,
@@ -145,7 +149,7 @@ check(json.loads(read({config!r}))["listen"]["port"] == {port}, "{config} does n
     )
 
 
-KV_SERVER = '''import json, os, socketserver, threading
+KV_SERVER = """import json, os, socketserver, threading
 
 DATA = "DATAFILE"
 lock = threading.Lock()
@@ -176,14 +180,21 @@ class Handler(socketserver.StreamRequestHandler):
 
 socketserver.ThreadingTCPServer.allow_reuse_address = True
 socketserver.ThreadingTCPServer(("0.0.0.0", PORT), Handler).serve_forever()
-'''
+"""
 
 
 def _hard(rng: random.Random) -> Draft:
     svc, port = f"{name(rng)}kv", _port(rng)
     data, start = f"/var/lib/{svc}/data.json", f"/usr/local/bin/start-{svc}"
-    put, get, delete = rng.choice(["SET", "PUT", "STORE"]), rng.choice(["GET", "FETCH", "READ"]), rng.choice(["DEL", "DELETE", "REMOVE"])
-    nil, ok = rng.choice(["NIL", "NONE", "MISSING", "NOT_FOUND"]), rng.choice(["OK", "STORED", "DONE"])
+    put, get, delete = (
+        rng.choice(["SET", "PUT", "STORE"]),
+        rng.choice(["GET", "FETCH", "READ"]),
+        rng.choice(["DEL", "DELETE", "REMOVE"]),
+    )
+    nil, ok = (
+        rng.choice(["NIL", "NONE", "MISSING", "NOT_FOUND"]),
+        rng.choice(["OK", "STORED", "DONE"]),
+    )
     instruction = (
         f"Write and start a small key-value service `{svc}` on TCP port {port}. Protocol: the client sends lines; "
         f"for each line the service answers one line: `{put} <key> <value>` (value may contain spaces) answers `{ok}`; "

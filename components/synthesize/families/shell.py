@@ -24,7 +24,9 @@ def _easy(rng: random.Random) -> Draft:
     folder = f"{base_dir(rng)}/{name(rng)}/{rng.choice(['inbox', 'notes', 'docs', 'drafts'])}"
     stems = names(rng, rng.randint(4, 8), WORDS)
     if rng.random() < 0.5:
-        old, new = rng.choice([(".txt", ".md"), (".jpeg", ".jpg"), (".htm", ".html"), (".yml", ".yaml")])
+        old, new = rng.choice(
+            [(".txt", ".md"), (".jpeg", ".jpg"), (".htm", ".html"), (".yml", ".yaml")]
+        )
         files = {f"{s}{old}": token(rng) for s in stems[:-1]} | {f"{stems[-1]}.keep": token(rng)}
         expected = {(k[: -len(old)] + new if k.endswith(old) else k): v for k, v in files.items()}
         instruction = f"Rename every `{old}` file in {folder} so it ends in `{new}` instead (keep the rest of each name)."
@@ -68,7 +70,9 @@ def _medium(rng: random.Random) -> Draft:
     folder = rng.choice(["/usr/local/bin", "/opt/tools/bin", "/root/bin", "/usr/local/sbin"])
     script = f"{folder}/{rng.choice(['extstat', 'countext', 'filetypes', 'extsummary', 'bytype'])}{rng.randint(1, 9)}"
     none, status = rng.choice(["none", "noext", "(none)", "-", "other"]), rng.choice([1, 2, 3, 64])
-    fmt, sep = rng.choice([("<extension> <count>", " "), ("<extension>: <count>", ": "), ("<extension>,<count>", ",")])
+    fmt, sep = rng.choice(
+        [("<extension> <count>", " "), ("<extension>: <count>", ": "), ("<extension>,<count>", ",")]
+    )
     instruction = (
         f"Write an executable script {script} that takes one argument, a directory, and prints how many "
         "regular files it contains (recursively) per file extension, one line per extension formatted as "

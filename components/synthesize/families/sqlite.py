@@ -28,15 +28,22 @@ def _q(s: str) -> str:
 
 def _shop(rng: random.Random) -> tuple[list[tuple], list[tuple], str]:
     """Customers and orders (distinct per-customer totals) and the SQL that creates them."""
-    customers = [(i + 1, p.title(), rng.choice(["DE", "FR", "JP", "BR", "US", "IN"]))
-                 for i, p in enumerate(rng.sample(PEOPLE, rng.randint(6, 10)))]  # fmt: skip
+    customers = [
+        (i + 1, p.title(), rng.choice(["DE", "FR", "JP", "BR", "US", "IN"]))
+        for i, p in enumerate(rng.sample(PEOPLE, rng.randint(6, 10)))
+    ]
     orders, totals = [], {}
     for i in range(rng.randint(20, 40)):
-        cid, amount = rng.choice(customers[:-1])[0], rng.randint(5, 500)  # the last customer never orders
+        cid, amount = (
+            rng.choice(customers[:-1])[0],
+            rng.randint(5, 500),
+        )  # the last customer never orders
         while totals.get(cid, 0) + amount in [t for c, t in totals.items() if c != cid]:
             amount += 1
         totals[cid] = totals.get(cid, 0) + amount
-        orders.append((i + 1, cid, amount, f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"))
+        orders.append(
+            (i + 1, cid, amount, f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}")
+        )
     sql = [
         "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, country TEXT);",
         "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customers(id), "
@@ -55,8 +62,10 @@ def _easy(rng: random.Random) -> Draft:
     db, table = _db_path(rng), rng.choice(["accounts", "subscriptions", "devices", "tickets"])
     col, value = rng.choice([("status", "active"), ("status", "open"), ("state", "enabled")])
     others = ["inactive", "closed", "pending", "disabled"]
-    rows = [(i + 1, f"{rng.choice(NOUNS)}-{i}", value if rng.random() < 0.4 else rng.choice(others))
-            for i in range(rng.randint(15, 40))]  # fmt: skip
+    rows = [
+        (i + 1, f"{rng.choice(NOUNS)}-{i}", value if rng.random() < 0.4 else rng.choice(others))
+        for i in range(rng.randint(15, 40))
+    ]
     count = sum(1 for r in rows if r[2] == value)
     sql = f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, name TEXT, {col} TEXT);\n"
     sql += "".join(f"INSERT INTO {table} VALUES ({i}, {_q(n)}, {_q(s)});\n" for i, n, s in rows)
@@ -118,8 +127,13 @@ def _hard(rng: random.Random) -> Draft:
     db = _db_path(rng)
     customers, orders, sql = _shop(rng)
     bad = rng.sample(range(len(orders) + 1, len(orders) + 40), rng.randint(2, 5))
-    sql += "".join(f"INSERT INTO orders VALUES ({i}, {customers[0][0]}, -{rng.randint(1, 99)}, '2024-13-01');\n" for i in bad)
-    view = rng.choice(["customer_stats", "customer_totals", "v_customer_summary", "report_by_customer"])
+    sql += "".join(
+        f"INSERT INTO orders VALUES ({i}, {customers[0][0]}, -{rng.randint(1, 99)}, '2024-13-01');\n"
+        for i in bad
+    )
+    view = rng.choice(
+        ["customer_stats", "customer_totals", "v_customer_summary", "report_by_customer"]
+    )
     n_col = rng.choice(["order_count", "orders", "n_orders", "num_orders"])
     t_col = rng.choice(["total_amount", "total", "revenue", "amount_sum"])
     index = f"idx_orders_{rng.choice(['customer', 'cust', 'by_customer'])}"

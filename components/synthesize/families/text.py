@@ -68,7 +68,9 @@ def _medium(rng: random.Random) -> Draft:
     if rng.random() < 0.5:
         src, out = f"{folder}/messages.log", f"{folder}/emails.txt"
         domains = [f"{n}.{rng.choice(['com', 'org', 'net', 'io'])}" for n in names(rng, 4)]
-        emails = sorted({f"{rng.choice(PEOPLE)}.{rng.randint(1, 99)}@{rng.choice(domains)}" for _ in range(10)})
+        emails = sorted(
+            {f"{rng.choice(PEOPLE)}.{rng.randint(1, 99)}@{rng.choice(domains)}" for _ in range(10)}
+        )
         lines = []
         for _ in range(rng.randint(25, 40)):
             words = _filler(rng, [], 1)[0].split()
@@ -117,7 +119,9 @@ check(got == {py_literal(expected)}, f"{out} lists {{got}}")
 def _hard(rng: random.Random) -> Draft:
     folder = f"{base_dir(rng)}/{name(rng)}"
     src, out = f"{folder}/payroll.txt", f"{folder}/totals.txt"
-    depts = names(rng, rng.randint(3, 5), ["sales", "ops", "research", "support", "legal", "design", "infra"])
+    depts = names(
+        rng, rng.randint(3, 5), ["sales", "ops", "research", "support", "legal", "design", "infra"]
+    )
     totals = {d: 0 for d in depts}
     lines = ["# payroll export", "employee department amount"]
     for person in rng.sample(PEOPLE, k=rng.randint(12, 20)):

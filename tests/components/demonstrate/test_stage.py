@@ -17,13 +17,24 @@ pytestmark = pytest.mark.podman
 
 def test_demonstrations_replay_to_a_pass_and_resume(tmp_path, base_images, tiny_model_dir):
     good = make_task("files-permissions", "easy", task_seed(3, 0))
-    broken = dataclasses.replace(make_task("git", "easy", task_seed(3, 1)), id="broken",
-                                 solution_files=[TaskFile("solve.sh", b"true\n")])  # fmt: skip
-    no_solution = dataclasses.replace(make_task("git", "easy", task_seed(3, 2)), id="bare",
-                                      solution_files=[], solution_command=None)  # fmt: skip
+    broken = dataclasses.replace(
+        make_task("git", "easy", task_seed(3, 1)),
+        id="broken",
+        solution_files=[TaskFile("solve.sh", b"true\n")],
+    )
+    no_solution = dataclasses.replace(
+        make_task("git", "easy", task_seed(3, 2)),
+        id="bare",
+        solution_files=[],
+        solution_command=None,
+    )
     save_tasks(tmp_path / "tasks.parquet", [good, broken, no_solution])
-    config = DemonstrateConfig(tasks=tmp_path / "tasks.parquet", out=tmp_path / "demos.parquet",
-                               model=str(tiny_model_dir), progress=False)  # fmt: skip
+    config = DemonstrateConfig(
+        tasks=tmp_path / "tasks.parquet",
+        out=tmp_path / "demos.parquet",
+        model=str(tiny_model_dir),
+        progress=False,
+    )
 
     summary = main(config)
 

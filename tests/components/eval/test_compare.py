@@ -44,9 +44,15 @@ def test_policy_table_pairs_each_policy_with_the_base() -> None:
     d = final.vs_base
     assert d is not None and (d.tasks, d.gained, d.lost, d.method) == (4, 2, 1, "newcombe")
     assert d.diff == pytest.approx(0.25)
-    assert d == paired_difference({t: float(t == "t1") for t in FAMILY}, {t: float(t in ("t2", "t3")) for t in FAMILY})
+    assert d == paired_difference(
+        {t: float(t == "t1") for t in FAMILY}, {t: float(t in ("t2", "t3")) for t in FAMILY}
+    )
     # held-out family git: base 0 of 2, phase 1 0 of 2, final 1 of 2 (t3)
-    assert [row.heldout for row in (base, phase1, final)] == [pass_rate(0, 2), pass_rate(0, 2), pass_rate(1, 2)]
+    assert [row.heldout for row in (base, phase1, final)] == [
+        pass_rate(0, 2),
+        pass_rate(0, 2),
+        pass_rate(1, 2),
+    ]
     assert all(row.heldout is None for row in policy_table(RUNS))  # none named, none shown
 
 
@@ -54,7 +60,9 @@ def test_family_table_marks_held_out_families() -> None:
     files, git = family_table(RUNS, heldout_families=["git"])
     assert (files.family, files.heldout, git.family, git.heldout) == ("files", False, "git", True)
     assert files.rates == [pass_rate(1, 2), pass_rate(2, 2), pass_rate(1, 2)]
-    assert files.vs_base[0] is None and files.vs_base[1] is not None and files.vs_base[1].diff == 0.5
+    assert (
+        files.vs_base[0] is None and files.vs_base[1] is not None and files.vs_base[1].diff == 0.5
+    )
     assert git.vs_base[2] is not None and (git.vs_base[2].gained, git.vs_base[2].lost) == (1, 0)
     # a named family no run has still gets a row (it says "no tasks", not nothing)
     assert family_table(RUNS, ["docker"])[0].rates == [None, None, None]
@@ -63,7 +71,10 @@ def test_family_table_marks_held_out_families() -> None:
 def test_metrics_round_trip_in_order() -> None:
     table = policy_table([("base", BASE), ("litellm:openai/x", FINAL)], heldout_families=["git"])
     values = comparison_metrics(table)
-    assert values["compare/base/pass_rate"] == 0.25 and values["compare/litellm:openai/x/tasks_lost"] == 1.0
+    assert (
+        values["compare/base/pass_rate"] == 0.25
+        and values["compare/litellm:openai/x/tasks_lost"] == 1.0
+    )
     assert all(isinstance(v, float) for v in values.values())
     assert table_from_metrics(json.loads(json.dumps({"eval/other": 1.0, **values}))) == table
     assert family_list(" git, ,files ") == ["git", "files"] and family_list("") == []
@@ -71,19 +82,29 @@ def test_metrics_round_trip_in_order() -> None:
 
 def test_comparison_lines() -> None:
     lines = comparison_lines(policy_table(RUNS, heldout_families=["git"]))
-    assert lines[0].split()[:2] == ["policy", "pass"] and "Δ vs base" in lines[0] and "held-out" in lines[0]
+    assert (
+        lines[0].split()[:2] == ["policy", "pass"]
+        and "Δ vs base" in lines[0]
+        and "held-out" in lines[0]
+    )
     assert lines[1].startswith("  base ") and "25.0 % [" in lines[1]
     final = lines[3]
     # pass rate 50 %, n 4, Δ +25 pp, 4 paired tasks, 2 gained, 1 lost, held-out 50 % of 2
     assert final.startswith("  final ") and "50.0 % [" in final and "+25.0 pp [" in final
     parts = [part.split() for part in final.split("]")]
-    assert parts[1][0] == "4" and parts[2] == ["4", "2", "1", "50.0", "%", "[9.5,", "90.5"] and parts[3] == ["2"]
+    assert (
+        parts[1][0] == "4"
+        and parts[2] == ["4", "2", "1", "50.0", "%", "[9.5,", "90.5"]
+        and parts[3] == ["2"]
+    )
     assert comparison_lines([]) == []
 
 
 def test_compare_files_writes_the_report_and_metrics(tmp_path: Path) -> None:
-    paths = [(slot, written(tmp_path, rows, f"{slot}.parquet"))
-             for slot, rows in (("base", BASE), ("phase1", PHASE1), ("final", FINAL))]  # fmt: skip
+    paths = [
+        (slot, written(tmp_path, rows, f"{slot}.parquet"))
+        for slot, rows in (("base", BASE), ("phase1", PHASE1), ("final", FINAL))
+    ]
     out = tmp_path / "report.html"
     values = compare_files(out, paths, heldout_families=["git"])
     # the legacy headline numbers, by slot, and the table, by run_id
@@ -91,12 +112,20 @@ def test_compare_files_writes_the_report_and_metrics(tmp_path: Path) -> None:
     assert values["eval/pass_rate_delta"] == 0.25
     assert [row.label for row in table_from_metrics(values)] == ["base", "phase 1", "final"]
     page = parse(out.read_text())
-    assert "Comparison" in page.headings and "termrl curriculum: base vs phase 1 vs final policy" in out.read_text()
+    assert (
+        "Comparison" in page.headings
+        and "termrl curriculum: base vs phase 1 vs final policy" in out.read_text()
+    )
     cells = page.cells
     final = cells.index("final", cells.index("Δ interval"))
     # policy, tasks, trials, passed, pass rate, CI, Δ, Δ CI, paired tasks, gained, lost, method, held-out ...
     assert cells[final : final + 5] == ["final", "4", "4", "2", "0.500"]
-    assert cells[final + 6] == "0.250" and cells[final + 8 : final + 12] == ["4", "2", "1", "newcombe"]
+    assert cells[final + 6] == "0.250" and cells[final + 8 : final + 12] == [
+        "4",
+        "2",
+        "1",
+        "newcombe",
+    ]
     assert cells[final + 12] == "0.500"  # held-out family git: 1 of 2
     assert "Δ (phase 1 − base)" in cells and "Δ (final − base)" in cells  # the per-task table
     # a run whose file names no single run_id takes its slot's name

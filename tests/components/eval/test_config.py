@@ -16,13 +16,28 @@ FIXTURES = Path(__file__).parents[2] / "fixtures" / "tasks"
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    config = EvalConfig(tasks=str(tmp_path / "missing"), out=str(tmp_path), agent="policy", model=None,
-                        trials=0, concurrency=0, backend="vmware", temperature=-1)  # fmt: skip
+    config = EvalConfig(
+        tasks=str(tmp_path / "missing"),
+        out=str(tmp_path),
+        agent="policy",
+        model=None,
+        trials=0,
+        concurrency=0,
+        backend="vmware",
+        temperature=-1,
+    )
     with pytest.raises(ConfigError) as caught:
         config.validate()
     text = "\n".join(caught.value.problems)
-    for fragment in ("does not exist", "is a folder", "needs a model", "trials must", "concurrency must",
-                     "backend must", "temperature"):  # fmt: skip
+    for fragment in (
+        "does not exist",
+        "is a folder",
+        "needs a model",
+        "trials must",
+        "concurrency must",
+        "backend must",
+        "temperature",
+    ):
         assert fragment in text
     assert len(caught.value.problems) == 7
 

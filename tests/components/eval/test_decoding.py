@@ -20,7 +20,9 @@ def test_policy_agent_decodes_greedily_by_default(tiny_model_dir: Path) -> None:
     engine = TransformersEngine(tiny_model_dir)
     config = EvalConfig(agent="policy", model=str(tiny_model_dir), max_new_tokens=12)
     assert (config.temperature, config.seed) == (0.0, None)
-    sampling = [PolicyAgent(engine, config).agent_config(trial, 60.0).sampling for trial in range(2)]
+    sampling = [
+        PolicyAgent(engine, config).agent_config(trial, 60.0).sampling for trial in range(2)
+    ]
     assert [(p.temperature, p.seed, p.max_new_tokens) for p in sampling] == [(0.0, None, 12)] * 2
 
     # Greedy takes the most likely token: the model's own argmax on the prompt.

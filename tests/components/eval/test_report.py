@@ -64,7 +64,7 @@ def decoded_pngs(page: _Page) -> list:
     for img in page.images:
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix)
-        data = base64.b64decode(img["src"][len(prefix):], validate=True)
+        data = base64.b64decode(img["src"][len(prefix) :], validate=True)
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         pixels = matplotlib.image.imread(io.BytesIO(data), format="png")
         # non-empty: a real size and more than one colour drawn
@@ -79,8 +79,13 @@ def test_single_run_report_is_self_contained_with_plots() -> None:
     assert page.external == []  # nothing outside the file
     assert len(page.images) == PLOTS
     assert len(decoded_pngs(page)) == PLOTS
-    assert {i["alt"] for i in page.images} >= {"Pass rate by family", "Pass rate by difficulty", "Failure modes",
-                                              "Turns per trial", "Tokens per trial"}  # fmt: skip
+    assert {i["alt"] for i in page.images} >= {
+        "Pass rate by family",
+        "Pass rate by difficulty",
+        "Failure modes",
+        "Turns per trial",
+        "Tokens per trial",
+    }
     assert {"Summary", "By family", "By difficulty", "Per task"} <= set(page.headings)
     cells = page.cells
     # summary: accuracy 3/6, and the per-task rows
@@ -129,12 +134,24 @@ def test_chromium_renders_every_plot(tmp_path: Path) -> None:
     report = render_report([("run-a", sample_rows()), ("run-b", sample_rows("run-b", True))])
     (tmp_path / "report.html").write_text(report)
     (tmp_path / "probe.html").write_text(report.replace("</body>", _PROBE + "</body>"))
-    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
+    common = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     dom = subprocess.run(
         common + ["--virtual-time-budget=10000", "--dump-dom", (tmp_path / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     found = json.loads(parse_result(dom))
     assert found["title"] == "termrl eval: run-a vs run-b"
@@ -143,8 +160,13 @@ def test_chromium_renders_every_plot(tmp_path: Path) -> None:
     for alt, width, height in found["images"]:
         assert width > 100 and height > 100, alt  # the browser decoded a real picture
     shot = tmp_path / "shot.png"
-    subprocess.run(common + ["--window-size=1200,2400", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
-                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    subprocess.run(
+        common
+        + ["--window-size=1200,2400", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert matplotlib.image.imread(shot).shape[:2] == (2400, 1200)
 
 
@@ -158,6 +180,8 @@ def test_a_run_where_every_trial_failed_or_passed_renders(passed: bool) -> None:
     """Pass rates of exactly 0 or 1 sit on an end of their interval (in floats a hair inside it
     for some n, e.g. 7): the whiskers must stay >= 0 or matplotlib refuses to draw."""
     first = sample_rows()[0]
-    rows = [{**first, "task_id": f"t{i}", "passed": passed, "reward": float(passed)} for i in range(7)]
+    rows = [
+        {**first, "task_id": f"t{i}", "passed": passed, "reward": float(passed)} for i in range(7)
+    ]
     page = parse(render_report([("base", rows), ("final", sample_rows())]))
     assert len(decoded_pngs(page)) == len(page.images) > 0

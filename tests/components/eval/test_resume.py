@@ -29,8 +29,16 @@ class Stop(Exception):
 
 
 def _config(tmp_path: Path, **changes) -> EvalConfig:
-    return EvalConfig(tasks=str(FIXTURES), task_ids=QUICK, agent="nop", trials=2, concurrency=1,
-                      out=str(tmp_path / "results.parquet"), progress=False, **changes)  # fmt: skip
+    return EvalConfig(
+        tasks=str(FIXTURES),
+        task_ids=QUICK,
+        agent="nop",
+        trials=2,
+        concurrency=1,
+        out=str(tmp_path / "results.parquet"),
+        progress=False,
+        **changes,
+    )
 
 
 def _crash_after(config: EvalConfig, rows: int) -> list[dict]:
@@ -57,7 +65,9 @@ def test_parts_round_trip_and_start_over_on_another_config(tmp_path: Path, capsy
     row = make_row("hello/file", 1, True, test_output="ok", tests_passed=True)
     parts.write(row)
     parts.write(make_row("hello/file", 0, False))
-    (config.parts_dir() / "broken.parquet").write_bytes(b"not parquet")  # a disk fault: run it again
+    (config.parts_dir() / "broken.parquet").write_bytes(
+        b"not parquet"
+    )  # a disk fault: run it again
     loaded = sorted(parts.load(), key=lambda r: r["trial"])
     assert [r["trial"] for r in loaded] == [0, 1] and loaded[1]["test_output"] == "ok"
     assert not (config.parts_dir() / "broken.parquet").exists()
@@ -90,7 +100,9 @@ def test_a_stopped_eval_resumes_without_rerunning_finished_trials(tmp_path: Path
     tasks = load_eval_tasks(config)
     parts = TrialParts(config.parts_dir(), fingerprint(config, tasks))
     ran: list[tuple[str, int]] = []
-    rows = asyncio.run(resume_trials(config, tasks, parts, on_row=lambda r: ran.append((r["task_id"], r["trial"]))))
+    rows = asyncio.run(
+        resume_trials(config, tasks, parts, on_row=lambda r: ran.append((r["task_id"], r["trial"])))
+    )
     parts.merge(rows, config.out)
 
     every = {(t, trial) for t in QUICK for trial in range(2)}
@@ -111,7 +123,9 @@ def test_the_stage_resumes_and_a_changed_config_starts_over(tmp_path: Path, caps
     summary = main(config)
     final = read_eval_results(config.out).to_pylist()
     assert summary["trials"] == len(final) == 4
-    assert all(row == finished[key] for row in final if (key := (row["task_id"], row["trial"])) in finished)
+    assert all(
+        row == finished[key] for row in final if (key := (row["task_id"], row["trial"])) in finished
+    )
 
     # Stopped again, then rerun as another agent on the same output: no nop row survives.
     _crash_after(config, rows=1)
@@ -120,4 +134,8 @@ def test_the_stage_resumes_and_a_changed_config_starts_over(tmp_path: Path, caps
     main(oracle)
     assert "starting over" in capsys.readouterr().err
     final = read_eval_results(config.out).to_pylist()
-    assert len(final) == 4 and {r["agent"] for r in final} == {"oracle"} and all(r["passed"] for r in final)
+    assert (
+        len(final) == 4
+        and {r["agent"] for r in final} == {"oracle"}
+        and all(r["passed"] for r in final)
+    )

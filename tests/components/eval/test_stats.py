@@ -69,7 +69,10 @@ def test_paired_difference_newcombe_corrects_positive_correlation() -> None:
     other = {"t1": 1.0, "t2": 1.0, "t3": 0.0, "t4": 0.0}
     d = paired_difference(base, other, z=2)
     assert d is not None and (d.diff, d.gained, d.lost) == (0.25, 1, 0)
-    assert (d.low, d.high) == (pytest.approx(0.25 - 0.576784, abs=1e-5), pytest.approx(0.25 + 0.409048, abs=1e-5))
+    assert (d.low, d.high) == (
+        pytest.approx(0.25 - 0.576784, abs=1e-5),
+        pytest.approx(0.25 + 0.409048, abs=1e-5),
+    )
 
 
 def test_paired_difference_when_both_fail_everything_is_not_certain() -> None:
@@ -77,7 +80,11 @@ def test_paired_difference_when_both_fail_everything_is_not_certain() -> None:
     # δ = sqrt(0 + 0.5²) = 0.5, ε = sqrt(0.5² + 0) = 0.5 -> [−0.5, 0.5], not a point at 0
     fails = {f"t{i}": 0.0 for i in range(4)}
     d = paired_difference(fails, fails, z=2)
-    assert d is not None and (d.diff, d.low, d.high) == (0.0, pytest.approx(-0.5), pytest.approx(0.5))
+    assert d is not None and (d.diff, d.low, d.high) == (
+        0.0,
+        pytest.approx(-0.5),
+        pytest.approx(0.5),
+    )
     assert (d.gained, d.lost) == (0, 0)
 
 
@@ -96,7 +103,10 @@ def test_paired_difference_of_identical_runs() -> None:
     # δ = ε = sqrt(1/6 + 1/6) = 1/sqrt(3)
     half = {"t1": 1.0, "t2": 0.0}
     d = paired_difference(half, half, z=2)
-    assert d is not None and (d.low, d.high) == (pytest.approx(-1 / math.sqrt(3)), pytest.approx(1 / math.sqrt(3)))
+    assert d is not None and (d.low, d.high) == (
+        pytest.approx(-1 / math.sqrt(3)),
+        pytest.approx(1 / math.sqrt(3)),
+    )
 
 
 def test_paired_difference_normal_for_fractional_rates() -> None:

@@ -23,13 +23,23 @@ from termrl.llm.toolcalls import ToolCall, render_tool_call
 from tests.agent.scripted import ScriptedEngine, ScriptedResult, ScriptedSession
 
 
-def turn(*commands: str, exit_code: int | None = 0, call_format: str = "tool-call", observation: str = "") -> Chunk:
+def turn(
+    *commands: str, exit_code: int | None = 0, call_format: str = "tool-call", observation: str = ""
+) -> Chunk:
     action = json.dumps([{"name": "bash", "arguments": {"command": c}} for c in commands])
     return Chunk(
-        chunk_index=0, prompt_ids=[1], response_ids=[2], response_logprobs=[-0.1], response_text="",
-        action=action, call_format=call_format, observation=observation, exit_code=exit_code,
-        gen_ms=0.0, exec_ms=0.0,
-    )  # fmt: skip
+        chunk_index=0,
+        prompt_ids=[1],
+        response_ids=[2],
+        response_logprobs=[-0.1],
+        response_text="",
+        action=action,
+        call_format=call_format,
+        observation=observation,
+        exit_code=exit_code,
+        gen_ms=0.0,
+        exec_ms=0.0,
+    )
 
 
 def no_call(call_format: str = "none") -> Chunk:
@@ -51,8 +61,15 @@ def test_environment_error() -> None:
     assert failed([turn("ls")], stop="error", failure_type="SandboxDied") == "environment-error"
     assert failed([turn("ls")], stop="done", failure_type="RewardFailed") == "environment-error"
     # It outranks everything the agent may also have done wrong.
-    assert failed([turn("x", exit_code=1)] * 4, stop="lifetime", failure_type="NetworkError",
-                  over_budget=True) == "environment-error"  # fmt: skip
+    assert (
+        failed(
+            [turn("x", exit_code=1)] * 4,
+            stop="lifetime",
+            failure_type="NetworkError",
+            over_budget=True,
+        )
+        == "environment-error"
+    )
 
 
 def test_timeout() -> None:
@@ -67,11 +84,18 @@ def test_context_overflow() -> None:
 
 def test_invalid_loop_needs_a_clear_failure_then_identical_repeats() -> None:
     # make fails, then the very same command twice more: 2 repeats after the failure.
-    looping = [turn("ls"), turn("make", exit_code=2), turn("make", exit_code=2), turn("make ", exit_code=2)]
+    looping = [
+        turn("ls"),
+        turn("make", exit_code=2),
+        turn("make", exit_code=2),
+        turn("make ", exit_code=2),
+    ]
     assert longest_failed_repeat(looping) == 2
     assert failed(looping) == "invalid-loop"
     # One retry is not a loop.
-    assert failed([turn("make", exit_code=2), turn("make", exit_code=2), turn("ls")]) == "wrong-result"
+    assert (
+        failed([turn("make", exit_code=2), turn("make", exit_code=2), turn("ls")]) == "wrong-result"
+    )
     # Repeating a command that succeeded (polling a job) is not a loop after a failure.
     assert failed([turn("cat status")] * 4) == "wrong-result"
     # A timed-out command carries no exit code; the observation's marker is the failure.
@@ -83,7 +107,10 @@ def test_malformed_tool_calls() -> None:
     chunks = [no_call("malformed"), no_call("none"), turn("ls"), no_call("malformed")]
     assert failed(chunks) == "malformed-tool-calls"
     # Mostly usable calls: the agent handled the format, the result was wrong.
-    assert failed([no_call("malformed"), turn("ls"), turn("cat a"), turn("echo b > c")]) == "wrong-result"
+    assert (
+        failed([no_call("malformed"), turn("ls"), turn("cat a"), turn("echo b > c")])
+        == "wrong-result"
+    )
 
 
 def test_wrong_result() -> None:
@@ -108,8 +135,8 @@ def test_every_mode_is_reachable() -> None:
 def test_call_stats() -> None:
     chunks = [
         turn("ls -la", "cat notes.txt", "wc -l notes.txt"),  # 3 read-only calls, parallel
-        turn("echo hi > out.txt"),                           # state-changing
-        turn("grep x a | sort", "rm -rf build"),            # 1 read-only + 1 state-changing, parallel
+        turn("echo hi > out.txt"),  # state-changing
+        turn("grep x a | sort", "rm -rf build"),  # 1 read-only + 1 state-changing, parallel
         no_call(),
     ]
     stats = call_stats(chunks)
@@ -137,11 +164,17 @@ async def test_timed_out_repeats_recognised_in_a_real_episode(tiny_tokenizer) ->
     engine = ScriptedEngine(tiny_tokenizer, [_bash("sleep 100")] * 3)
     session = ScriptedSession({"sleep 100": ScriptedResult("", exit_code=None, timed_out=True)})
     result = await run_episode(engine, session, "Wait", AgentConfig(max_turns=3))
-    assert classify(TrialFacts(passed=False, stop_reason=result.stop_reason, chunks=result.chunks)) == "invalid-loop"
+    assert (
+        classify(TrialFacts(passed=False, stop_reason=result.stop_reason, chunks=result.chunks))
+        == "invalid-loop"
+    )
 
 
 @pytest.mark.parametrize("text", ["I would run ls.", "<tool_call>{not json</tool_call>"])
 async def test_malformed_recognised_in_a_real_episode(tiny_tokenizer, text: str) -> None:
     engine = ScriptedEngine(tiny_tokenizer, [text] * 3)
     result = await run_episode(engine, ScriptedSession(), "Do it", AgentConfig(max_turns=3))
-    assert classify(TrialFacts(passed=False, stop_reason=result.stop_reason, chunks=result.chunks)) == "malformed-tool-calls"
+    assert (
+        classify(TrialFacts(passed=False, stop_reason=result.stop_reason, chunks=result.chunks))
+        == "malformed-tool-calls"
+    )

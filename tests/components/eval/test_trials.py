@@ -41,18 +41,47 @@ def run_cli(*args: str) -> list[dict]:
 def test_a_solve_past_its_budget_fails_whatever_the_tests_say() -> None:
     task = fixture_task("hello-file")
     config = EvalConfig(agent="oracle")
-    row = trial_row(config, task, 0, TrialRun(stop_reason="done"), over_budget=True, tests_passed=True, reward=1.0)
-    assert (row["passed"], row["reward"], row["over_budget"], row["tests_passed"]) == (False, 0.0, True, True)
+    row = trial_row(
+        config,
+        task,
+        0,
+        TrialRun(stop_reason="done"),
+        over_budget=True,
+        tests_passed=True,
+        reward=1.0,
+    )
+    assert (row["passed"], row["reward"], row["over_budget"], row["tests_passed"]) == (
+        False,
+        0.0,
+        True,
+        True,
+    )
     assert row["failure_mode"] == "timeout"
-    row = trial_row(config, task, 0, TrialRun(stop_reason="done"), over_budget=False, tests_passed=True, reward=1.0)
+    row = trial_row(
+        config,
+        task,
+        0,
+        TrialRun(stop_reason="done"),
+        over_budget=False,
+        tests_passed=True,
+        reward=1.0,
+    )
     assert (row["passed"], row["failure_mode"]) == (True, None)
 
 
 def test_a_pass_scored_after_tampering_is_no_pass() -> None:
     task = fixture_task("hello-file")
     run = TrialRun(stop_reason="done")
-    row = trial_row(EvalConfig(agent="oracle"), task, 0, run, over_budget=False, tests_passed=True, reward=1.0,
-                    tampering=("/usr/local/bin/bash: shadows /usr/bin/bash",))  # fmt: skip
+    row = trial_row(
+        EvalConfig(agent="oracle"),
+        task,
+        0,
+        run,
+        over_budget=False,
+        tests_passed=True,
+        reward=1.0,
+        tampering=("/usr/local/bin/bash: shadows /usr/bin/bash",),
+    )
     assert (row["passed"], row["reward"], row["tests_passed"]) == (False, 0.0, True)
     assert row["failure_mode"] == "verifier-tampering"
     assert row["tampering"] == "/usr/local/bin/bash: shadows /usr/bin/bash"
@@ -60,9 +89,20 @@ def test_a_pass_scored_after_tampering_is_no_pass() -> None:
 
 def _oracle_and_nop(tmp_path: Path, tasks: list[str]) -> tuple[list[dict], list[dict]]:
     picks = [a for t in tasks for a in ("--task", t)]
-    oracle = run_cli("--tasks", str(FIXTURES), "--agent", "oracle", "--out", str(tmp_path / "oracle.parquet"),
-                     "--report", str(tmp_path / "oracle.html"), *picks)  # fmt: skip
-    nop = run_cli("--tasks", str(FIXTURES), "--agent", "nop", "--out", str(tmp_path / "nop.parquet"), *picks)
+    oracle = run_cli(
+        "--tasks",
+        str(FIXTURES),
+        "--agent",
+        "oracle",
+        "--out",
+        str(tmp_path / "oracle.parquet"),
+        "--report",
+        str(tmp_path / "oracle.html"),
+        *picks,
+    )
+    nop = run_cli(
+        "--tasks", str(FIXTURES), "--agent", "nop", "--out", str(tmp_path / "nop.parquet"), *picks
+    )
     return oracle, nop
 
 
@@ -74,7 +114,9 @@ def test_oracle_passes_and_nop_fails_quick_subset(tmp_path: Path) -> None:
     assert sorted(r["task_id"] for r in oracle) == sorted(QUICK)
     failing = {r["task_id"]: r["test_output"] for r in oracle if not r["passed"]}
     assert not failing, failing
-    assert all(r["reward"] == 1.0 and r["failure_mode"] is None and not r["over_budget"] for r in oracle)
+    assert all(
+        r["reward"] == 1.0 and r["failure_mode"] is None and not r["over_budget"] for r in oracle
+    )
     assert not any(r["passed"] for r in nop)
     assert all(r["failure_mode"] == "wrong-result" and r["tests_passed"] is False for r in nop)
     assert "<img" in (tmp_path / "oracle.html").read_text()
@@ -99,7 +141,9 @@ async def test_over_budget_oracle_is_flagged_in_a_real_sandbox(tmp_path: Path) -
         id="slow-hello",
         agent_timeout_sec=3.0,
         solution_command="bash /solution/solve.sh",
-        solution_files=[TaskFile("solve.sh", b"echo 'Hello, terminal!' > /app/hello.txt\nsleep 30\n", 0o755)],
+        solution_files=[
+            TaskFile("solve.sh", b"echo 'Hello, terminal!' > /app/hello.txt\nsleep 30\n", 0o755)
+        ],
     )
     [row] = await run_trials(EvalConfig(agent="oracle", progress=False), [task])
     assert row["tests_passed"] is True  # the tests alone would pass ...
@@ -112,13 +156,19 @@ async def test_over_budget_oracle_is_flagged_in_a_real_sandbox(tmp_path: Path) -
 async def test_a_trial_whose_scoring_raises_is_a_failed_row_and_the_others_still_run() -> None:
     # A test file that cannot be placed under /tests: scoring raises (ValueError, not a termrl error).
     hello = fixture_task("hello-file")
-    bad = dataclasses.replace(hello, id="unscorable", test_files=[TaskFile("../escape.sh", b"exit 0\n", 0o755)])
+    bad = dataclasses.replace(
+        hello, id="unscorable", test_files=[TaskFile("../escape.sh", b"exit 0\n", 0o755)]
+    )
     rows = await run_trials(EvalConfig(agent="oracle", trials=2, progress=False), [bad, hello])
     by_task = {(r["task_id"], r["trial"]): r for r in rows}
     assert len(rows) == 4
     for trial in (0, 1):
         failed, passed = by_task[("unscorable", trial)], by_task[("hello-file", trial)]
-        assert failed["failure_type"] == "RewardFailed" and failed["passed"] is False and "escape" in failed["error"]
+        assert (
+            failed["failure_type"] == "RewardFailed"
+            and failed["passed"] is False
+            and "escape" in failed["error"]
+        )
         assert passed["passed"] is True, passed["test_output"]
 
 
@@ -131,7 +181,16 @@ def test_an_image_that_does_not_build_gives_environment_error_rows(tmp_path: Pat
     )
     artifact = tmp_path / "tasks.parquet"
     save_tasks(artifact, [broken])
-    rows = run_cli("--tasks", str(artifact), "--agent", "oracle", "--trials", "2", "--out", str(tmp_path / "r.parquet"))
+    rows = run_cli(
+        "--tasks",
+        str(artifact),
+        "--agent",
+        "oracle",
+        "--trials",
+        "2",
+        "--out",
+        str(tmp_path / "r.parquet"),
+    )
     assert [r["trial"] for r in rows] == [0, 1]
     for row in rows:
         assert row["failure_mode"] == "environment-error" and row["failure_type"] == "EnvInitFailed"
@@ -143,10 +202,25 @@ def test_an_image_that_does_not_build_gives_environment_error_rows(tmp_path: Pat
 def test_policy_agent_with_the_tiny_model(tmp_path: Path, tiny_model_dir: Path) -> None:
     tasks = ["hello-file", "count-errors"]
     rows = run_cli(
-        "--tasks", str(FIXTURES), "--agent", "policy", "--model", str(tiny_model_dir),
-        "--task", tasks[0], "--task", tasks[1], "--max-turns", "2", "--max-new-tokens", "24",
-        "--out", str(tmp_path / "policy.parquet"), "--report", str(tmp_path / "policy.html"),
-    )  # fmt: skip
+        "--tasks",
+        str(FIXTURES),
+        "--agent",
+        "policy",
+        "--model",
+        str(tiny_model_dir),
+        "--task",
+        tasks[0],
+        "--task",
+        tasks[1],
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "24",
+        "--out",
+        str(tmp_path / "policy.parquet"),
+        "--report",
+        str(tmp_path / "policy.html"),
+    )
     assert sorted(r["task_id"] for r in rows) == sorted(tasks)
     for row in rows:
         # the episode really ran: turns, tokens fed and sampled, a stop reason, then the tests
@@ -166,7 +240,9 @@ async def test_policy_episode_stops_at_the_task_budget(tiny_model_dir: Path) -> 
 
     # A random model never calls done: only the 1 s agent budget can end this episode early.
     task = dataclasses.replace(fixture_task("hello-file"), id="short-budget", agent_timeout_sec=1.0)
-    config = EvalConfig(agent="policy", model=str(tiny_model_dir), max_turns=200, max_new_tokens=8, progress=False)
+    config = EvalConfig(
+        agent="policy", model=str(tiny_model_dir), max_turns=200, max_new_tokens=8, progress=False
+    )
     [row] = await run_trials(config, [task], engine=TransformersEngine(tiny_model_dir))
     assert row["stop_reason"] == "lifetime" and row["turns"] < 200
     assert row["over_budget"] is True and row["passed"] is False
@@ -176,15 +252,23 @@ async def test_policy_episode_stops_at_the_task_budget(tiny_model_dir: Path) -> 
 
 @pytest.mark.podman
 @pytest.mark.slow
-async def test_policy_agent_through_litellm(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_policy_agent_through_litellm(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from termrl.llm.hf_engine import TransformersEngine
     from termrl.llm.proxy import ModelProxy
 
     # A real OpenAI-compatible server (termrl's ModelProxy on the tiny model) behind litellm:.
     monkeypatch.setenv("OPENAI_API_KEY", "eval-test")
     async with ModelProxy(TransformersEngine(tiny_model_dir)) as proxy:
-        config = EvalConfig(agent="policy", model="litellm:openai/tiny", api_base=proxy.base_url,
-                            max_turns=2, max_new_tokens=16, progress=False)  # fmt: skip
+        config = EvalConfig(
+            agent="policy",
+            model="litellm:openai/tiny",
+            api_base=proxy.base_url,
+            max_turns=2,
+            max_new_tokens=16,
+            progress=False,
+        )
         [row] = await run_trials(config, [fixture_task("hello-file")])
     assert row["model"] == "litellm:openai/tiny" and row["run_id"] == "litellm:openai/tiny"
     assert row["turns"] == 2 and row["stop_reason"] == "max-turns"
@@ -208,22 +292,34 @@ class LeftoverSeeker:
 
 
 @pytest.mark.podman
-async def test_eval_agents_never_see_the_images_set_up_leftovers(podman, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_eval_agents_never_see_the_images_set_up_leftovers(
+    podman, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from termrl.sandbox import SandboxSpec
 
     # The image's set-up left a test file, a solution and a reward file at the paths scoring uses.
-    dockerfile = (b"FROM termrl/base:bookworm\nWORKDIR /app\n"
-                  b"RUN mkdir -p /tests /solution /logs/verifier && echo 'assert True' > /tests/test_secret.py"
-                  b" && echo 'echo the answer' > /solution/solve.sh && echo 1 > /logs/verifier/reward.txt\n")  # fmt: skip
+    dockerfile = (
+        b"FROM termrl/base:bookworm\nWORKDIR /app\n"
+        b"RUN mkdir -p /tests /solution /logs/verifier && echo 'assert True' > /tests/test_secret.py"
+        b" && echo 'echo the answer' > /solution/solve.sh && echo 1 > /logs/verifier/reward.txt\n"
+    )
     # The tests pass only when /tests holds the task's own test file, uploaded at scoring, and nothing else.
     test_sh = b"[ -e /tests/test.sh ] && [ ! -e /tests/test_secret.py ] && echo 1 > /logs/verifier/reward.txt\n"
-    task = dataclasses.replace(fixture_task("hello-file"), id="leftovers",
-                               environment_files=[TaskFile("Dockerfile", dockerfile)],
-                               test_files=[TaskFile("test.sh", test_sh, 0o755)], test_command="bash /tests/test.sh")  # fmt: skip
-    async with await podman.create(SandboxSpec.from_task(task)) as bare:  # the image does carry them
+    task = dataclasses.replace(
+        fixture_task("hello-file"),
+        id="leftovers",
+        environment_files=[TaskFile("Dockerfile", dockerfile)],
+        test_files=[TaskFile("test.sh", test_sh, 0o755)],
+        test_command="bash /tests/test.sh",
+    )
+    async with await podman.create(
+        SandboxSpec.from_task(task)
+    ) as bare:  # the image does carry them
         assert (await bare.exec("ls /tests /solution /logs/verifier", timeout=30)).exit_code == 0
     seeker = LeftoverSeeker()
     monkeypatch.setattr("components.eval.trials.make_agent", lambda config, engine: seeker)
     rows = await run_trials(EvalConfig(agent="nop", trials=2, progress=False), [task])
     assert seeker.found == ["", ""]
-    assert [(r["tests_passed"], r["passed"], r["failure_type"]) for r in rows] == [(True, True, None)] * 2
+    assert [(r["tests_passed"], r["passed"], r["failure_type"]) for r in rows] == [
+        (True, True, None)
+    ] * 2

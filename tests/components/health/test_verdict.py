@@ -42,6 +42,7 @@ def test_no_history_is_an_error() -> None:
 
 # --- targeted first, then global -------------------------------------------------------------------
 
+
 def test_failed_length_tail_masks_the_extremes_first_then_reweights_negatives() -> None:
     run = tail_lengths(healthy_run(8, seed=5), [400, 1300, 4200], passed=[12, 13, 12])
 
@@ -49,7 +50,9 @@ def test_failed_length_tail_masks_the_extremes_first_then_reweights_negatives() 
     assert first.kind == "mitigate"
     assert first.settings == {"rollout.max_failed_response_tokens": 400}  # the tail before it rose
     assert first.action == "targeted mask_extremes for failed_length_tail"
-    assert first.reasons[0].startswith("failed_length_tail: longest failed trajectory rose 400 → 1300 → 4200")
+    assert first.reasons[0].startswith(
+        "failed_length_tail: longest failed trajectory rose 400 → 1300 → 4200"
+    )
 
     # the mask was in force for the latest iteration and the sign persists: global treatment
     again = verdict(_applied(run, rollout__max_failed_response_tokens=400), T)
@@ -57,18 +60,32 @@ def test_failed_length_tail_masks_the_extremes_first_then_reweights_negatives() 
     assert again.action == "global reweight_negatives for failed_length_tail"
 
     # positive-only mode gives negatives no weight: the learning rate is the global lever there
-    positive_only = [dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, mode="positive-only")) for h in run]
-    assert verdict(_applied(positive_only, rollout__max_failed_response_tokens=400), T).settings == {
-        "train.learning_rate": 5e-6}
+    positive_only = [
+        dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, mode="positive-only"))
+        for h in run
+    ]
+    assert verdict(
+        _applied(positive_only, rollout__max_failed_response_tokens=400), T
+    ).settings == {"train.learning_rate": 5e-6}
 
 
 def test_a_mask_already_below_the_tail_is_halved() -> None:
     run = tail_lengths(healthy_run(8, seed=5), [400, 1300, 4200], passed=[12, 13, 12])
-    low = [dataclasses.replace(h, rollout={**h.rollout, "rollout/max_failed_response_tokens": 300.0}) for h in run]
+    low = [
+        dataclasses.replace(h, rollout={**h.rollout, "rollout/max_failed_response_tokens": 300.0})
+        for h in run
+    ]
     assert verdict(low, T).settings == {"rollout.max_failed_response_tokens": 150}
     # rollout metrics that do not report the mask in force (older ones): the earlier tail
-    unknown = [dataclasses.replace(h, rollout={k: v for k, v in h.rollout.items()
-                                               if k != "rollout/max_failed_response_tokens"}) for h in run]  # fmt: skip
+    unknown = [
+        dataclasses.replace(
+            h,
+            rollout={
+                k: v for k, v in h.rollout.items() if k != "rollout/max_failed_response_tokens"
+            },
+        )
+        for h in run
+    ]
     assert verdict(unknown, T).settings == {"rollout.max_failed_response_tokens": 400}
 
 
@@ -81,7 +98,10 @@ def test_falling_advantage_tightens_clipping_then_lowers_the_learning_rate_step_
     lowered = _applied(run, train__eps_low=0.1, train__eps_high=0.1, train__learning_rate=5e-6)
     assert verdict(lowered, T).settings == {"train.learning_rate": 2.5e-6}
     # clipping never narrows below min_eps
-    tight = [dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, eps_low=0.03, eps_high=0.2)) for h in run]
+    tight = [
+        dataclasses.replace(h, knobs=dataclasses.replace(h.knobs, eps_low=0.03, eps_high=0.2))
+        for h in run
+    ]
     assert verdict(tight, T).settings == {"train.eps_low": 0.02, "train.eps_high": 0.1}
 
 
@@ -90,38 +110,64 @@ def test_negative_share_tightens_clipping_then_reweights_negatives() -> None:
     assert verdict(run, T).settings == {"train.eps_low": 0.1, "train.eps_high": 0.1}
     strong = Mitigations(negative_weight_factor=0.25)
     assert verdict(_applied(run, train__eps_low=0.1, train__eps_high=0.1), T, strong).settings == {
-        "train.negative_weight": 0.25}
+        "train.negative_weight": 0.25
+    }
 
 
 def test_several_signs_get_their_treatments_together() -> None:
-    run = sink_advantage(tail_lengths(healthy_run(8, seed=3), [400, 1300, 4200], passed=[12, 13, 12]), 1.5)
+    run = sink_advantage(
+        tail_lengths(healthy_run(8, seed=3), [400, 1300, 4200], passed=[12, 13, 12]), 1.5
+    )
     result = verdict(run, T)
     assert [f.name for f in result.findings] == ["falling_advantage", "failed_length_tail"]
-    assert result.settings == {"train.eps_low": 0.1, "train.eps_high": 0.1, "rollout.max_failed_response_tokens": 400}
-    assert result.action == ("targeted tighten_clipping for falling_advantage; "
-                             "targeted mask_extremes for failed_length_tail")  # fmt: skip
+    assert result.settings == {
+        "train.eps_low": 0.1,
+        "train.eps_high": 0.1,
+        "rollout.max_failed_response_tokens": 400,
+    }
+    assert result.action == (
+        "targeted tighten_clipping for falling_advantage; "
+        "targeted mask_extremes for failed_length_tail"
+    )
 
 
 def test_behaviour_spike_turns_penalties_on_then_quarantines_the_tasks() -> None:
     run = healthy_run(6, seed=6)
-    run = run[:-1] + [with_patterns(run[-1], {"loop": {"task-1": 4, "task-2": 4, "task-3": 4, "task-5": 2},
-                                              "destructive": {"task-4": 4, "task-6": 1}})]  # fmt: skip
+    run = run[:-1] + [
+        with_patterns(
+            run[-1],
+            {
+                "loop": {"task-1": 4, "task-2": 4, "task-3": 4, "task-5": 2},
+                "destructive": {"task-4": 4, "task-6": 1},
+            },
+        )
+    ]
     first = verdict(run, T)
     assert first.kind == "mitigate" and first.quarantine == ()
     assert first.settings == {"rollout.loop_penalty": 0.1, "rollout.destructive_penalty": 0.1}
 
-    penalised = _applied(run, rollout__loop_penalty=0.1, rollout__destructive_penalty=0.1,
-                         rollout__quarantine=["task-9"])  # fmt: skip
+    penalised = _applied(
+        run,
+        rollout__loop_penalty=0.1,
+        rollout__destructive_penalty=0.1,
+        rollout__quarantine=["task-9"],
+    )
     again = verdict(penalised, T)
-    assert again.settings == {"rollout.quarantine": ["task-1", "task-2", "task-3", "task-4", "task-5", "task-6",
-                                                     "task-9"]}  # fmt: skip
+    assert again.settings == {
+        "rollout.quarantine": ["task-1", "task-2", "task-3", "task-4", "task-5", "task-6", "task-9"]
+    }
     assert again.quarantine == ("task-1", "task-2", "task-3", "task-4", "task-5", "task-6")  # newly
 
 
 # --- lifting -------------------------------------------------------------------------------------
 
+
 def test_mitigations_are_lifted_after_healthy_iterations_but_the_quarantine_stays() -> None:
-    settings = {"train__eps_high": 0.1, "train__learning_rate": 5e-6, "rollout__quarantine": ["task-3"]}
+    settings = {
+        "train__eps_high": 0.1,
+        "train__learning_rate": 5e-6,
+        "rollout__quarantine": ["task-3"],
+    }
     # iteration 5 was mitigated; 6 and 7 ran with the settings and found nothing
     run = _applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), **settings)
     result = verdict(run, T)
@@ -131,28 +177,43 @@ def test_mitigations_are_lifted_after_healthy_iterations_but_the_quarantine_stay
     assert Verdict.from_dict(result.to_dict()) == result
 
     # one healthy iteration is not enough, and lift_after=0 never lifts
-    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhhm"), **settings), T) == Verdict("healthy")
+    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhhm"), **settings), T) == Verdict(
+        "healthy"
+    )
     assert verdict(run, T, Mitigations(lift_after=0)) == Verdict("healthy")
     assert verdict(run, T, Mitigations(lift_after=3)).lifted == ()
     # nothing in force but the quarantine: nothing to lift
-    assert verdict(_applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), rollout__quarantine=["a"]), T).lifted == ()
+    assert (
+        verdict(
+            _applied(_judged(healthy_run(8, seed=0), "hhhhhmh"), rollout__quarantine=["a"]), T
+        ).lifted
+        == ()
+    )
 
 
 def test_a_lifted_setting_leaves_the_next_iterations_options() -> None:
     from components.health.report import HealthReport
 
-    report = HealthReport(verdicts=[Verdict("mitigate", settings={"train.eps_high": 0.1, "rollout.quarantine": ["a"]}),
-                                    Verdict("healthy"), Verdict("healthy", lifted=("train.eps_high",))])  # fmt: skip
+    report = HealthReport(
+        verdicts=[
+            Verdict("mitigate", settings={"train.eps_high": 0.1, "rollout.quarantine": ["a"]}),
+            Verdict("healthy"),
+            Verdict("healthy", lifted=("train.eps_high",)),
+        ]
+    )
     assert report.applied == {"rollout.quarantine": ["a"]}
     assert stage_options(report.applied) == {"train": {}, "rollout": {"quarantine": ["a"]}}
 
 
 # --- rollback --------------------------------------------------------------------------------------
 
+
 def _judged(run: list[IterationMetrics], verdicts: str) -> list[IterationMetrics]:
     """``run`` with the verdict kinds given per earlier iteration (h: healthy, m: mitigate, r: rollback)."""
     kinds = {"h": "healthy", "m": "mitigate", "r": "rollback"}
-    return [dataclasses.replace(h, verdict=kinds[v]) for h, v in zip(run, verdicts, strict=False)] + run[len(verdicts):]
+    return [
+        dataclasses.replace(h, verdict=kinds[v]) for h, v in zip(run, verdicts, strict=False)
+    ] + run[len(verdicts) :]
 
 
 def test_collapse_rolls_back_to_the_last_healthy_checkpoint_and_quarantines_the_culprits() -> None:
@@ -162,7 +223,9 @@ def test_collapse_rolls_back_to_the_last_healthy_checkpoint_and_quarantines_the_
     # task-3 tampered with the tests once in the collapsed iteration
     run = run[:5] + [with_outcome(h, round(h.success_rate * 32), {"task-0": 0.75}) for h in run[5:]]
     run[-1] = with_patterns(run[-1], {"tampering": {"task-3": 1}})
-    run = _judged(run, "hhhhhmh")  # iteration 5 was mitigated, 6 looked healthy: its policy collapsed in 7
+    run = _judged(
+        run, "hhhhhmh"
+    )  # iteration 5 was mitigated, 6 looked healthy: its policy collapsed in 7
 
     result = verdict(run, T)
     assert [f.name for f in result.findings] == ["reward_collapse"]
@@ -176,7 +239,10 @@ def test_collapse_rolls_back_to_the_last_healthy_checkpoint_and_quarantines_the_
 
 
 def test_rollback_skips_policies_condemned_by_an_earlier_rollback() -> None:
-    run = [with_outcome(h, p) for h, p in zip(healthy_run(7, seed=7), [8, 10, 11, 12, 3, 12, 2], strict=True)]
+    run = [
+        with_outcome(h, p)
+        for h, p in zip(healthy_run(7, seed=7), [8, 10, 11, 12, 3, 12, 2], strict=True)
+    ]
     run = _judged(run, "hhhhrh")
     # iteration 4's rollout collapsed on ckpt-3 and the run went back to ckpt-2
     run[5] = dataclasses.replace(run[5], policy="ckpt-2")
@@ -197,8 +263,10 @@ def test_a_mitigated_iterations_policy_was_measured_without_a_collapse() -> None
 
 def test_stage_options_split_settings_by_stage() -> None:
     settings = {"train.eps_high": 0.1, "train.learning_rate": 5e-6, "rollout.quarantine": ["a"]}
-    assert stage_options(settings) == {"train": {"eps_high": 0.1, "learning_rate": 5e-6},
-                                       "rollout": {"quarantine": ["a"]}}  # fmt: skip
+    assert stage_options(settings) == {
+        "train": {"eps_high": 0.1, "learning_rate": 5e-6},
+        "rollout": {"quarantine": ["a"]},
+    }
     assert stage_options({}) == {"train": {}, "rollout": {}}
 
 
@@ -209,11 +277,22 @@ def test_settings_name_real_stage_options() -> None:
     )
     from components.train.config import TrainConfig
 
-    fields = {"train": {f.name for f in dataclasses.fields(TrainConfig)},
-              "rollout": {f.name for f in dataclasses.fields(RolloutConfig)}}  # fmt: skip
-    keys = {"train.eps_low", "train.eps_high", "train.learning_rate", "train.negative_weight",
-            MAX_FAILED_TOKENS, QUARANTINE, *PENALTY_SETTINGS.values()}  # fmt: skip
-    assert {key for key in keys if key.partition(".")[2] not in fields[key.partition(".")[0]]} == set()
+    fields = {
+        "train": {f.name for f in dataclasses.fields(TrainConfig)},
+        "rollout": {f.name for f in dataclasses.fields(RolloutConfig)},
+    }
+    keys = {
+        "train.eps_low",
+        "train.eps_high",
+        "train.learning_rate",
+        "train.negative_weight",
+        MAX_FAILED_TOKENS,
+        QUARANTINE,
+        *PENALTY_SETTINGS.values(),
+    }
+    assert {
+        key for key in keys if key.partition(".")[2] not in fields[key.partition(".")[0]]
+    } == set()
 
 
 def test_verdict_round_trips_through_its_dict() -> None:
@@ -227,4 +306,7 @@ def test_an_infinite_statistic_is_written_as_null() -> None:
     run = [with_outcome(h, p) for h, p in zip(healthy_run(2, seed=7), [32, 0], strict=True)]
     result = verdict(run, T)
     assert result.findings[0].evidence["z"] == float("inf")
-    assert json.loads(json.dumps(result.to_dict(), allow_nan=False))["findings"][0]["evidence"]["z"] is None
+    assert (
+        json.loads(json.dumps(result.to_dict(), allow_nan=False))["findings"][0]["evidence"]["z"]
+        is None
+    )

@@ -54,7 +54,9 @@ def word_task(task_id: str, word: str, *, marker: str = "", dockerfile: str = DO
 
 def broken_build_task(task_id: str) -> Task:
     """Sandbox creation fails: the image build exits non-zero."""
-    return word_task(task_id, "never", dockerfile=DOCKERFILE + "RUN echo 'broken on purpose' && exit 3\n")
+    return word_task(
+        task_id, "never", dockerfile=DOCKERFILE + "RUN echo 'broken on purpose' && exit 3\n"
+    )
 
 
 def garbage_reward_task(task_id: str) -> Task:
@@ -79,7 +81,10 @@ class ScriptedPolicy(Engine):
 
     def respond(self, text: str) -> str:
         instruction = re.search(r"(\[\w+\] )?Write the word (\w+) into", text)
-        marker, word = (instruction.group(1) or "").strip(), instruction.group(2) if instruction else "x"
+        marker, word = (
+            (instruction.group(1) or "").strip(),
+            instruction.group(2) if instruction else "x",
+        )
         turn = text.count("<tool_response>")
         if turn >= 2 or (turn == 1 and marker != "[peek]"):
             return DONE
@@ -95,9 +100,20 @@ class ScriptedPolicy(Engine):
         self.batch_sizes.append(len(prompts))
         out = []
         for prompt in prompts:
-            text = self.tokenizer.decode(prompt) if prompt and isinstance(prompt[0], int) else str(prompt)
+            text = (
+                self.tokenizer.decode(prompt)
+                if prompt and isinstance(prompt[0], int)
+                else str(prompt)
+            )
             reply = self.respond(text)
             ids = self.tokenizer.encode(reply, add_special_tokens=False)
-            out.append(Generation(text=self.tokenizer.decode(ids), token_ids=ids, logprobs=[-0.1] * len(ids),
-                                  finish_reason="stop", prompt_ids=list(prompt)))  # fmt: skip
+            out.append(
+                Generation(
+                    text=self.tokenizer.decode(ids),
+                    token_ids=ids,
+                    logprobs=[-0.1] * len(ids),
+                    finish_reason="stop",
+                    prompt_ids=list(prompt),
+                )
+            )
         return out

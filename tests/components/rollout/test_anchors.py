@@ -31,7 +31,9 @@ def test_parallel_anchors_spread_over_the_demonstration_and_skip_tasks_without_o
     assert anchors == {1, 2, 3}
     assert {pick(i, Task(id="b", instruction="")) for i in range(50)} == {1}
     assert {pick(i, Task(id="nodemo", instruction="")) for i in range(50)} == {1}
-    assert [pick(i, Task(id="a", instruction="")) for i in range(20)] == [pick(i, Task(id="a", instruction="")) for i in range(20)]
+    assert [pick(i, Task(id="a", instruction="")) for i in range(20)] == [
+        pick(i, Task(id="a", instruction="")) for i in range(20)
+    ]
     # A task's consecutive groups cover its anchors evenly; seeds shift where they start.
     for seed in range(5):
         pick = anchor_picker("parallel", DEMOS, seed=seed, state={})
@@ -40,20 +42,44 @@ def test_parallel_anchors_spread_over_the_demonstration_and_skip_tasks_without_o
 
 def test_a_demonstrations_closing_done_is_no_anchor(tmp_path):
     calls = [("bash", {"command": "ls"}), ("bash", {"command": "touch x"}), ("done", {})]
-    rows = [{"episode_id": "e", "group_id": "expert:t", "task_id": "t", "policy_version": 0, "chunk_index": i,
-             "prompt_ids": [1], "response_ids": [2], "response_logprobs": [0.0], "reward": 1.0, "success": True,
-             "stop_reason": "done", "masked": False, "drop": False, "placeholder": False, "trainable": True,
-             "num_chunks": 3, "episode_tokens": 6, "source": "expert", "replayed": True,
-             "response_text": f"{name} {args}", "action": json.dumps([{"name": name, "arguments": args}])}
-            for i, (name, args) in enumerate(calls)]  # fmt: skip
+    rows = [
+        {
+            "episode_id": "e",
+            "group_id": "expert:t",
+            "task_id": "t",
+            "policy_version": 0,
+            "chunk_index": i,
+            "prompt_ids": [1],
+            "response_ids": [2],
+            "response_logprobs": [0.0],
+            "reward": 1.0,
+            "success": True,
+            "stop_reason": "done",
+            "masked": False,
+            "drop": False,
+            "placeholder": False,
+            "trainable": True,
+            "num_chunks": 3,
+            "episode_tokens": 6,
+            "source": "expert",
+            "replayed": True,
+            "response_text": f"{name} {args}",
+            "action": json.dumps([{"name": name, "arguments": args}]),
+        }
+        for i, (name, args) in enumerate(calls)
+    ]
     write_trajectories(tmp_path / "demos.parquet", rows)
-    assert load_demonstrations(tmp_path / "demos.parquet") == {"t": [f"{n} {a}" for n, a in calls[:2]]}
+    assert load_demonstrations(tmp_path / "demos.parquet") == {
+        "t": [f"{n} {a}" for n, a in calls[:2]]
+    }
 
 
 def test_rollback_starts_at_the_last_chunk_and_moves_earlier_once_learned():
     pick = anchor_picker("rollback", DEMOS, seed=0, state={})
     assert pick(0, Task(id="a", instruction="")) == 3
-    state = next_rollback_state({}, [("a", 3, True), ("a", 3, False), ("b", 1, False)], DEMOS, threshold=0.5)
+    state = next_rollback_state(
+        {}, [("a", 3, True), ("a", 3, False), ("b", 1, False)], DEMOS, threshold=0.5
+    )
     assert state == {"a": 2, "b": 1}
     state = next_rollback_state(state, [("a", 2, False), ("a", 2, False)], DEMOS, threshold=0.5)
     assert state == {"a": 2, "b": 1}
@@ -63,27 +89,44 @@ def test_rollback_starts_at_the_last_chunk_and_moves_earlier_once_learned():
 
 
 @pytest.mark.podman
-async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(tmp_path, base_images, tiny_tokenizer):
+async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(
+    tmp_path, base_images, tiny_tokenizer
+):
     task = make_task("service", "medium", task_seed(5, 0))
     save_tasks(tmp_path / "tasks.parquet", [task])
     demos = tmp_path / "demos.parquet"
-    await demonstrate(DemonstrateConfig(tasks=tmp_path / "tasks.parquet", out=demos, progress=False),
-                      [task], tiny_tokenizer)
-    assert len({r["chunk_index"] for r in read_trajectories(demos).to_pylist()}) == 3  # 2 commands, done
+    await demonstrate(
+        DemonstrateConfig(tasks=tmp_path / "tasks.parquet", out=demos, progress=False),
+        [task],
+        tiny_tokenizer,
+    )
+    assert (
+        len({r["chunk_index"] for r in read_trajectories(demos).to_pylist()}) == 3
+    )  # 2 commands, done
     expert = load_demonstrations(demos)[task.id]
     assert len(expert) == 2  # the closing done is no anchor
 
     # Rollback starts at the last command: the first is replayed, the policy must give the second.
     policy = ScriptedEngine(tiny_tokenizer, [expert[1], DONE] * 2)
-    config = RolloutConfig(tasks=tmp_path / "tasks.parquet", out=tmp_path / "traj.parquet", group_size=2,
-                           groups=1, redundancy=0, concurrency=1, max_turns=3, demonstrations=demos,
-                           anchoring="rollback")  # fmt: skip
+    config = RolloutConfig(
+        tasks=tmp_path / "tasks.parquet",
+        out=tmp_path / "traj.parquet",
+        group_size=2,
+        groups=1,
+        redundancy=0,
+        concurrency=1,
+        max_turns=3,
+        demonstrations=demos,
+        anchoring="rollback",
+    )
     summary = await rollout(config, [task], policy)
 
     rows = read_trajectories(config.out).to_pylist()
     assert {r["anchor"] for r in rows} == {2} and all(r["source"] == "policy" for r in rows)
     for episode in {r["episode_id"] for r in rows}:
-        chunks = sorted((r for r in rows if r["episode_id"] == episode), key=lambda r: r["chunk_index"])
+        chunks = sorted(
+            (r for r in rows if r["episode_id"] == episode), key=lambda r: r["chunk_index"]
+        )
         assert [c["replayed"] for c in chunks] == [True, False, False]
         assert [c["response_text"] for c in chunks] == [expert[0], expert[1], DONE]
         assert chunks[0]["success"]
@@ -95,5 +138,7 @@ async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(tmp_path, ba
     config.anchor_state_out = tmp_path / "anchors2.json"
     await rollout(config, [task], ScriptedEngine(tiny_tokenizer, [DONE] * 64))
     rows = read_trajectories(config.out).to_pylist()
-    assert {r["anchor"] for r in rows} == {1} and not any(r["replayed"] or r["success"] for r in rows)
+    assert {r["anchor"] for r in rows} == {1} and not any(
+        r["replayed"] or r["success"] for r in rows
+    )
     assert read_state(config.anchor_state_out) == {task.id: 1}

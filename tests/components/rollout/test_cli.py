@@ -22,20 +22,64 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_bad_options_are_reported_together(tmp_path):
-    result = CliRunner().invoke(rollout, [
-        "--tasks", str(tmp_path / "none.parquet"), "--group-size", "0", "--groups", "1",
-        "--max-turns", "1", "--out", str(tmp_path / "t.parquet"), "--set", "drop_ratio_limit=2"])
+    result = CliRunner().invoke(
+        rollout,
+        [
+            "--tasks",
+            str(tmp_path / "none.parquet"),
+            "--group-size",
+            "0",
+            "--groups",
+            "1",
+            "--max-turns",
+            "1",
+            "--out",
+            str(tmp_path / "t.parquet"),
+            "--set",
+            "drop_ratio_limit=2",
+        ],
+    )
     assert result.exit_code == 1
     for fragment in ("group_size must be at least 1", "drop_ratio_limit", "does not exist"):
         assert fragment in result.output
-    result = CliRunner().invoke(rollout, [
-        "--tasks", "x", "--group-size", "1", "--groups", "1", "--max-turns", "1", "--out", "t.parquet",
-        "--set", "no_such_field=1"])
+    result = CliRunner().invoke(
+        rollout,
+        [
+            "--tasks",
+            "x",
+            "--group-size",
+            "1",
+            "--groups",
+            "1",
+            "--max-turns",
+            "1",
+            "--out",
+            "t.parquet",
+            "--set",
+            "no_such_field=1",
+        ],
+    )
     assert "unknown setting 'no_such_field'" in result.output
     # --set may name a field an option also sets: it wins, and its value is checked like any other.
-    result = CliRunner().invoke(rollout, [
-        "--tasks", str(tmp_path / "none.parquet"), "--group-size", "1", "--groups", "1", "--max-turns", "1",
-        "--out", str(tmp_path / "t.parquet"), "--redundancy", "1", "--set", "redundancy=-1"])
+    result = CliRunner().invoke(
+        rollout,
+        [
+            "--tasks",
+            str(tmp_path / "none.parquet"),
+            "--group-size",
+            "1",
+            "--groups",
+            "1",
+            "--max-turns",
+            "1",
+            "--out",
+            str(tmp_path / "t.parquet"),
+            "--redundancy",
+            "1",
+            "--set",
+            "redundancy=-1",
+        ],
+    )
     assert result.exit_code == 1 and "redundancy" in result.output and result.exception is not None
     assert isinstance(result.exception, SystemExit), result.exception
 
@@ -46,15 +90,44 @@ def _parts(folder: Path) -> dict[str, int]:
 
 @pytest.mark.podman
 @pytest.mark.slow
-def test_a_killed_rollout_resumes_without_losing_finished_episodes(base_image, tiny_model_dir, tmp_path):
-    tasks = [word_task("kr-a", "ant"), word_task("kr-b", "bee"), broken_build_task("kr-broken"),
-             garbage_reward_task("kr-garbage")]
+def test_a_killed_rollout_resumes_without_losing_finished_episodes(
+    base_image, tiny_model_dir, tmp_path
+):
+    tasks = [
+        word_task("kr-a", "ant"),
+        word_task("kr-b", "bee"),
+        broken_build_task("kr-broken"),
+        garbage_reward_task("kr-garbage"),
+    ]
     save_tasks(tmp_path / "tasks.parquet", tasks)
     out = tmp_path / "trajectories.parquet"
-    argv = [sys.executable, "-m", "components.rollout", "--tasks", str(tmp_path / "tasks.parquet"),
-            "--model", str(tiny_model_dir), "--group-size", "2", "--groups", "4", "--redundancy", "0",
-            "--max-turns", "2", "--concurrency", "2", "--out", str(out), "--set", "max_new_tokens=24",
-            "--set", "context_window=2048", "--set", "keep_parts=true"]
+    argv = [
+        sys.executable,
+        "-m",
+        "components.rollout",
+        "--tasks",
+        str(tmp_path / "tasks.parquet"),
+        "--model",
+        str(tiny_model_dir),
+        "--group-size",
+        "2",
+        "--groups",
+        "4",
+        "--redundancy",
+        "0",
+        "--max-turns",
+        "2",
+        "--concurrency",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "max_new_tokens=24",
+        "--set",
+        "context_window=2048",
+        "--set",
+        "keep_parts=true",
+    ]
     parts_dir = out.with_name(out.name + ".parts")
     first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600

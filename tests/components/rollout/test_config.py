@@ -12,14 +12,30 @@ from termrl.errors import ConfigError
 
 
 def test_validate_lists_every_problem(tmp_path):
-    config = RolloutConfig(tasks=tmp_path / "missing.parquet", out=Path("t.csv"), mode="batch",
-                           engine="vllm", group_size=0, redundancy=-1, drop_ratio_limit=1.5, max_new_tokens=512,
-                           context_window=256)
+    config = RolloutConfig(
+        tasks=tmp_path / "missing.parquet",
+        out=Path("t.csv"),
+        mode="batch",
+        engine="vllm",
+        group_size=0,
+        redundancy=-1,
+        drop_ratio_limit=1.5,
+        max_new_tokens=512,
+        context_window=256,
+    )
     with pytest.raises(ConfigError) as error:
         config.validate()
     text = "\n".join(error.value.problems)
-    for fragment in ("mode must be one of", "engine must be one of", "group_size must be at least 1", "redundancy must not",
-                     "drop_ratio_limit", "context_window must be larger", ".parquet", "does not exist"):
+    for fragment in (
+        "mode must be one of",
+        "engine must be one of",
+        "group_size must be at least 1",
+        "redundancy must not",
+        "drop_ratio_limit",
+        "context_window must be larger",
+        ".parquet",
+        "does not exist",
+    ):
         assert fragment in text
     assert len(error.value.problems) == 8
 
@@ -35,7 +51,9 @@ def test_derived_values(tmp_path):
 def test_penalties_and_quarantine(tmp_path):
     tasks = tmp_path / "tasks.parquet"
     tasks.touch()
-    config = RolloutConfig(tasks=tasks, loop_penalty=-0.1, test_access_penalty=-1.0, quarantine=("a", ""))
+    config = RolloutConfig(
+        tasks=tasks, loop_penalty=-0.1, test_access_penalty=-1.0, quarantine=("a", "")
+    )
     with pytest.raises(ConfigError) as error:
         config.validate()
     assert len(error.value.problems) == 3
@@ -52,8 +70,17 @@ def test_the_health_checks_rollout_settings_are_fields():
     from components.health.verdict import PENALTY_SETTINGS, QUARANTINE
     from termrl.settings import build_config
 
-    options = {key.removeprefix("rollout."): value for key, value in
-               [*((k, 0.1) for k in PENALTY_SETTINGS.values()), (QUARANTINE, ["t1", "t2"])]}  # fmt: skip
+    options = {
+        key.removeprefix("rollout."): value
+        for key, value in [
+            *((k, 0.1) for k in PENALTY_SETTINGS.values()),
+            (QUARANTINE, ["t1", "t2"]),
+        ]
+    }
     config = build_config(RolloutConfig, {}, options)
-    assert (config.loop_penalty, config.destructive_penalty, config.test_access_penalty) == (0.1, 0.1, 0.1)
+    assert (config.loop_penalty, config.destructive_penalty, config.test_access_penalty) == (
+        0.1,
+        0.1,
+        0.1,
+    )
     assert config.quarantine == ("t1", "t2")  # the verdict's JSON list, typed back to a tuple

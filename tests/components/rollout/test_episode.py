@@ -17,8 +17,12 @@ from components.rollout.episode import EpisodeIds, SandboxEpisodeRunner
 from termrl.artifacts import Task, TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied
 
-TASK = Task(id="t", instruction="do it", environment_files=[TaskFile("Dockerfile", b"FROM x\n")],
-            test_files=[TaskFile("test.sh", b"true\n", 0o755)])
+TASK = Task(
+    id="t",
+    instruction="do it",
+    environment_files=[TaskFile("Dockerfile", b"FROM x\n")],
+    test_files=[TaskFile("test.sh", b"true\n", 0o755)],
+)
 IDS = [EpisodeIds(f"e{i}", "g", 0, i) for i in range(3)]
 
 
@@ -46,7 +50,9 @@ class Session:
             return Result("/app\n", self.reset_exit)
         return Result("ok")
 
-    async def exec_fresh(self, command: str, timeout: float = 60.0, *, env=None, workdir=None, user=None) -> Result:
+    async def exec_fresh(
+        self, command: str, timeout: float = 60.0, *, env=None, workdir=None, user=None
+    ) -> Result:
         self.commands.append(f"fresh {command}")
         if not command.startswith("f=/logs/verifier/reward.txt"):
             return Result("ok")
@@ -74,7 +80,9 @@ class Session:
 
 
 class Manager:
-    def __init__(self, session: Session | None = None, build: Exception | asyncio.Event | None = None):
+    def __init__(
+        self, session: Session | None = None, build: Exception | asyncio.Event | None = None
+    ):
         self.session = session or Session()
         self.build = build
         self.builds = 0
@@ -94,22 +102,45 @@ class Manager:
 def _runner(manager: Manager, step=None) -> SandboxEpisodeRunner:
     async def default_step(session, recorder, task, ids):
         await recorder.exec("echo hi", 5)
-        chunk = {"chunk_index": 0, "prompt_ids": [1], "response_ids": [2], "response_logprobs": [-1.0]}
-        return SimpleNamespace(chunks=[chunk], stop_reason="done", trainable=True, episode_tokens=2,
-                               failure_type=None, error=None)
+        chunk = {
+            "chunk_index": 0,
+            "prompt_ids": [1],
+            "response_ids": [2],
+            "response_logprobs": [-1.0],
+        }
+        return SimpleNamespace(
+            chunks=[chunk],
+            stop_reason="done",
+            trainable=True,
+            episode_tokens=2,
+            failure_type=None,
+            error=None,
+        )
 
-    return SandboxEpisodeRunner(manager, step or default_step, mode="roll-managed", policy_version=0,
-                                sandbox_lifetime_sec=lambda v: 100.0)
+    return SandboxEpisodeRunner(
+        manager,
+        step or default_step,
+        mode="roll-managed",
+        policy_version=0,
+        sandbox_lifetime_sec=lambda v: 100.0,
+    )
 
 
 async def test_a_good_episode_is_reset_run_and_rewarded():
     manager = Manager()
     record = await _runner(manager)(TASK, IDS[0])
-    assert (record.failure_type, record.reward, record.success, record.rewarded) == (None, 1.0, True, True)
+    assert (record.failure_type, record.reward, record.success, record.rewarded) == (
+        None,
+        1.0,
+        True,
+        True,
+    )
     assert manager.session.commands[0].startswith("rm -rf /solution /tests /logs/verifier")
     assert [e.command for e in record.execs] == ["echo hi"] and manager.session.closed
     # Tests are uploaded only after the agent ran.
-    assert manager.session.commands.index("upload /tests") > manager.session.commands.index("echo hi")
+    assert manager.session.commands.index("upload /tests") > manager.session.commands.index(
+        "echo hi"
+    )
 
 
 async def test_a_failed_build_is_built_once_and_fails_every_episode():
@@ -117,7 +148,9 @@ async def test_a_failed_build_is_built_once_and_fails_every_episode():
     runner = _runner(manager)
     records = await asyncio.gather(*(runner(TASK, ids) for ids in IDS))
     assert manager.builds == 1
-    assert {(r.failure_type, r.stop_reason, len(r.chunks)) for r in records} == {("EnvInitFailed", "error", 0)}
+    assert {(r.failure_type, r.stop_reason, len(r.chunks)) for r in records} == {
+        ("EnvInitFailed", "error", 0)
+    }
 
 
 async def test_a_cancelled_builder_does_not_take_the_waiting_episodes_with_it():
@@ -137,9 +170,12 @@ async def test_a_cancelled_builder_does_not_take_the_waiting_episodes_with_it():
 
 @pytest.mark.parametrize(
     ("session", "expected"),
-    [(Session(reset_exit=1), "ResetFailed"), (Session(reward=b"garbage"), "RewardFailed"),
-     (Session(reward=OSError("podman cp failed")), "RewardFailed"),
-     (Session(reward=SandboxDied("gone")), "SandboxDied")],
+    [
+        (Session(reset_exit=1), "ResetFailed"),
+        (Session(reward=b"garbage"), "RewardFailed"),
+        (Session(reward=OSError("podman cp failed")), "RewardFailed"),
+        (Session(reward=SandboxDied("gone")), "SandboxDied"),
+    ],
 )
 async def test_reset_and_reward_failures_are_classified(session, expected):
     record = await _runner(Manager(session))(TASK, IDS[0])
@@ -148,8 +184,14 @@ async def test_reset_and_reward_failures_are_classified(session, expected):
 
 async def test_agent_failures_skip_the_reward_and_unexpected_errors_are_still_classified():
     async def died(session, recorder, task, ids):
-        return SimpleNamespace(chunks=[], stop_reason="error", trainable=False, episode_tokens=0,
-                               failure_type="SandboxDied", error="gone")
+        return SimpleNamespace(
+            chunks=[],
+            stop_reason="error",
+            trainable=False,
+            episode_tokens=0,
+            failure_type="SandboxDied",
+            error="gone",
+        )
 
     manager = Manager()
     record = await _runner(manager, died)(TASK, IDS[0])

@@ -17,10 +17,25 @@ from tests.components.rollout.records import record
 
 @pytest.mark.parametrize(
     "command",
-    ["kill -9 -1", "kill -KILL -1", "kill -s KILL -1", "rm -rf /", "rm -rf /*", "sudo rm -fr /usr",
-     "rm -r -f /etc/", "rm --recursive --force /", "killall5 -9", "pkill -u root", ":(){ :|:& };:",
-     "dd if=/dev/zero of=/dev/sda", "mkfs.ext4 /dev/sdb", "shutdown -h now", "chmod -R 777 /",
-     "rm -rf /app", "cd / && rm -rf /home"],
+    [
+        "kill -9 -1",
+        "kill -KILL -1",
+        "kill -s KILL -1",
+        "rm -rf /",
+        "rm -rf /*",
+        "sudo rm -fr /usr",
+        "rm -r -f /etc/",
+        "rm --recursive --force /",
+        "killall5 -9",
+        "pkill -u root",
+        ":(){ :|:& };:",
+        "dd if=/dev/zero of=/dev/sda",
+        "mkfs.ext4 /dev/sdb",
+        "shutdown -h now",
+        "chmod -R 777 /",
+        "rm -rf /app",
+        "cd / && rm -rf /home",
+    ],
 )
 def test_destructive_commands_are_caught(command):
     assert is_destructive(command)
@@ -28,8 +43,17 @@ def test_destructive_commands_are_caught(command):
 
 @pytest.mark.parametrize(
     "command",
-    ["rm -rf /tmp/build", "rm -rf ./out", "kill %1", "kill -9 1234", "pkill -f my_server.py",
-     "dd if=/dev/zero of=/tmp/f bs=1M count=1", "rm -rf /app/out", "ls -la /", "echo rm"],
+    [
+        "rm -rf /tmp/build",
+        "rm -rf ./out",
+        "kill %1",
+        "kill -9 1234",
+        "pkill -f my_server.py",
+        "dd if=/dev/zero of=/tmp/f bs=1M count=1",
+        "rm -rf /app/out",
+        "ls -la /",
+        "echo rm",
+    ],
 )
 def test_ordinary_commands_are_not_destructive(command):
     assert not is_destructive(command)
@@ -37,9 +61,16 @@ def test_ordinary_commands_are_not_destructive(command):
 
 @pytest.mark.parametrize(
     ("command", "hit"),
-    [("cat /tests/test.sh", True), ("ls /solution", True), ("find / -name solve.sh", True),
-     ("cat /logs/verifier/reward.txt", True), ("echo 1 > /logs/verifier/reward.txt", True),
-     ("ls /app/tests", False), ("pytest tests/", False), ("cat /app/testsuite.txt", False)],
+    [
+        ("cat /tests/test.sh", True),
+        ("ls /solution", True),
+        ("find / -name solve.sh", True),
+        ("cat /logs/verifier/reward.txt", True),
+        ("echo 1 > /logs/verifier/reward.txt", True),
+        ("ls /app/tests", False),
+        ("pytest tests/", False),
+        ("cat /app/testsuite.txt", False),
+    ],
 )
 def test_test_and_solution_access(command, hit):
     assert is_test_access(command) is hit
@@ -59,17 +90,42 @@ def test_command_names_and_loops():
 
 def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path, capsys):
     groups = [
-        [record(0, 0, task="a"), record(0, 1, task="a", commands=("cat /tests/test.sh", "ls"),
-                                        exit_codes=(1, 0), success=False)],
-        [record(1, 0, task="b", commands=("make", "make", "make"), exit_codes=(2, 2, 2),
-                stop="max-turns", success=False),
-         record(1, 1, task="b", commands=("rm -rf /",), timed_out=(True,), success=False)],
+        [
+            record(0, 0, task="a"),
+            record(
+                0,
+                1,
+                task="a",
+                commands=("cat /tests/test.sh", "ls"),
+                exit_codes=(1, 0),
+                success=False,
+            ),
+        ],
+        [
+            record(
+                1,
+                0,
+                task="b",
+                commands=("make", "make", "make"),
+                exit_codes=(2, 2, 2),
+                stop="max-turns",
+                success=False,
+            ),
+            record(1, 1, task="b", commands=("rm -rf /",), timed_out=(True,), success=False),
+        ],
     ]
     groups[0][0].tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
-    rows = monitor_rows(groups, MonitorThresholds(loop_rate=0.2), behaviour_by_episode(groups, 3),
-                        extra_global={"rollout/groups_dropped": 1.0},
-                        cancelled=[{"task_id": "b", "state": "running"}, {"task_id": "b", "state": "queued"},
-                                   {"task_id": "c", "state": "running"}])
+    rows = monitor_rows(
+        groups,
+        MonitorThresholds(loop_rate=0.2),
+        behaviour_by_episode(groups, 3),
+        extra_global={"rollout/groups_dropped": 1.0},
+        cancelled=[
+            {"task_id": "b", "state": "running"},
+            {"task_id": "b", "state": "queued"},
+            {"task_id": "c", "state": "running"},
+        ],
+    )
     value = {(r["scope"], r["key"], r["metric"]): r["value"] for r in rows}
     assert value[("global", "all", "rollout/episodes")] == 4
     assert value[("global", "all", "rollout/success_rate")] == 0.25
@@ -77,7 +133,10 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
     assert value[("task", "a", "test_access_episodes")] == 1
     assert value[("task", "b", "loop_episodes")] == 1
     assert value[("task", "b", "destructive_episodes")] == 1
-    assert value[("task", "a", "tampering_episodes")] == 1 and value[("task", "b", "tampering_episodes")] == 0
+    assert (
+        value[("task", "a", "tampering_episodes")] == 1
+        and value[("task", "b", "tampering_episodes")] == 0
+    )
     assert value[("global", "all", "rollout/tampering_episodes")] == 1
     assert value[("task", "b", "stragglers_cancelled")] == 1  # the queued one never ran
     # bash calls: ls, cat, ls, make×3, rm = 7; failures: cat (1), make×3 (2), rm (timed out) = 5.
@@ -94,6 +153,8 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
     assert sum(line.startswith("WARNING rollout: ") for line in lines) == 4
     assert any(line.startswith("  task a: ") and line.endswith(", tampering 1") for line in lines)
     assert "groups dropped 1" in lines[0]
-    assert "  task b: success 0% of 2, failed 0, loops 1, destructive 1, test access 0; " \
-           "1 straggler(s) cancelled" in lines
+    assert (
+        "  task b: success 0% of 2, failed 0, loops 1, destructive 1, test access 0; "
+        "1 straggler(s) cancelled" in lines
+    )
     assert "  task c: 1 straggler(s) cancelled" in lines  # no kept episode of its own

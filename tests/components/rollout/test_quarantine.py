@@ -37,8 +37,14 @@ def test_quarantining_every_task_is_refused():
 
 
 def test_the_merge_records_shaping_and_the_quarantine(tmp_path):
-    config = RolloutConfig(out=tmp_path / "traj.parquet", group_size=2, groups=2,
-                           loop_penalty=0.1, destructive_penalty=0.5, test_access_penalty=0.25)  # fmt: skip
+    config = RolloutConfig(
+        out=tmp_path / "traj.parquet",
+        group_size=2,
+        groups=2,
+        loop_penalty=0.1,
+        destructive_penalty=0.5,
+        test_access_penalty=0.25,
+    )
     writer = PartWriter(config.parts_dir, {})
     for episode in [
         record(0, 0, task="t0", finished_at=1.0),
@@ -51,10 +57,17 @@ def test_the_merge_records_shaping_and_the_quarantine(tmp_path):
     rows = read_trajectories(config.out).to_pylist()
     shaping = {r["episode_id"]: (r["reward"], r["shaping"]) for r in rows}
     # the outcome reward is untouched; the looping pass gets −0.1, the destructive test reader −0.75
-    assert shaping == {"g0-e0": (1.0, 0.0), "g0-e1": (1.0, pytest.approx(-0.1)),
-                       "g1-e0": (0.0, pytest.approx(-0.75)), "g1-e1": (0.0, 0.0)}  # fmt: skip
-    metrics = {r["metric"]: r["value"] for r in read_rollout_metrics(config.metrics_path).to_pylist()
-               if r["scope"] == "global"}  # fmt: skip
+    assert shaping == {
+        "g0-e0": (1.0, 0.0),
+        "g0-e1": (1.0, pytest.approx(-0.1)),
+        "g1-e0": (0.0, pytest.approx(-0.75)),
+        "g1-e1": (0.0, 0.0),
+    }
+    metrics = {
+        r["metric"]: r["value"]
+        for r in read_rollout_metrics(config.metrics_path).to_pylist()
+        if r["scope"] == "global"
+    }
     assert metrics["rollout/quarantined_tasks"] == 2 and metrics["rollout/episodes_shaped"] == 2
     assert metrics["rollout/loop_episodes"] == 1 and metrics["rollout/destructive_episodes"] == 1
     assert "  quarantine: 2 task(s) left out" in summary.lines

@@ -31,13 +31,21 @@ from tests.components.rollout.policy import (
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
-KNOWN_FAILURES = {"EnvInitFailed", "SandboxUnavailable", "ResetFailed", "RewardFailed",
-                  "ExecTimeout", "SandboxDied", "NetworkError"}  # fmt: skip
+KNOWN_FAILURES = {
+    "EnvInitFailed",
+    "SandboxUnavailable",
+    "ResetFailed",
+    "RewardFailed",
+    "ExecTimeout",
+    "SandboxDied",
+    "NetworkError",
+}
 
 
 async def _podman(*args: str) -> str:
     process = await asyncio.create_subprocess_exec(
-        "podman", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        "podman", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
     out, _ = await process.communicate()
     return out.decode() if process.returncode == 0 else ""
 
@@ -64,17 +72,31 @@ async def test_fault_injection_rollout_completes_and_classifies_every_failure(
 ):
     tasks = [word_task(f"fi-ok{i}", w) for i, w in enumerate(["ant", "bee", "cat", "dog", "eel"])]
     tasks += [
-        word_task("fi-peek", "fox", marker="[peek]", dockerfile=(
-            "FROM termrl/base:bookworm\nWORKDIR /app\nRUN mkdir -p /tests /solution /logs/verifier"
-            " && echo leak > /tests/answer && echo 1 > /logs/verifier/reward.txt\n")),
+        word_task(
+            "fi-peek",
+            "fox",
+            marker="[peek]",
+            dockerfile=(
+                "FROM termrl/base:bookworm\nWORKDIR /app\nRUN mkdir -p /tests /solution /logs/verifier"
+                " && echo leak > /tests/answer && echo 1 > /logs/verifier/reward.txt\n"
+            ),
+        ),
         broken_build_task("fi-broken"),
         word_task("fi-hang", "gnu", marker="[hang]"),
         word_task("fi-die", "hen", marker="[die]"),
         garbage_reward_task("fi-garbage"),
     ]
     out = tmp_path / "trajectories.parquet"
-    config = RolloutConfig(tasks=out, out=out, group_size=2, groups=10, redundancy=0, concurrency=4,
-                           max_turns=4, exec_timeout_sec=30.0)
+    config = RolloutConfig(
+        tasks=out,
+        out=out,
+        group_size=2,
+        groups=10,
+        redundancy=0,
+        concurrency=4,
+        max_turns=4,
+        exec_timeout_sec=30.0,
+    )
     killed: list[str] = []
     watcher = asyncio.create_task(_kill_when_agent_started("fi-die", killed))
     try:
@@ -101,10 +123,18 @@ async def test_fault_injection_rollout_completes_and_classifies_every_failure(
     for task_id in ("fi-broken", "fi-garbage"):  # unrecoverable → placeholder
         expected = "EnvInitFailed" if task_id == "fi-broken" else "RewardFailed"
         for first in by_task[task_id]:
-            assert (first["failure_type"], first["placeholder"], first["masked"]) == (expected, True, True)
+            assert (first["failure_type"], first["placeholder"], first["masked"]) == (
+                expected,
+                True,
+                True,
+            )
             assert first["response_ids"] == [] and not first["drop"]
     for first in by_task["fi-die"]:  # transient → masked, group dropped
-        assert (first["failure_type"], first["drop"], first["masked"]) == ("SandboxDied", True, True)
+        assert (first["failure_type"], first["drop"], first["masked"]) == (
+            "SandboxDied",
+            True,
+            True,
+        )
     for first in by_task["fi-hang"]:  # the tool call timed out → drop flag, group dropped
         assert first["failure_type"] is None and first["drop"] and first["success"] is False
         assert "timed out" in first["observation"]
@@ -116,10 +146,13 @@ async def test_fault_injection_rollout_completes_and_classifies_every_failure(
     peek = episodes[by_task["fi-peek"][0]["episode_id"]][0]["observation"]
     assert "cannot access '/tests'" in peek and "cannot access '/solution'" in peek
     assert sorted(summary.dropped_groups) == sorted(
-        {r["group_id"] for t in ("fi-hang", "fi-die") for r in by_task[t]})
+        {r["group_id"] for t in ("fi-hang", "fi-die") for r in by_task[t]}
+    )
 
-    metrics = {(r["scope"], r["key"], r["metric"]): r["value"]
-               for r in read_rollout_metrics(config.metrics_path).to_pylist()}
+    metrics = {
+        (r["scope"], r["key"], r["metric"]): r["value"]
+        for r in read_rollout_metrics(config.metrics_path).to_pylist()
+    }
     for failure in ("EnvInitFailed", "RewardFailed", "SandboxDied"):
         assert metrics[("global", "all", f"rollout/failure/{failure}")] == 2
     assert metrics[("global", "all", "rollout/exec_timeouts")] == 2
@@ -140,9 +173,21 @@ def _check_token_columns(episodes: dict[str, list[dict]]) -> None:
 async def test_tiny_model_roll_managed_rollout(base_image, tiny_model_dir, tmp_path):
     tasks = [word_task("tm-a", "ant"), word_task("tm-b", "bee")]
     out = tmp_path / "trajectories.parquet"
-    config = RolloutConfig(tasks=out, out=out, group_size=2, groups=2, redundancy=1, concurrency=4,
-                           max_turns=2, max_new_tokens=24, exec_timeout_sec=10.0, policy_version=3)
-    engine = BatchingEngine(TransformersEngine(tiny_model_dir, context_window=2048), max_batch_size=8)
+    config = RolloutConfig(
+        tasks=out,
+        out=out,
+        group_size=2,
+        groups=2,
+        redundancy=1,
+        concurrency=4,
+        max_turns=2,
+        max_new_tokens=24,
+        exec_timeout_sec=10.0,
+        policy_version=3,
+    )
+    engine = BatchingEngine(
+        TransformersEngine(tiny_model_dir, context_window=2048), max_batch_size=8
+    )
     summary = await rollout(config, tasks, engine)
     episodes = _episodes(out)
     assert len(episodes) == 4 == summary.episodes
@@ -158,9 +203,19 @@ async def test_tiny_model_roll_managed_rollout(base_image, tiny_model_dir, tmp_p
 async def test_the_stage_engine_continuous_batching_rollout(base_image, tiny_model_dir, tmp_path):
     tasks = [word_task("cb-a", "ant"), word_task("cb-b", "bee")]
     out = tmp_path / "trajectories.parquet"
-    config = RolloutConfig(tasks=out, out=out, model=str(tiny_model_dir), group_size=2, groups=2,
-                           redundancy=0, concurrency=4, max_turns=3, max_new_tokens=24,
-                           context_window=2048, exec_timeout_sec=10.0)  # fmt: skip
+    config = RolloutConfig(
+        tasks=out,
+        out=out,
+        model=str(tiny_model_dir),
+        group_size=2,
+        groups=2,
+        redundancy=0,
+        concurrency=4,
+        max_turns=3,
+        max_new_tokens=24,
+        context_window=2048,
+        exec_timeout_sec=10.0,
+    )
     engine = make_engine(config)  # the default: continuous batching with KV reuse
     assert isinstance(engine, ContinuousEngine)
     summary = await rollout(config, tasks, engine)
@@ -187,23 +242,37 @@ async def test_cli_native_rollout_runs_the_reference_cli_against_the_proxy(
 
     def config(name: str) -> RolloutConfig:
         out = tmp_path / name / "trajectories.parquet"
-        return RolloutConfig(tasks=tmp_path / "tasks.parquet", out=out, group_size=2, groups=1,
-                             redundancy=0, concurrency=2, max_turns=3, max_new_tokens=48,
-                             mode="cli-native")
+        return RolloutConfig(
+            tasks=tmp_path / "tasks.parquet",
+            out=out,
+            group_size=2,
+            groups=1,
+            redundancy=0,
+            concurrency=2,
+            max_turns=3,
+            max_new_tokens=48,
+            mode="cli-native",
+        )
 
     # Scripted policy: the CLI's `bash -c` really runs in the sandbox (the reward proves it).
     scripted = config("scripted")
     await rollout(scripted, tasks, ScriptedPolicy(tiny_tokenizer))
     for rows in _episodes(scripted.out).values():
         assert [r["chunk_index"] for r in rows] == [0, 1]
-        assert (rows[0]["success"], rows[0]["reward"], rows[0]["stop_reason"]) == (True, 1.0, "done")
+        assert (rows[0]["success"], rows[0]["reward"], rows[0]["stop_reason"]) == (
+            True,
+            1.0,
+            "done",
+        )
         assert rows[0]["exit_code"] == 0 and rows[0]["exec_ms"] > 0
         assert json.loads(rows[0]["action"])[0]["arguments"]["command"] == "echo ant > /app/out.txt"
         assert rows[0]["trainable"] and rows[0]["mode"] == "cli-native"
         # The second chunk's prompt delta is the observation turn the CLI sent back.
         assert "exit code: 0" in rows[0]["observation"] and rows[1]["prompt_ids"]
-    metrics = {(r["scope"], r["key"], r["metric"]): r["value"]
-               for r in read_rollout_metrics(scripted.metrics_path).to_pylist()}
+    metrics = {
+        (r["scope"], r["key"], r["metric"]): r["value"]
+        for r in read_rollout_metrics(scripted.metrics_path).to_pylist()
+    }
     assert metrics[("tool", "bash", "success")] == 2  # seen through the exec bridge
 
     # The tiny model: real sampling, token ids and logprobs recorded by the proxy.

@@ -37,7 +37,10 @@ def test_unreadable_parts_are_discarded_and_merge_writes_the_artifact(tmp_path):
     writer.record_cancelled([{"episode_id": "g1-e0", "state": "running"}])
     assert [r.ids.episode_id for r in writer.load()] == ["g0-e0"]
     assert writer.cancelled() == [{"episode_id": "g1-e0", "state": "running"}]
-    rows = [{k: v for k, v in row.items() if not k.startswith("_")} for row in record_to_rows(record(0, 0))]
+    rows = [
+        {k: v for k, v in row.items() if not k.startswith("_")}
+        for row in record_to_rows(record(0, 0))
+    ]
     writer.merge(rows, tmp_path / "out.parquet", keep_parts=False)
     assert read_trajectories(tmp_path / "out.parquet").num_rows == 2
     assert not (tmp_path / "parts").exists()

@@ -28,8 +28,15 @@ def test_every_cell_makes_a_valid_task(family: str, difficulty: str):
     for seed in range(8):
         task = make_task(family, difficulty, seed, perturbation_rate=0.5)
         assert task.id.startswith(f"{family}-{difficulty}-")
-        assert (task.family, task.difficulty, task.source, task.seed) == (family, difficulty, "synthetic", seed)
-        assert {family, difficulty} <= set(task.tags) and set(FAMILIES[family].tags) <= set(task.tags)
+        assert (task.family, task.difficulty, task.source, task.seed) == (
+            family,
+            difficulty,
+            "synthetic",
+            seed,
+        )
+        assert {family, difficulty} <= set(task.tags) and set(FAMILIES[family].tags) <= set(
+            task.tags
+        )
         assert "/" in task.instruction and len(task.instruction) > 30
         docker = task.dockerfile.splitlines()
         assert docker[0] == f"FROM {BASE_IMAGE}"
@@ -104,18 +111,38 @@ def test_cron_check_accepts_equivalent_schedules(seed: int):
 
 
 def test_make_wheel_installs_with_real_pip(tmp_path):
-    name, data = make_wheel("zzprobe", "1.2.3", {"zzprobe/__init__.py": "VALUE = 42\n"}, ("zzdep>=1",))
+    name, data = make_wheel(
+        "zzprobe", "1.2.3", {"zzprobe/__init__.py": "VALUE = 42\n"}, ("zzdep>=1",)
+    )
     assert name == "zzprobe-1.2.3-py3-none-any.whl"
-    assert data == make_wheel("zzprobe", "1.2.3", {"zzprobe/__init__.py": "VALUE = 42\n"}, ("zzdep>=1",))[1]
+    assert (
+        data
+        == make_wheel("zzprobe", "1.2.3", {"zzprobe/__init__.py": "VALUE = 42\n"}, ("zzdep>=1",))[1]
+    )
     assert "zzprobe-1.2.3.dist-info/RECORD" in zipfile.ZipFile(io.BytesIO(data)).namelist()
     (tmp_path / name).write_bytes(data)
     target = tmp_path / "site"
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(target),
-         str(tmp_path / name)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(tmp_path / name),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    out = subprocess.run([sys.executable, "-c", "import zzprobe; print(zzprobe.VALUE)"],
-                         env={"PYTHONPATH": str(target)}, capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "import zzprobe; print(zzprobe.VALUE)"],
+        env={"PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout.strip() == "42"

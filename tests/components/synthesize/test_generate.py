@@ -53,8 +53,14 @@ def test_task_seed_is_stable():
 
 
 def test_dedup_drops_near_duplicates_and_keeps_count(capsys, tmp_path):
-    config = SynthesizeConfig(out=str(tmp_path / "t.parquet"), count=30, seed=2, families=("log-analysis",),
-                              difficulties=("medium",), progress=False)  # fmt: skip
+    config = SynthesizeConfig(
+        out=str(tmp_path / "t.parquet"),
+        count=30,
+        seed=2,
+        families=("log-analysis",),
+        difficulties=("medium",),
+        progress=False,
+    )
     report = main(config)
     # This cell has few free slots in a fixed sentence: dedup must have rejected some attempts.
     assert report.duplicates > 0

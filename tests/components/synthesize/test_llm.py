@@ -33,7 +33,9 @@ GOOD = {
     },
 }
 OTHER = json.loads(json.dumps(GOOD))
-OTHER["files"]["instruction.md"] = "Create a user account named deploy whose login shell is /bin/sh, then lock its password."
+OTHER["files"]["instruction.md"] = (
+    "Create a user account named deploy whose login shell is /bin/sh, then lock its password."
+)
 WRONG_BASE = json.loads(json.dumps(GOOD))
 WRONG_BASE["files"]["environment/Dockerfile"] = "FROM ubuntu:24.04\n"
 NO_REWARD = json.loads(json.dumps(GOOD))
@@ -64,12 +66,22 @@ class LoopbackOpenAI:
         body = await request.json()
         self.requests.append(body)
         content = self.replies[(len(self.requests) - 1) % len(self.replies)]
-        return web.json_response({
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0,
-            "model": body.get("model", "x"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-        })  # fmt: skip
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "x"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            }
+        )
 
     async def _serve(self) -> None:
         app = web.Application()
@@ -102,8 +114,15 @@ def test_llm_tasks_over_http(tmp_path, capsys):
     """Slow only because importing litellm takes ~10 s here; CI runs it."""
     out = tmp_path / "tasks.parquet"
     with LoopbackOpenAI(REPLIES) as server:
-        config = SynthesizeConfig(out=str(out), count=3, seed=1, llm_model="openai/termrl-test",
-                                  llm_api_base=server.url, llm_count=len(REPLIES), progress=False)  # fmt: skip
+        config = SynthesizeConfig(
+            out=str(out),
+            count=3,
+            seed=1,
+            llm_model="openai/termrl-test",
+            llm_api_base=server.url,
+            llm_count=len(REPLIES),
+            progress=False,
+        )
         report = main(config)
     assert len(server.requests) == len(REPLIES)
     first = server.requests[0]
@@ -121,18 +140,30 @@ def test_llm_tasks_over_http(tmp_path, capsys):
     llm_tasks = [t for t in tasks if t.metadata.get("generator") == "llm"]
     assert len(tasks) == 5 and len(llm_tasks) == 2
     task = next(t for t in llm_tasks if "/srv/media" in t.instruction)
-    assert task.layout == "harbor" and "llm" in task.tags and task.metadata["model"] == "openai/termrl-test"
+    assert (
+        task.layout == "harbor"
+        and "llm" in task.tags
+        and task.metadata["model"] == "openai/termrl-test"
+    )
     assert {f.path for f in task.environment_files} == {"Dockerfile", "make.sh"}
-    assert [f.path for f in task.solution_files] == ["solve.sh"] and [f.path for f in task.test_files] == ["test.sh"]
+    assert [f.path for f in task.solution_files] == ["solve.sh"] and [
+        f.path for f in task.test_files
+    ] == ["test.sh"]
     printed = capsys.readouterr().out
     assert "LLM: 6 requested, 2 accepted, 4 rejected" in printed
     assert "reply is not a JSON object" in printed
 
 
 def test_unreachable_server_counts_as_rejections(tmp_path, capsys):
-    config = SynthesizeConfig(out=str(tmp_path / "t.parquet"), count=1, llm_model="openai/x",
-                              llm_api_base="http://127.0.0.1:9/v1", llm_count=2, llm_timeout_sec=5,
-                              progress=False)  # fmt: skip
+    config = SynthesizeConfig(
+        out=str(tmp_path / "t.parquet"),
+        count=1,
+        llm_model="openai/x",
+        llm_api_base="http://127.0.0.1:9/v1",
+        llm_count=2,
+        llm_timeout_sec=5,
+        progress=False,
+    )
     report = main(config)
     assert report.llm_accepted == 0 and sum(report.llm_rejected.values()) == 2
     assert all(reason.startswith("request failed") for reason in report.llm_rejected)
@@ -159,12 +190,14 @@ def test_parse_reply_reasons():
     assert _reason({"tags": []}) == "no `files` object"
     assert _reason(_with("solution/solve.sh", None)) == "missing or empty solution/solve.sh"
     assert _reason(_with("../etc/passwd", "x")) == "file outside environment/, solution/, tests/"
-    assert _reason(_with("environment/Dockerfile", "FROM termrl/base:bookworm\nCOPY tests/ /tests/\n")) == (
-        "Dockerfile copies tests or solution into the image"
-    )
-    assert _reason(_with("environment/Dockerfile", "FROM termrl/base:bookworm\nRUN pip install requests\n")) == (
-        "Dockerfile installs from the network"
-    )
+    assert _reason(
+        _with("environment/Dockerfile", "FROM termrl/base:bookworm\nCOPY tests/ /tests/\n")
+    ) == ("Dockerfile copies tests or solution into the image")
+    assert _reason(
+        _with("environment/Dockerfile", "FROM termrl/base:bookworm\nRUN pip install requests\n")
+    ) == ("Dockerfile installs from the network")
     assert _reason(_with("instruction.md", "do it")).startswith("instruction shorter than 20")
-    task = parse_reply(json.dumps(GOOD), family="git", difficulty="easy", seed=1, model="m", source="m#0")
+    task = parse_reply(
+        json.dumps(GOOD), family="git", difficulty="easy", seed=1, model="m", source="m#0"
+    )
     assert task.id.startswith("git-easy-llm-") and task.solution_files[0].mode == 0o755

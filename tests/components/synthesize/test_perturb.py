@@ -13,7 +13,12 @@ def test_applicable_spares_the_tools_a_task_uses():
     draft = Draft(instruction="x", solution="jq . /a", uses=("jq", "curl"))
     names = [p.name for p in perturb.applicable(draft)]
     assert "tool-removed:jq" not in names and "tool-removed:curl" not in names
-    assert {"tool-removed:sqlite3", "pip-index-missing", "apt-mirror-missing", "workdir-moved"} <= set(names)
+    assert {
+        "tool-removed:sqlite3",
+        "pip-index-missing",
+        "apt-mirror-missing",
+        "workdir-moved",
+    } <= set(names)
 
 
 def test_rate_zero_never_perturbs_and_rate_one_always_does():
@@ -42,5 +47,8 @@ def test_perturbation_does_not_change_the_task_itself():
     plain = make_task("sql-sqlite", "medium", 99, perturbation_rate=0.0)
     perturbed = make_task("sql-sqlite", "medium", 99, perturbation_rate=1.0)
     assert plain.instruction == perturbed.instruction
-    assert plain.solution_files == perturbed.solution_files and plain.test_files == perturbed.test_files
+    assert (
+        plain.solution_files == perturbed.solution_files
+        and plain.test_files == perturbed.test_files
+    )
     assert plain.dockerfile != perturbed.dockerfile and plain.id != perturbed.id

@@ -99,11 +99,19 @@ def episode_rows(
     return rows
 
 
-def expert_rows(episode_id: str, chunks: list[tuple[list[int], list[int]]], task_id: str = "toy") -> list[dict]:
+def expert_rows(
+    episode_id: str, chunks: list[tuple[list[int], list[int]]], task_id: str = "toy"
+) -> list[dict]:
     """A demonstration as the contract writes it: every chunk replayed, μ = 0.0, reward 1."""
     return episode_rows(
-        episode_id=episode_id, group_id=f"expert:{task_id}", task_id=task_id, chunks=chunks,
-        logprobs=[[0.0] * len(r) for _, r in chunks], reward=1.0, success=True, source="expert",
+        episode_id=episode_id,
+        group_id=f"expert:{task_id}",
+        task_id=task_id,
+        chunks=chunks,
+        logprobs=[[0.0] * len(r) for _, r in chunks],
+        reward=1.0,
+        success=True,
+        source="expert",
         replayed=[True] * len(chunks),
     )
 
@@ -116,7 +124,12 @@ def toy_chunks(tokenizer: Any, action: str) -> list[tuple[list[int], list[int]]]
 
 
 def write_toy_set(
-    path: Path, model_dir: Path, *, groups: int = 2, per_group: int = 4, extra: list[dict] | None = None
+    path: Path,
+    model_dir: Path,
+    *,
+    groups: int = 2,
+    per_group: int = 4,
+    extra: list[dict] | None = None,
 ) -> Path:
     """``groups`` groups of ``per_group`` episodes, half GOOD (reward 1), half BAD (reward 0)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

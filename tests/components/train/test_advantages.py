@@ -25,7 +25,9 @@ def test_group_advantages_uneven_group():
     # rewards [1, 0, 0] -> mean 1/3; deviations [2/3, −1/3, −1/3]
     # population var = (4/9 + 1/9 + 1/9) / 3 = 2/9 -> std 0.4714
     # A = [0.6667/0.4714, −0.3333/0.4714, ...] = [1.4142, −0.7071, −0.7071]
-    adv = group_advantages(torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0, 0, 0]), std_normalise=True)
+    adv = group_advantages(
+        torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0, 0, 0]), std_normalise=True
+    )
     assert adv.tolist() == pytest.approx([2**0.5, -(2**-0.5), -(2**-0.5)], rel=1e-5)
 
 
@@ -37,7 +39,9 @@ def test_chunk_returns_discount_over_chunks():
     )
     assert out.tolist() == [0.25, 0.5, 1.0, -2.0]
     # γ = 1: every chunk carries the episode advantage
-    out = chunk_advantages(torch.tensor([1.0, -2.0]), torch.tensor([0, 0, 0, 1]), torch.tensor([0, 1, 2, 0]), gamma=1.0)
+    out = chunk_advantages(
+        torch.tensor([1.0, -2.0]), torch.tensor([0, 0, 0, 1]), torch.tensor([0, 1, 2, 0]), gamma=1.0
+    )
     assert out.tolist() == [1.0, 1.0, 1.0, -2.0]
 
 
@@ -56,8 +60,14 @@ def test_shaping_gives_a_group_of_equal_outcomes_a_signal(tmp_path):
     def advantages(loop_shaping: float) -> dict[str, float]:
         data = []
         for name in ("a", "b", "c", "looped"):
-            data += episode_rows(episode_id=name, group_id="g", chunks=[([1], [2, 3])], logprobs=[[-0.5] * 2],
-                                 reward=1.0, shaping=loop_shaping if name == "looped" else 0.0)
+            data += episode_rows(
+                episode_id=name,
+                group_id="g",
+                chunks=[([1], [2, 3])],
+                logprobs=[[-0.5] * 2],
+                reward=1.0,
+                shaping=loop_shaping if name == "looped" else 0.0,
+            )
         path = tmp_path / f"t{loop_shaping}.parquet"
         write_trajectories(path, data)
         episodes = load_episodes(path, max_episode_tokens=100)

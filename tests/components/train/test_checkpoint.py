@@ -28,12 +28,37 @@ STEPS = 40
 
 def command(traj: Path, model: Path, out: Path, finetune: str, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "components.train",
-        "--trajectories", str(traj), "--model", str(model), "--out", str(out),
-        "--mode", "full", "--finetune", finetune, "--lr", "1e-3",
-        "--micro-batch-size", "1", "--grad-accum-steps", "2", "--epochs", "10",
-        "--max-steps", str(STEPS), "--save-every-steps", "2", "--no-progress",
-        "--set", "warmup_steps=3", "--set", "schedule=cosine", *extra,
+        sys.executable,
+        "-m",
+        "components.train",
+        "--trajectories",
+        str(traj),
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--mode",
+        "full",
+        "--finetune",
+        finetune,
+        "--lr",
+        "1e-3",
+        "--micro-batch-size",
+        "1",
+        "--grad-accum-steps",
+        "2",
+        "--epochs",
+        "10",
+        "--max-steps",
+        str(STEPS),
+        "--save-every-steps",
+        "2",
+        "--no-progress",
+        "--set",
+        "warmup_steps=3",
+        "--set",
+        "schedule=cosine",
+        *extra,
     ]
 
 
@@ -43,34 +68,62 @@ def test_kill_and_resume_matches_uninterrupted(tiny_model_dir, tmp_path, finetun
     traj = write_toy_set(tmp_path / "t.parquet", tiny_model_dir, groups=2, per_group=4)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(command(traj, tiny_model_dir, out, finetune), cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        command(traj, tiny_model_dir, out, finetune),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 300
     while latest_checkpoint(out) is None:
         if process.poll() is not None:
-            pytest.fail("training ended before its first checkpoint:\n" + process.stdout.read().decode())
+            pytest.fail(
+                "training ended before its first checkpoint:\n" + process.stdout.read().decode()
+            )
         if time.monotonic() > deadline:
             process.kill()
             pytest.fail("no checkpoint within 300 s")
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert not (out / "config.json").exists(), "the run finished before it was killed; the test proves nothing"
+    assert not (out / "config.json").exists(), (
+        "the run finished before it was killed; the test proves nothing"
+    )
     restart_from = latest_checkpoint(out)
     done_before = int(restart_from.name.split("-")[1])
     assert done_before < STEPS
 
-    resumed = subprocess.run(command(traj, tiny_model_dir, out, finetune, "--resume"), cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        command(traj, tiny_model_dir, out, finetune, "--resume"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"trained {STEPS} step(s)" in resumed.stdout
 
     reference = tmp_path / "reference"
-    train(TrainConfig(
-        trajectories=str(traj), model=str(tiny_model_dir), out=str(reference), mode="full", finetune=finetune,
-        learning_rate=1e-3, micro_batch_size=1, grad_accum_steps=2, epochs=10, max_steps=STEPS,
-        save_every_steps=0, progress=False, warmup_steps=3, schedule="cosine",
-    ))
+    train(
+        TrainConfig(
+            trajectories=str(traj),
+            model=str(tiny_model_dir),
+            out=str(reference),
+            mode="full",
+            finetune=finetune,
+            learning_rate=1e-3,
+            micro_batch_size=1,
+            grad_accum_steps=2,
+            epochs=10,
+            max_steps=STEPS,
+            save_every_steps=0,
+            progress=False,
+            warmup_steps=3,
+            schedule="cosine",
+        )
+    )
     got = read_train_metrics(out / "train_metrics.parquet").to_pylist()
     want = read_train_metrics(reference / "train_metrics.parquet").to_pylist()
     assert [r["step"] for r in got] == list(range(1, STEPS + 1))

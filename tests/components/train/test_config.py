@@ -11,14 +11,25 @@ from termrl.errors import ConfigError
 
 
 def test_validate_reports_every_problem_at_once(tmp_path):
-    config = TrainConfig(mode="negative-only", eps_low=1.5, gamma=0.0, micro_batch_size=0, objective="sft")
+    config = TrainConfig(
+        mode="negative-only", eps_low=1.5, gamma=0.0, micro_batch_size=0, objective="sft"
+    )
     with pytest.raises(ConfigError) as info:
         config.validate()
     text = "\n".join(info.value.problems)
-    for needle in ("mode=", "objective=", "eps_low=", "gamma=", "micro_batch_size=", "trajectories is required",
-                   "out is required"):
+    for needle in (
+        "mode=",
+        "objective=",
+        "eps_low=",
+        "gamma=",
+        "micro_batch_size=",
+        "trajectories is required",
+        "out is required",
+    ):
         assert needle in text
-    assert len(info.value.problems) == 7  # no model is no problem: the embedded default policy, as elsewhere
+    assert (
+        len(info.value.problems) == 7
+    )  # no model is no problem: the embedded default policy, as elsewhere
 
 
 def test_file_then_overrides(tmp_path):
@@ -54,8 +65,15 @@ def test_imitation_schedule_and_its_validation():
     # λ_IL = il_weight · il_decay ** iteration: 2 · 0.5³ = 0.25
     assert TrainConfig(il_weight=2.0, il_decay=0.5, iteration=3).resolved()["il_lambda"] == 0.25
     assert TrainConfig().resolved()["il_lambda"] == 1.0  # iteration 0: il_weight itself
-    config = TrainConfig(trajectories="", model="", out="", rl_weight=-1.0, il_weight=-0.5, il_decay=1.5,
-                         iteration=-1)  # fmt: skip
+    config = TrainConfig(
+        trajectories="",
+        model="",
+        out="",
+        rl_weight=-1.0,
+        il_weight=-0.5,
+        il_decay=1.5,
+        iteration=-1,
+    )
     with pytest.raises(ConfigError) as info:
         config.validate()
     text = "\n".join(info.value.problems)

@@ -16,8 +16,14 @@ from .conftest import episode_rows
 
 def rows(episode_id, chunks, reward=1.0, group="g", **flags):
     logprobs = [[-0.5] * len(r) for _, r in chunks]
-    return episode_rows(episode_id=episode_id, group_id=group, chunks=chunks, logprobs=logprobs,
-                        reward=reward, **flags)
+    return episode_rows(
+        episode_id=episode_id,
+        group_id=group,
+        chunks=chunks,
+        logprobs=logprobs,
+        reward=reward,
+        **flags,
+    )
 
 
 def test_token_stream_and_chunk_ids(tmp_path):
@@ -42,15 +48,26 @@ def test_exclusions_by_reason(tmp_path):
         + rows("mt", chunk, masked=True, mask_reason="max_turns")
         + rows("mk", chunk, masked=True)
         + rows("un", chunk, trainable=False)
-        + rows("lf", [([1], list(range(3, 13)))], reward=0.0, masked=True, mask_reason="long_failure")
+        + rows(
+            "lf", [([1], list(range(3, 13)))], reward=0.0, masked=True, mask_reason="long_failure"
+        )
         + rows("ls", [([1], list(range(3, 13)))], reward=1.0)  # long and passed: rollout kept it
         + rows("tl", [([1] * 30, [3])])  # 31 tokens > 20
     )
     write_trajectories(tmp_path / "t.parquet", data)
     episodes = load_episodes(tmp_path / "t.parquet", max_episode_tokens=20)
     by_id = {e.episode_id: e.exclusion for e in episodes}
-    assert by_id == {"a": None, "ph": "placeholder", "dr": "drop", "mt": "max_turns", "mk": "masked",
-                     "un": "untrainable", "lf": "long_failure", "ls": None, "tl": "too_long"}
+    assert by_id == {
+        "a": None,
+        "ph": "placeholder",
+        "dr": "drop",
+        "mt": "max_turns",
+        "mk": "masked",
+        "un": "untrainable",
+        "lf": "long_failure",
+        "ls": None,
+        "tl": "too_long",
+    }
     assert exclusion_counts(episodes)["placeholder"] == 1
     # rollout's over-long failures keep a real outcome for group statistics; its other masks do not
     valid = {e.episode_id for e in episodes if e.rollout_valid}
@@ -118,12 +135,15 @@ def test_replayed_chunks_have_no_mu(tmp_path):
         + rows("expert", chunks, source="expert")
     )
     write_trajectories(tmp_path / "t.parquet", data)
-    by_id = {e.episode_id: e for e in load_episodes(tmp_path / "t.parquet",
-                                                    max_episode_tokens=100)}
+    by_id = {e.episode_id: e for e in load_episodes(tmp_path / "t.parquet", max_episode_tokens=100)}
     assert by_id["anchored"].anchor == 3
     assert by_id["anchored"].chunk_replayed.tolist() == [True, True, False]
     assert by_id["flagged"].chunk_replayed.tolist() == [True, False, False]
-    assert by_id["expert"].is_expert and by_id["expert"].chunk_replayed.tolist() == [True, True, True]
+    assert by_id["expert"].is_expert and by_id["expert"].chunk_replayed.tolist() == [
+        True,
+        True,
+        True,
+    ]
     # μ is NaN on replayed response tokens (no inference policy produced them), known elsewhere
     anchored = by_id["anchored"]
     trained = anchored.token_chunk >= 0
@@ -142,30 +162,41 @@ def test_unknown_source_is_an_artifact_error(tmp_path):
 def test_demonstrations_artifact_joins_the_trajectories(tmp_path):
     write_trajectories(tmp_path / "t.parquet", rows("p", [([1], [2])]))
     write_trajectories(tmp_path / "d.parquet", rows("x", [([1], [3])], source="expert"))
-    episodes = load_episodes(tmp_path / "t.parquet", max_episode_tokens=20,
-                             demonstrations=tmp_path / "d.parquet")
+    episodes = load_episodes(
+        tmp_path / "t.parquet", max_episode_tokens=20, demonstrations=tmp_path / "d.parquet"
+    )
     assert [(e.episode_id, e.source) for e in episodes] == [("p", "policy"), ("x", "expert")]
     write_trajectories(tmp_path / "dup.parquet", rows("p", [([1], [3])], source="expert"))
     with pytest.raises(ArtifactError, match="episode id 'p'"):
-        load_episodes(tmp_path / "t.parquet", max_episode_tokens=20,
-                      demonstrations=tmp_path / "dup.parquet")
+        load_episodes(
+            tmp_path / "t.parquet", max_episode_tokens=20, demonstrations=tmp_path / "dup.parquet"
+        )
 
 
 def test_trajectories_without_the_shaping_column_load_with_no_shaping(tmp_path):
     # a 1.1 file: everything but shaping
     from termrl.artifacts.trajectories import ADDED_IN_1_2
 
-    write_older(tmp_path / "old.parquet", rows("e", [([1], [2, 3])], reward=0.5), "1.1", ADDED_IN_1_2)
+    write_older(
+        tmp_path / "old.parquet", rows("e", [([1], [2, 3])], reward=0.5), "1.1", ADDED_IN_1_2
+    )
     [episode] = load_episodes(tmp_path / "old.parquet", max_episode_tokens=20)
     assert (episode.reward, episode.shaping, episode.shaped_reward) == (0.5, 0.0, 0.5)
 
 
 def test_shaping_is_read_for_policy_episodes_only(tmp_path):
-    data = (rows("looped", [([1], [2])], shaping=-0.1) + rows("clean", [([1], [2])], shaping=0.0)
-            + rows("unset", [([1], [2])])  # null: a writer without penalties
-            + rows("x", [([1], [3])], source="expert", shaping=-0.5))  # a demonstration is never shaped
+    data = (
+        rows("looped", [([1], [2])], shaping=-0.1)
+        + rows("clean", [([1], [2])], shaping=0.0)
+        + rows("unset", [([1], [2])])  # null: a writer without penalties
+        + rows("x", [([1], [3])], source="expert", shaping=-0.5)
+    )  # a demonstration is never shaped
     write_trajectories(tmp_path / "t.parquet", data)
     episodes = load_episodes(tmp_path / "t.parquet", max_episode_tokens=20)
     assert {e.episode_id: (e.reward, e.shaping) for e in episodes} == {
-        "looped": (1.0, -0.1), "clean": (1.0, 0.0), "unset": (1.0, 0.0), "x": (1.0, 0.0)}
+        "looped": (1.0, -0.1),
+        "clean": (1.0, 0.0),
+        "unset": (1.0, 0.0),
+        "x": (1.0, 0.0),
+    }
     assert next(e for e in episodes if e.episode_id == "looped").shaped_reward == pytest.approx(0.9)

@@ -22,15 +22,26 @@ pytest.importorskip("deepspeed")
 
 
 @pytest.mark.slow
-def test_deepspeed_zero_matches_single_process_and_resumes(tiny_model_dir, toy_trajectories, tmp_path, monkeypatch):
+def test_deepspeed_zero_matches_single_process_and_resumes(
+    tiny_model_dir, toy_trajectories, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_root() / "torch_extensions"))
     ds = ("--set", "distributed=deepspeed", "--set", "deepspeed_zero_stage=2")
     torchrun(toy_trajectories, tiny_model_dir, tmp_path / "ds", *ds)
     single = tmp_path / "single"
-    train(TrainConfig(
-        trajectories=str(toy_trajectories), model=str(tiny_model_dir), out=str(single), mode="full",
-        learning_rate=1e-3, grad_accum_steps=4, epochs=2, save_every_steps=0, progress=False,
-    ))
+    train(
+        TrainConfig(
+            trajectories=str(toy_trajectories),
+            model=str(tiny_model_dir),
+            out=str(single),
+            mode="full",
+            learning_rate=1e-3,
+            grad_accum_steps=4,
+            epochs=2,
+            save_every_steps=0,
+            progress=False,
+        )
+    )
     got = read_train_metrics(tmp_path / "ds" / "train_metrics.parquet").to_pylist()
     want = read_train_metrics(single / "train_metrics.parquet").to_pylist()
     assert len(got) == len(want) == 4
@@ -40,15 +51,24 @@ def test_deepspeed_zero_matches_single_process_and_resumes(tiny_model_dir, toy_t
     assert (tmp_path / "ds" / "training_state" / "deepspeed").is_dir()
 
     torchrun(toy_trajectories, tiny_model_dir, tmp_path / "halves", "--max-steps", "2", *ds)
-    torchrun(toy_trajectories, tiny_model_dir, tmp_path / "halves", "--max-steps", "4", "--resume", *ds)
+    torchrun(
+        toy_trajectories, tiny_model_dir, tmp_path / "halves", "--max-steps", "4", "--resume", *ds
+    )
     halves = read_train_metrics(tmp_path / "halves" / "train_metrics.parquet").to_pylist()
     assert [r["step"] for r in halves] == [1, 2, 3, 4]
     for a, b in zip(halves, got, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6, abs=1e-7)
 
     # ZeRO-3 partitions the weights themselves; the checkpoint gathers them into a loadable model
-    torchrun(toy_trajectories, tiny_model_dir, tmp_path / "z3", "--set", "distributed=deepspeed",
-             "--set", "deepspeed_zero_stage=3")
+    torchrun(
+        toy_trajectories,
+        tiny_model_dir,
+        tmp_path / "z3",
+        "--set",
+        "distributed=deepspeed",
+        "--set",
+        "deepspeed_zero_stage=3",
+    )
     zero3 = read_train_metrics(tmp_path / "z3" / "train_metrics.parquet").to_pylist()
     assert [r["loss"] for r in zero3] == pytest.approx([r["loss"] for r in got], rel=1e-4, abs=1e-6)
     merged = load_file(tmp_path / "z3" / "model.safetensors")

@@ -31,11 +31,35 @@ def free_port() -> int:
 
 def torchrun(traj: Path, model: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-        "-m", "components.train", "--trajectories", str(traj), "--model", str(model), "--out", str(out),
-        "--mode", "full", "--lr", "1e-3", "--grad-accum-steps", "2", "--epochs", "2",
-        "--save-every-steps", "2", "--no-progress", *extra,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "components.train",
+        "--trajectories",
+        str(traj),
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--mode",
+        "full",
+        "--lr",
+        "1e-3",
+        "--grad-accum-steps",
+        "2",
+        "--epochs",
+        "2",
+        "--save-every-steps",
+        "2",
+        "--no-progress",
+        *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -49,10 +73,19 @@ def test_fsdp2_two_processes_match_one_and_resume(tiny_model_dir, toy_trajectori
     result = torchrun(toy_trajectories, tiny_model_dir, tmp_path / "fsdp")
     assert result.stdout.count("trained 4 step(s)") == 1  # one summary, from rank 0
     single = tmp_path / "single"
-    train(TrainConfig(
-        trajectories=str(toy_trajectories), model=str(tiny_model_dir), out=str(single), mode="full",
-        learning_rate=1e-3, grad_accum_steps=4, epochs=2, save_every_steps=0, progress=False,
-    ))
+    train(
+        TrainConfig(
+            trajectories=str(toy_trajectories),
+            model=str(tiny_model_dir),
+            out=str(single),
+            mode="full",
+            learning_rate=1e-3,
+            grad_accum_steps=4,
+            epochs=2,
+            save_every_steps=0,
+            progress=False,
+        )
+    )
     sharded = read_train_metrics(tmp_path / "fsdp" / "train_metrics.parquet").to_pylist()
     one = read_train_metrics(single / "train_metrics.parquet").to_pylist()
     assert len(sharded) == len(one) == 4

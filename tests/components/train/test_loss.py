@@ -77,9 +77,7 @@ def test_ipa_negative_clipped_and_unclipped():
     #   min(−1.2214, clip 1.2·−1 = −1.2) = −1.2214 -> unclipped (pessimistic), term 1.2214
     # chunk normalisation w = [1/2, 1/2]: L = (0.8 + 1.2214) / 2 = 1.0107
     # ∂L/∂logp (chunk 1, n = 1) = −w·A·ρ = −0.5·(−1)·1.2214 = +0.6107
-    loss, grad, stats = run(
-        ipa_loss, [-0.5, 0.2], [0, 1], [-1.0, -1.0], [True, True], [0.5, 0.5]
-    )
+    loss, grad, stats = run(ipa_loss, [-0.5, 0.2], [0, 1], [-1.0, -1.0], [True, True], [0.5, 0.5])
     assert loss == pytest.approx((0.8 + E**0.2) / 2)
     assert grad == pytest.approx([0.0, 0.5 * E**0.2])
     assert stats["clip_fraction"].item() == 0.5
@@ -111,14 +109,20 @@ def test_sequence_normalisation_weights():
     # 2 episodes -> each weighs 1/2, shared among its kept chunks:
     # w = [1/4, 1/4, 1/2, 0]
     w = sequence_normalisation(
-        torch.tensor([5, 2, 7, 3]), torch.tensor([True, True, True, False]), torch.tensor([0, 0, 1, 1])
+        torch.tensor([5, 2, 7, 3]),
+        torch.tensor([True, True, True, False]),
+        torch.tensor([0, 0, 1, 1]),
     )
     assert w.tolist() == [0.25, 0.25, 0.5, 0.0]
 
 
 def test_token_normalisation_ignores_masked_tokens():
     # kept chunks have 1 + 3 tokens; the masked chunk's 10 tokens are not in the denominator
-    w = token_normalisation(torch.tensor([1, 10, 3]), torch.tensor([True, False, True]), torch.zeros(3, dtype=torch.long))
+    w = token_normalisation(
+        torch.tensor([1, 10, 3]),
+        torch.tensor([True, False, True]),
+        torch.zeros(3, dtype=torch.long),
+    )
     assert w.tolist() == [0.25, 0.0, 0.75]
 
 
@@ -136,7 +140,9 @@ def test_mismatch_mask_drops_whole_chunk():
     # only chunk 0 counts, ρ_0 = e^0 = 1, A = 1, token normalisation w = [1, 0]
     #   L = −1; grad chunk 0 tokens −1·1/2 = −0.5; chunk 1 tokens exactly 0 (no NaN)
     w = token_normalisation(torch.tensor([2, 2]), keep, torch.zeros(2, dtype=torch.long))
-    loss, grad, stats = run(ipa_loss, [0.0, 0.0, 500.0, 500.0], chunk.tolist(), [1.0, 1.0], keep.tolist(), w.tolist())
+    loss, grad, stats = run(
+        ipa_loss, [0.0, 0.0, 500.0, 500.0], chunk.tolist(), [1.0, 1.0], keep.tolist(), w.tolist()
+    )
     assert loss == pytest.approx(-1.0)
     assert grad == [-0.5, -0.5, 0.0, 0.0]
     assert stats["kept"].item() == 1
@@ -144,14 +150,18 @@ def test_mismatch_mask_drops_whole_chunk():
 
 def test_positive_only_mode_drops_negatives_but_keeps_clipping():
     # raw advantages [1, −1, 0.5, 0]: positive-only keeps [T, F, T, F]
-    adv, keep = positive_only(torch.tensor([1.0, -1.0, 0.5, 0.0]), torch.ones(4, dtype=torch.bool), negative_weight=0.3)
+    adv, keep = positive_only(
+        torch.tensor([1.0, -1.0, 0.5, 0.0]), torch.ones(4, dtype=torch.bool), negative_weight=0.3
+    )
     assert keep.tolist() == [True, False, True, False]
     # one token per chunk, log-ratios [0.5, 0.0, 0.1, 0.0]; token normalisation over kept: w = [1/2, 0, 1/2, 0]
     # chunk 0: ρ = e^0.5 = 1.6487 clipped to 1.2 -> term −1.2·1 = −1.2, grad 0 (still clipped: RL, not SFT)
     # chunk 2: ρ = e^0.1 = 1.1052, A = 0.5 -> term −0.5526, grad −(1/2)·0.5·1.1052 = −0.2763
     # L = (−1.2 − 0.5526) / 2 = −0.8763
     w = token_normalisation(torch.ones(4, dtype=torch.long), keep, torch.zeros(4, dtype=torch.long))
-    loss, grad, stats = run(ipa_loss, [0.5, 0.0, 0.1, 0.0], [0, 1, 2, 3], adv.tolist(), keep.tolist(), w.tolist())
+    loss, grad, stats = run(
+        ipa_loss, [0.5, 0.0, 0.1, 0.0], [0, 1, 2, 3], adv.tolist(), keep.tolist(), w.tolist()
+    )
     assert loss == pytest.approx((-1.2 - 0.5 * E**0.1) / 2)
     assert grad == pytest.approx([0.0, 0.0, -0.25 * E**0.1, 0.0])
     assert stats["clip_fraction"].item() == 0.5
@@ -159,13 +169,17 @@ def test_positive_only_mode_drops_negatives_but_keeps_clipping():
 
 def test_full_mode_weights_negatives():
     # raw advantages [1, −1, 0]; negative weight 0.3 -> [1, −0.3, 0]; zero-advantage chunk not kept
-    adv, keep = full_signal(torch.tensor([1.0, -1.0, 0.0]), torch.ones(3, dtype=torch.bool), negative_weight=0.3)
+    adv, keep = full_signal(
+        torch.tensor([1.0, -1.0, 0.0]), torch.ones(3, dtype=torch.bool), negative_weight=0.3
+    )
     assert adv.tolist() == pytest.approx([1.0, -0.3, 0.0])
     assert keep.tolist() == [True, True, False]
     # one token each, ρ = 1 everywhere, chunk normalisation w = [1/2, 1/2, 0]
     # L = −(1/2)·1 − (1/2)·(−0.3) = −0.35; grad [−0.5, +0.15, 0]
     w = chunk_normalisation(torch.ones(3, dtype=torch.long), keep, torch.zeros(3, dtype=torch.long))
-    loss, grad, _ = run(ipa_loss, [0.0, 0.0, 0.0], [0, 1, 2], adv.tolist(), keep.tolist(), w.tolist())
+    loss, grad, _ = run(
+        ipa_loss, [0.0, 0.0, 0.0], [0, 1, 2], adv.tolist(), keep.tolist(), w.tolist()
+    )
     assert loss == pytest.approx(-0.35)
     assert grad == pytest.approx([-0.5, 0.15, 0.0])
 
@@ -191,7 +205,9 @@ def test_token_level_masked_chunk_contributes_nothing():
     # chunk 0 kept (2 tokens, A = −1, log-ratios 0), chunk 1 masked (log-ratio 300)
     # token normalisation over kept tokens: w = [1, 0] -> per-token weight 1/2
     # L = −(1/2)(−1) · 2 = 1; grad per kept token −(1/2)(−1)(1) = +0.5; masked tokens 0
-    loss, grad, _ = run(token_level_loss, [0.0, 0.0, 300.0], [0, 0, 1], [-1.0, 1.0], [True, False], [1.0, 0.0])
+    loss, grad, _ = run(
+        token_level_loss, [0.0, 0.0, 300.0], [0, 0, 1], [-1.0, 1.0], [True, False], [1.0, 0.0]
+    )
     assert loss == pytest.approx(1.0)
     assert grad == [0.5, 0.5, 0.0]
 
@@ -226,14 +242,17 @@ def test_imitation_loss_is_the_return_weighted_token_mean():
     # chunk 0: 2 tokens, log p [−1, −3], R = 1;  chunk 1: 1 token, log p [−2], R = 0.5
     # chunk 2: 1 token, not an imitation chunk (its log p of −1e4 must not matter)
     # token normalisation over imitation tokens (3): w = [2/3, 1/3, 0]
-    w = token_normalisation(torch.tensor([2, 1, 1]), torch.tensor([True, True, False]), torch.zeros(3, dtype=torch.long))
+    w = token_normalisation(
+        torch.tensor([2, 1, 1]), torch.tensor([True, True, False]), torch.zeros(3, dtype=torch.long)
+    )
     assert w.tolist() == pytest.approx([2 / 3, 1 / 3, 0.0])
     # chunk means: c0 = (−1 − 3)/2 = −2, c1 = −2
     # L = −( (2/3)·1·(−2) + (1/3)·0.5·(−2) ) = 4/3 + 1/3 = 5/3
     #   = the token mean −(1/3)·(1·(−1) + 1·(−3) + 0.5·(−2)) = 5/3
     # ∂L/∂logp: chunk 0 tokens −(2/3)·1/2 = −1/3; chunk 1 −(1/3)·0.5/1 = −1/6; chunk 2: 0
-    loss, grad, stats = run_imitation([-1.0, -3.0, -2.0, -1e4], [0, 0, 1, 2], [1.0, 0.5, 1.0],
-                                      [True, True, False], w.tolist())
+    loss, grad, stats = run_imitation(
+        [-1.0, -3.0, -2.0, -1e4], [0, 0, 1, 2], [1.0, 0.5, 1.0], [True, True, False], w.tolist()
+    )
     assert loss == pytest.approx(5 / 3)
     assert grad == pytest.approx([-1 / 3, -1 / 3, -1 / 6, 0.0])
     assert stats["kept"].item() == 2

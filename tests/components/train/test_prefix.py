@@ -24,8 +24,10 @@ from termrl.artifacts.trajectories import write_trajectories
 
 from .conftest import FINAL, OBSERVATION, encode, episode_rows
 
-SYSTEM = ("You are a shell agent working in a Linux container. Run one command per turn with a tool call, "
-          "read its output, and say Done. when the task is finished.")  # fmt: skip
+SYSTEM = (
+    "You are a shell agent working in a Linux container. Run one command per turn with a tool call, "
+    "read its output, and say Done. when the task is finished."
+)
 TASKS = ("List the files in /app.", "Count the lines of /etc/passwd, then print the number twice.")
 CPU = torch.device("cpu")
 
@@ -35,13 +37,23 @@ def episodes(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
     rows = []
     for i, task in enumerate(TASKS):
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
-        prompt = list(tiny_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+        prompt = list(
+            tiny_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        )
         chunks = [
-            (prompt, encode(tiny_tokenizer, f"<tool_call>ls {'-la ' * i}/app</tool_call><|im_end|>")),
+            (
+                prompt,
+                encode(tiny_tokenizer, f"<tool_call>ls {'-la ' * i}/app</tool_call><|im_end|>"),
+            ),
             (encode(tiny_tokenizer, "\n" + OBSERVATION), encode(tiny_tokenizer, FINAL)),
         ]
-        rows += episode_rows(episode_id=f"e{i}", group_id="g", chunks=chunks,
-                             logprobs=[[-1.0] * len(r) for _, r in chunks], reward=float(i))
+        rows += episode_rows(
+            episode_id=f"e{i}",
+            group_id="g",
+            chunks=chunks,
+            logprobs=[[-1.0] * len(r) for _, r in chunks],
+            reward=float(i),
+        )
     path = tmp_path_factory.mktemp("prefix") / "t.parquet"
     write_trajectories(path, rows)
     loaded = load_episodes(path, max_episode_tokens=10_000)
@@ -70,8 +82,13 @@ def test_prefix_is_the_shared_system_prompt(episodes):
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
 def test_same_logprobs_with_and_without_the_prefix(tiny_model_dir, episodes, finetune):
-    model = load_policy(str(tiny_model_dir), finetune=finetune, lora_rank=4, lora_alpha=8,
-                        lora_target_modules="all-linear")  # fmt: skip
+    model = load_policy(
+        str(tiny_model_dir),
+        finetune=finetune,
+        lora_rank=4,
+        lora_alpha=8,
+        lora_target_modules="all-linear",
+    )
     model.train()
     batch = batch_of(episodes)
     assert batch.attention_mask[1].sum() != batch.attention_mask[0].sum()  # padded: lengths differ
@@ -83,14 +100,20 @@ def test_same_logprobs_with_and_without_the_prefix(tiny_model_dir, episodes, fin
     # a second micro-batch reuses the prefix as it was: nothing appended to it
     again = token_logprobs(model, batch_of(episodes[1:]), CPU, bf16=False, prefix=prefix)
     assert all(k.shape[-2] == prefix.length for k, _ in prefix.layers)
-    assert torch.allclose(again, full[-again.numel():], atol=1e-5)
+    assert torch.allclose(again, full[-again.numel() :], atol=1e-5)
 
 
 def test_the_prefix_gets_no_gradient(tiny_model_dir, episodes):
     # full fine-tuning: the embedding rows of tokens that occur only in the shared prefix
     # get gradient through the full forward, and none with the prefix run without gradients
     # (the head is untied first, so an embedding row's gradient comes from the input side alone)
-    model = load_policy(str(tiny_model_dir), finetune="full", lora_rank=4, lora_alpha=8, lora_target_modules="all-linear")
+    model = load_policy(
+        str(tiny_model_dir),
+        finetune="full",
+        lora_rank=4,
+        lora_alpha=8,
+        lora_target_modules="all-linear",
+    )
     model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
     batch = batch_of(episodes)
     prefix = encode_shared_prefix(model, episodes, CPU, bf16=False)
@@ -108,8 +131,13 @@ def test_the_prefix_gets_no_gradient(tiny_model_dir, episodes):
 def test_gradient_checkpointing_sees_the_prefix(tiny_model_dir, episodes):
     # checkpointed layers drop past_key_values and recompute in backward; attending() hands the
     # prefix back both times, so the update equals the one without checkpointing
-    model = load_policy(str(tiny_model_dir), finetune="lora", lora_rank=4, lora_alpha=8,
-                        lora_target_modules="all-linear")  # fmt: skip
+    model = load_policy(
+        str(tiny_model_dir),
+        finetune="lora",
+        lora_rank=4,
+        lora_alpha=8,
+        lora_target_modules="all-linear",
+    )
     model.train()
     batch = batch_of(episodes)
 
@@ -135,7 +163,13 @@ def test_gradient_checkpointing_sees_the_prefix(tiny_model_dir, episodes):
 
 
 def test_no_prefix_when_too_little_is_shared(tiny_model_dir, episodes):
-    model = load_policy(str(tiny_model_dir), finetune="full", lora_rank=4, lora_alpha=8, lora_target_modules="all-linear")
+    model = load_policy(
+        str(tiny_model_dir),
+        finetune="full",
+        lora_rank=4,
+        lora_alpha=8,
+        lora_target_modules="all-linear",
+    )
     ids = episodes[0].input_ids.clone()
     ids[MIN_SHARED_PREFIX - 2] += 1  # the streams now differ within the first 16 tokens
     differs = [dataclasses.replace(episodes[0], input_ids=ids), episodes[1]]

@@ -15,18 +15,33 @@ from .conftest import episode_rows
 CPU = torch.device("cpu")
 
 
-async def test_train_takes_log_pi_at_the_temperature_the_rollout_sampled_at(tiny_model_dir, tmp_path):
+async def test_train_takes_log_pi_at_the_temperature_the_rollout_sampled_at(
+    tiny_model_dir, tmp_path
+):
     engine = TransformersEngine(tiny_model_dir)
-    prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": "list the files"}],
-                                                  add_generation_prompt=True, tokenize=True)  # fmt: skip
-    [gen] = await engine.generate([list(prompt)], SamplingParams(temperature=0.7, max_new_tokens=16, seed=5))
-    rows = episode_rows(episode_id="e", group_id="g", chunks=[(list(prompt), gen.token_ids)],
-                        logprobs=[gen.logprobs], reward=1.0)  # fmt: skip
+    prompt = engine.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "list the files"}], add_generation_prompt=True, tokenize=True
+    )
+    [gen] = await engine.generate(
+        [list(prompt)], SamplingParams(temperature=0.7, max_new_tokens=16, seed=5)
+    )
+    rows = episode_rows(
+        episode_id="e",
+        group_id="g",
+        chunks=[(list(prompt), gen.token_ids)],
+        logprobs=[gen.logprobs],
+        reward=1.0,
+    )
     write_trajectories(tmp_path / "t.parquet", rows)
     [episode] = load_episodes(tmp_path / "t.parquet", max_episode_tokens=10_000)
     batch = collate([episode], [torch.ones(episode.num_chunks)], pad_id=0)
-    model = load_policy(str(tiny_model_dir), finetune="full", lora_rank=8, lora_alpha=16,
-                        lora_target_modules="all-linear").eval()  # fmt: skip
+    model = load_policy(
+        str(tiny_model_dir),
+        finetune="full",
+        lora_rank=8,
+        lora_alpha=16,
+        lora_target_modules="all-linear",
+    ).eval()
     with torch.no_grad():
         at_rollout = token_logprobs(model, batch, CPU, bf16=False, temperature=0.7)
         at_one = token_logprobs(model, batch, CPU, bf16=False)

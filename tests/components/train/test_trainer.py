@@ -36,8 +36,14 @@ def action_logprob(model_dir: Path, action: str) -> float:
 
 def run(traj: Path, model: Path, out: Path, **overrides) -> list[dict]:
     settings = dict(
-        trajectories=str(traj), model=str(model), out=str(out), learning_rate=1e-2,
-        grad_accum_steps=2, epochs=2, progress=False, save_every_steps=0,
+        trajectories=str(traj),
+        model=str(model),
+        out=str(out),
+        learning_rate=1e-2,
+        grad_accum_steps=2,
+        epochs=2,
+        progress=False,
+        save_every_steps=0,
     )
     settings.update(overrides)
     train(TrainConfig(**settings))
@@ -45,9 +51,18 @@ def run(traj: Path, model: Path, out: Path, **overrides) -> list[dict]:
 
 
 @pytest.mark.parametrize("finetune", ["lora", "full"])
-def test_full_mode_raises_rewarded_and_lowers_penalised(tiny_model_dir, toy_trajectories, tmp_path, finetune):
+def test_full_mode_raises_rewarded_and_lowers_penalised(
+    tiny_model_dir, toy_trajectories, tmp_path, finetune
+):
     lr = 1e-2 if finetune == "lora" else 3e-3
-    rows = run(toy_trajectories, tiny_model_dir, tmp_path / "out", mode="full", finetune=finetune, learning_rate=lr)
+    rows = run(
+        toy_trajectories,
+        tiny_model_dir,
+        tmp_path / "out",
+        mode="full",
+        finetune=finetune,
+        learning_rate=lr,
+    )
     good = action_logprob(tmp_path / "out", GOOD) - action_logprob(tiny_model_dir, GOOD)
     bad = action_logprob(tmp_path / "out", BAD) - action_logprob(tiny_model_dir, BAD)
     assert good > 0.5, good
@@ -61,7 +76,10 @@ def test_full_mode_raises_rewarded_and_lowers_penalised(tiny_model_dir, toy_traj
 def test_positive_only_only_raises(tiny_model_dir, toy_trajectories, tmp_path):
     rows = run(toy_trajectories, tiny_model_dir, tmp_path / "pos", mode="positive-only")
     run(toy_trajectories, tiny_model_dir, tmp_path / "full", mode="full", max_steps=len(rows))
-    start_good, start_bad = action_logprob(tiny_model_dir, GOOD), action_logprob(tiny_model_dir, BAD)
+    start_good, start_bad = (
+        action_logprob(tiny_model_dir, GOOD),
+        action_logprob(tiny_model_dir, BAD),
+    )
     good = action_logprob(tmp_path / "pos", GOOD) - start_good
     bad_positive_only = action_logprob(tmp_path / "pos", BAD) - start_bad
     bad_full = action_logprob(tmp_path / "full", BAD) - start_bad
@@ -87,14 +105,24 @@ def test_masks_are_counted_and_excluded(tiny_model_dir, tmp_path):
         "mt": {"masked": True, "mask_reason": "max_turns"},
         "un": {"trainable": False},
     }.items():
-        extra += episode_rows(episode_id=name, group_id="gx", chunks=chunks, logprobs=mu, reward=1.0, **flags)
+        extra += episode_rows(
+            episode_id=name, group_id="gx", chunks=chunks, logprobs=mu, reward=1.0, **flags
+        )
     # a failed episode rollout masked as over long, in a group with a success
     long_chunks = [(chunks[0][0], encode(tokenizer, " ls" * 40))]
-    extra += episode_rows(episode_id="long", group_id="gl", chunks=long_chunks,
-                          logprobs=model_logprobs(model, long_chunks), reward=0.0,
-                          masked=True, mask_reason="long_failure")
+    extra += episode_rows(
+        episode_id="long",
+        group_id="gl",
+        chunks=long_chunks,
+        logprobs=model_logprobs(model, long_chunks),
+        reward=0.0,
+        masked=True,
+        mask_reason="long_failure",
+    )
     extra += episode_rows(episode_id="short", group_id="gl", chunks=chunks, logprobs=mu, reward=1.0)
-    extra += episode_rows(episode_id="shifted", group_id="gl", chunks=chunks, logprobs=shifted, reward=1.0)
+    extra += episode_rows(
+        episode_id="shifted", group_id="gl", chunks=chunks, logprobs=shifted, reward=1.0
+    )
     traj = write_toy_set(tmp_path / "t.parquet", tiny_model_dir, groups=1, extra=extra)
     rows = run(traj, tiny_model_dir, tmp_path / "out", mode="full", epochs=1)
     first = rows[0]
@@ -103,7 +131,9 @@ def test_masks_are_counted_and_excluded(tiny_model_dir, tmp_path):
     assert first["masked/max_turns"] == 1
     assert first["masked/untrainable"] == 1
     assert first["masked_length"] == 1 and first["masked/long_failure"] == 1
-    assert first["failed_max_response_tokens"] == len(long_chunks[0][1])  # it still counts as a failure
+    assert first["failed_max_response_tokens"] == len(
+        long_chunks[0][1]
+    )  # it still counts as a failure
     assert first["masked_mismatch"] == 1
     assert first["mismatch_max"] == pytest.approx(1.0, abs=1e-4)
     # group gl: rewards [0 (long), 1, 1] -> the long failure still sets the baseline, but is not trained;
@@ -116,8 +146,15 @@ def test_checkpoint_loads_as_is(tiny_model_dir, toy_trajectories, tmp_path):
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert merged.config.num_hidden_layers == 2
     # (recomputing activations in backward must not change the update)
-    run(toy_trajectories, tiny_model_dir, tmp_path / "adapter", mode="full", max_steps=1, export="adapter",
-        gradient_checkpointing=True)
+    run(
+        toy_trajectories,
+        tiny_model_dir,
+        tmp_path / "adapter",
+        mode="full",
+        max_steps=1,
+        export="adapter",
+        gradient_checkpointing=True,
+    )
     # transformers loads an adapter folder through peft, finding the base from adapter_config.json
     adapted = AutoModelForCausalLM.from_pretrained(tmp_path / "adapter")
     ids = torch.tensor([[1, 2, 3, 4]])

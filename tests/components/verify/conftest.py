@@ -29,5 +29,3 @@ def corpus() -> list[Task]:
     report = import_task_folders([CORPUS])
     assert not report.errors, report.errors
     return report.tasks
-
-

@@ -29,8 +29,10 @@ def test_all_required_passing_admits_and_skipped_counts_as_passing():
 
 def test_reason_is_the_first_failed_required_check_in_check_order():
     # a flaky task also fails its ground truth now and then: flakiness is named first
-    found = outcomes(ground_truth=CheckOutcome("ground_truth", "fail", "2/3"),
-                     flakiness=CheckOutcome("flakiness", "fail", "mixed"))  # fmt: skip
+    found = outcomes(
+        ground_truth=CheckOutcome("ground_truth", "fail", "2/3"),
+        flakiness=CheckOutcome("flakiness", "fail", "mixed"),
+    )
     assert decide(found, REQUIRED) == (False, "flakiness")
     assert decide(outcomes(state_replay=CheckOutcome("state_replay", "error", "x")), REQUIRED) == (
         False,
@@ -43,8 +45,10 @@ def test_reason_is_the_first_failed_required_check_in_check_order():
 
 
 def test_checks_that_are_not_required_are_recorded_but_do_not_reject():
-    found = outcomes(judges=CheckOutcome("judges", "fail", "flagged"),
-                     state_replay=CheckOutcome("state_replay", "fail", "process"))  # fmt: skip
+    found = outcomes(
+        judges=CheckOutcome("judges", "fail", "flagged"),
+        state_replay=CheckOutcome("state_replay", "fail", "process"),
+    )
     assert decide(found, ("ground_truth", "noop")) == (True, "admitted")
     assert decide(found, (*REQUIRED, "judges")) == (False, "state_replay")
 
@@ -75,10 +79,18 @@ def test_false_positive_risk_is_the_strongest_sign():
 
 
 def test_verdict_rows_round_trip_through_the_artifact(tmp_path):
-    probes = [{"step_index": 1, "step": "chmod +x /app/x", "tests_passed": True},
-              {"step_index": 2, "step": "sort a > b", "tests_passed": False}]  # fmt: skip
-    bad = Verdict.of("bad", outcomes(ablation=CheckOutcome("ablation", "fail", "step 1 unchecked",
-                                                           detail={"probes": probes})), REQUIRED, 3.5)  # fmt: skip
+    probes = [
+        {"step_index": 1, "step": "chmod +x /app/x", "tests_passed": True},
+        {"step_index": 2, "step": "sort a > b", "tests_passed": False},
+    ]
+    bad = Verdict.of(
+        "bad",
+        outcomes(
+            ablation=CheckOutcome("ablation", "fail", "step 1 unchecked", detail={"probes": probes})
+        ),
+        REQUIRED,
+        3.5,
+    )
     judge = {
         "model": "local",
         "verdict": "error",
@@ -86,8 +98,14 @@ def test_verdict_rows_round_trip_through_the_artifact(tmp_path):
         "rationale": "",
         "error": "malformed verdict",
     }
-    good = Verdict.of("good", outcomes(judges=CheckOutcome("judges", "error", "no judge answered",
-                                                           detail={"judges": [judge]})), REQUIRED, 1.0)  # fmt: skip
+    good = Verdict.of(
+        "good",
+        outcomes(
+            judges=CheckOutcome("judges", "error", "no judge answered", detail={"judges": [judge]})
+        ),
+        REQUIRED,
+        1.0,
+    )
     write_verdicts(tmp_path / "v.parquet", [bad.to_row(), good.to_row()])
     rows = {r["task_id"]: r for r in read_verdicts(tmp_path / "v.parquet").to_pylist()}
     assert rows["bad"]["admitted"] is False and rows["bad"]["reason"] == "ablation"

@@ -41,8 +41,12 @@ def test_ablation_plan_of_a_harbor_script_rewrites_only_that_file():
 
 def test_ablation_plan_of_a_legacy_solution_yaml_drops_one_entry():
     entries = [{"command": "cd /app"}, {"command": "make"}, {"command": "make install"}]
-    task = Task(id="t", instruction="", solution_command="",
-                solution_files=[TaskFile("solution.yaml", yaml.safe_dump(entries).encode())])  # fmt: skip
+    task = Task(
+        id="t",
+        instruction="",
+        solution_command="",
+        solution_files=[TaskFile("solution.yaml", yaml.safe_dump(entries).encode())],
+    )
     plan = ablation_plan(task)
     assert plan is not None and plan.steps == ["cd /app", "make", "make install"]
     kept = yaml.safe_load(plan.without(1).solution_files[0].data)
@@ -66,13 +70,30 @@ def test_default_inert_patterns_skip_shell_state_and_printing_only():
     def is_inert(step: str) -> bool:
         return any(p.match(step) for p in inert)
 
-    for step in ("set -euo pipefail", "cd /app", "export PATH=/x:$PATH", "X=1", 'echo "done"',
-                 "f() {\n  tr a b\n}", "function g {\n :\n}", "sleep 0.5", "X=$HOME/y",
-                 'echo "made $X"'):  # fmt: skip
+    for step in (
+        "set -euo pipefail",
+        "cd /app",
+        "export PATH=/x:$PATH",
+        "X=1",
+        'echo "done"',
+        "f() {\n  tr a b\n}",
+        "function g {\n :\n}",
+        "sleep 0.5",
+        "X=$HOME/y",
+        'echo "made $X"',
+    ):
         assert is_inert(step), step
-    for step in ("echo 42 > /app/answer.txt", "cat a | tee b", "chmod +x /app/x", "mkdir -p /app/out",
-                 "for f in *; do gzip $f; done", "X=$(make)  && make install", "X=$(make)",
-                 "echo `make`", 'echo "$(rm -f /app/x)"'):  # fmt: skip
+    for step in (
+        "echo 42 > /app/answer.txt",
+        "cat a | tee b",
+        "chmod +x /app/x",
+        "mkdir -p /app/out",
+        "for f in *; do gzip $f; done",
+        "X=$(make)  && make install",
+        "X=$(make)",
+        "echo `make`",
+        'echo "$(rm -f /app/x)"',
+    ):
         assert not is_inert(step), step
 
 
@@ -155,21 +176,35 @@ async def test_state_replay_carries_old_mtimes_deletions_and_modes(base_images):
     word in the instruction, the same result is a failure."""
     dockerfile = b"FROM termrl/base:bookworm\nWORKDIR /app\nCOPY old.tar.gz obsolete.txt /app/\n"
     task = Task(
-        id="replay-mechanics", instruction="Unpack old.tar.gz, delete obsolete.txt, write the config.",
-        environment_files=[TaskFile("Dockerfile", dockerfile), TaskFile("old.tar.gz", _old_archive()),
-                           TaskFile("obsolete.txt", b"bye\n")],
+        id="replay-mechanics",
+        instruction="Unpack old.tar.gz, delete obsolete.txt, write the config.",
+        environment_files=[
+            TaskFile("Dockerfile", dockerfile),
+            TaskFile("old.tar.gz", _old_archive()),
+            TaskFile("obsolete.txt", b"bye\n"),
+        ],
         solution_files=[TaskFile("solve.sh", REPLAY_SOLUTION, 0o755)],
         test_files=[TaskFile("test.sh", REPLAY_TESTS, 0o755)],
-    )  # fmt: skip
+    )
     config = VerifyConfig()
     process = [re.compile(p, re.IGNORECASE) for p in config.process_patterns]
     async with SandboxManager(backend="podman", max_sessions=2) as manager:
         sandboxes = TaskSandboxes(manager)
-        plain = await check_state_replay(sandboxes, task, exclude=config.replay_exclude,
-                                         process_patterns=process, max_bytes=1 << 20)  # fmt: skip
+        plain = await check_state_replay(
+            sandboxes,
+            task,
+            exclude=config.replay_exclude,
+            process_patterns=process,
+            max_bytes=1 << 20,
+        )
         task.instruction += " Then keep it running as a service."
-        asked = await check_state_replay(sandboxes, task, exclude=config.replay_exclude,
-                                         process_patterns=process, max_bytes=1 << 20)  # fmt: skip
+        asked = await check_state_replay(
+            sandboxes,
+            task,
+            exclude=config.replay_exclude,
+            process_patterns=process,
+            max_bytes=1 << 20,
+        )
     assert plain.outcome == "pass" and plain.detail["tests_passed"] is True, plain
     assert plain.detail["deleted_paths"] == 1
     assert {"/app/extracted/old.txt", "/etc/myapp/conf"} <= set(plain.detail["changed_paths"])
@@ -180,18 +215,31 @@ async def test_state_replay_carries_old_mtimes_deletions_and_modes(base_images):
 async def test_a_reference_solution_that_changes_what_scoring_runs_fails_ground_truth(base_images):
     """Rollout masks an episode that shadowed a command the tests run, and eval fails it: a task whose
     own solution does so could never be passed cleanly, so verify rejects it."""
-    solve = b"#!/bin/bash\nprintf '#!/bin/sh\\nexec /usr/bin/grep \"$@\"\\n' > /usr/local/bin/grep\n" \
-            b"chmod 755 /usr/local/bin/grep\necho done > /app/out.txt\n"
+    solve = (
+        b"#!/bin/bash\nprintf '#!/bin/sh\\nexec /usr/bin/grep \"$@\"\\n' > /usr/local/bin/grep\n"
+        b"chmod 755 /usr/local/bin/grep\necho done > /app/out.txt\n"
+    )
     tests = b"#!/bin/bash\ngrep -qx done /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
-    task = Task(id="shadows-grep", instruction="Write done to /app/out.txt.",
-                environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nWORKDIR /app\n")],
-                solution_files=[TaskFile("solve.sh", solve, 0o755)], test_files=[TaskFile("test.sh", tests, 0o755)])
-    clean = Task(id="clean", instruction=task.instruction, environment_files=task.environment_files,
-                 solution_files=[TaskFile("solve.sh", b"#!/bin/bash\necho done > /app/out.txt\n", 0o755)],
-                 test_files=task.test_files)  # fmt: skip
+    task = Task(
+        id="shadows-grep",
+        instruction="Write done to /app/out.txt.",
+        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nWORKDIR /app\n")],
+        solution_files=[TaskFile("solve.sh", solve, 0o755)],
+        test_files=[TaskFile("test.sh", tests, 0o755)],
+    )
+    clean = Task(
+        id="clean",
+        instruction=task.instruction,
+        environment_files=task.environment_files,
+        solution_files=[TaskFile("solve.sh", b"#!/bin/bash\necho done > /app/out.txt\n", 0o755)],
+        test_files=task.test_files,
+    )
     async with SandboxManager(backend="podman", max_sessions=2) as manager:
         sandboxes = TaskSandboxes(manager)
         shadowed = await check_ground_truth(sandboxes, task, repeats=1)
         passed = await check_ground_truth(sandboxes, clean, repeats=1)
-    assert shadowed.outcome == "fail" and "/usr/local/bin/grep: shadows /usr/bin/grep" in shadowed.reason
+    assert (
+        shadowed.outcome == "fail"
+        and "/usr/local/bin/grep: shadows /usr/bin/grep" in shadowed.reason
+    )
     assert passed.outcome == "pass", passed

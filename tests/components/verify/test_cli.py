@@ -26,11 +26,26 @@ def test_cli_verifies_writes_both_artifacts_and_survives_judge_errors(
 ):
     tasks = [t for t in corpus if t.id in ("good-text-report", "bad-noop-passes")]
     save_tasks(tmp_path / "tasks.parquet", tasks)
-    result = CliRunner().invoke(verify, [
-        "--tasks", str(tmp_path / "tasks.parquet"), "--out", str(tmp_path / "verdicts.parquet"),
-        "--admitted", str(tmp_path / "admitted.parquet"), "--repeats", "2", "--concurrency", "2",
-        "--judges", "local", "--local-judge-model", str(tiny_model_dir), "--no-progress",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--tasks",
+            str(tmp_path / "tasks.parquet"),
+            "--out",
+            str(tmp_path / "verdicts.parquet"),
+            "--admitted",
+            str(tmp_path / "admitted.parquet"),
+            "--repeats",
+            "2",
+            "--concurrency",
+            "2",
+            "--judges",
+            "local",
+            "--local-judge-model",
+            str(tiny_model_dir),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1 of 2 tasks admitted" in result.output and "rejected by noop: 1" in result.output
     rows = {r["task_id"]: r for r in read_verdicts(tmp_path / "verdicts.parquet").to_pylist()}
@@ -58,10 +73,21 @@ def test_cli_verifies_writes_both_artifacts_and_survives_judge_errors(
 
 def test_cli_reports_every_config_problem_at_once(tmp_path):
     save_tasks(tmp_path / "tasks.parquet", [])
-    result = CliRunner().invoke(verify, [
-        "--tasks", str(tmp_path / "tasks.parquet"), "--out", str(tmp_path / "same.parquet"),
-        "--admitted", str(tmp_path / "same.parquet"), "--repeats", "0", "--require", "noop,vibes",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--tasks",
+            str(tmp_path / "tasks.parquet"),
+            "--out",
+            str(tmp_path / "same.parquet"),
+            "--admitted",
+            str(tmp_path / "same.parquet"),
+            "--repeats",
+            "0",
+            "--require",
+            "noop,vibes",
+        ],
+    )
     assert result.exit_code != 0
     for problem in (
         "out and admitted must be different",

@@ -58,8 +58,12 @@ def test_parse_verdict_rejects_what_is_not_a_verdict(reply):
 
 
 def verdicts(*kinds: str) -> list[JudgeVerdict]:
-    return [JudgeVerdict(f"m{i}", k, ["shortcut"] if k == "flag" else [], k, "boom" if k == "error" else "")
-            for i, k in enumerate(kinds)]  # fmt: skip
+    return [
+        JudgeVerdict(
+            f"m{i}", k, ["shortcut"] if k == "flag" else [], k, "boom" if k == "error" else ""
+        )
+        for i, k in enumerate(kinds)
+    ]
 
 
 def test_aggregation_rules_and_errors_that_do_not_vote():
@@ -97,13 +101,27 @@ async def judge_server():
         model = body["model"]
         if model == "down":
             return web.json_response({"error": {"message": "overloaded"}}, status=500)
-        content = {"ok": json.dumps(OK), "flag": "```json\n" + json.dumps(FLAG) + "\n```",
-                   "garbage": "The tests look fine, I guess."}[model]  # fmt: skip
-        return web.json_response({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-        })  # fmt: skip
+        content = {
+            "ok": json.dumps(OK),
+            "flag": "```json\n" + json.dumps(FLAG) + "\n```",
+            "garbage": "The tests look fine, I guess.",
+        }[model]
+        return web.json_response(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            }
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
@@ -166,8 +184,14 @@ async def test_local_judge_through_the_model_proxy_with_the_tiny_model(tiny_mode
 
     async with ModelProxy(TransformersEngine(tiny_model_dir)) as proxy:
         endpoint = JudgeEndpoint("local", "openai/policy", proxy.base_url)
-        judges = JudgePanel([endpoint], rule="any-flag", timeout_sec=120, max_tokens=24,
-                            max_test_chars=2000, concurrency=1)  # fmt: skip
+        judges = JudgePanel(
+            [endpoint],
+            rule="any-flag",
+            timeout_sec=120,
+            max_tokens=24,
+            max_test_chars=2000,
+            concurrency=1,
+        )
         outcome = await judges.review(TASK)
         recorded = [call for session in proxy.sessions.values() for call in session.calls]
     assert len(recorded) == 1 and recorded[0].response_ids

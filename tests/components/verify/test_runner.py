@@ -14,15 +14,26 @@ async def test_an_environment_that_does_not_build_is_rejected_by_ground_truth_no
     base_images,
 ):
     broken = Task(
-        id="broken-env", instruction="Anything.",
-        environment_files=[TaskFile("Dockerfile", b"FROM termrl/base:bookworm\nRUN echo no-such-step >&2 && false\n")],
+        id="broken-env",
+        instruction="Anything.",
+        environment_files=[
+            TaskFile(
+                "Dockerfile", b"FROM termrl/base:bookworm\nRUN echo no-such-step >&2 && false\n"
+            )
+        ],
         solution_files=[TaskFile("solve.sh", b"true\n", 0o755)],
         test_files=[TaskFile("test.sh", b"exit 0\n", 0o755)],
-    )  # fmt: skip
+    )
     config = VerifyConfig(tasks="t", out="v", admitted="a", repeats=2, judges=(), progress=False)
     (verdict,) = await verify_tasks([broken], config)
     outcomes = {name: o.outcome for name, o in verdict.outcomes.items()}
     assert not verdict.admitted and verdict.reason == "ground_truth"
-    assert outcomes == {"ground_truth": "error", "noop": "error", "flakiness": "skipped",
-                        "ablation": "blocked", "state_replay": "blocked", "judges": "skipped"}  # fmt: skip
+    assert outcomes == {
+        "ground_truth": "error",
+        "noop": "error",
+        "flakiness": "skipped",
+        "ablation": "blocked",
+        "state_replay": "blocked",
+        "judges": "skipped",
+    }
     assert "does not build" in verdict.why and "no-such-step" in verdict.why

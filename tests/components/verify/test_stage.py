@@ -52,9 +52,13 @@ def test_corpus_is_rejected_task_by_task_for_the_planted_reason(
     )
     save_tasks(tmp_path / "tasks.parquet", corpus)
     config = VerifyConfig(
-        tasks=str(tmp_path / "tasks.parquet"), out=str(tmp_path / "verdicts.parquet"),
-        admitted=str(tmp_path / "admitted.parquet"), repeats=5, judges=(), progress=False,
-    )  # fmt: skip
+        tasks=str(tmp_path / "tasks.parquet"),
+        out=str(tmp_path / "verdicts.parquet"),
+        admitted=str(tmp_path / "admitted.parquet"),
+        repeats=5,
+        judges=(),
+        progress=False,
+    )
     main(config)
     printed = capsys.readouterr().out
     rows = read_verdicts(config.out).to_pylist()
