@@ -132,7 +132,7 @@ class PolicyAgent:
 
 
 def open_engine(config: EvalConfig) -> Engine:
-    """The engine behind the policy agent: litellm for ``litellm:MODEL``, else transformers."""
+    """The engine behind the policy agent: litellm for ``litellm:MODEL``, else the local CPU engine."""
     model = str(config.model or "")
     if model.startswith(API_PREFIX):
         from termrl.llm.litellm_engine import LiteLLMEngine
@@ -142,17 +142,17 @@ def open_engine(config: EvalConfig) -> Engine:
             api_base=config.api_base,
             context_window=config.context_window or 8192,
         )
-    from termrl.llm.batching import BatchingEngine
-    from termrl.llm.hf_engine import TransformersEngine
+    from termrl.llm.engines import cpu_policy_engine
 
     try:
-        engine = TransformersEngine(
-            model, max_batch_size=config.max_batch_size, context_window=config.context_window
+        return cpu_policy_engine(
+            model or None,
+            batching=config.engine,
+            max_batch_size=config.max_batch_size,
+            context_window=config.context_window,
         )
     except ImportError as exc:
         raise ModelError(f"the transformers engine cannot load {model}: {exc}") from exc
-    # Concurrent episodes ask one response at a time; the front merges them into batches.
-    return BatchingEngine(engine, max_batch_size=config.max_batch_size)
 
 
 def make_agent(config: EvalConfig, engine: Engine | None = None) -> Agent:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from termrl.errors import ConfigError
+from termrl.llm.engines import BATCHINGS
 from termrl.sandbox.manager import BACKENDS
 
 __all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
@@ -78,7 +79,11 @@ class EvalConfig:
     """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``): the one the policy was
     trained with (rollout and demonstrations use the same knob)."""
     max_batch_size: int = 32
-    """Largest batch the transformers engine generates at once (concurrent episodes merge)."""
+    """Largest batch the local engine generates at once (concurrent episodes merge)."""
+    engine: str = "continuous"
+    """How the local engine batches concurrent trials' turns: ``continuous`` (each turn reuses
+    the KV cache of the trial's earlier turns) or ``batching`` (whole-batch calls); see
+    ``termrl.llm.engines.BATCHINGS``, the same knob as rollout's."""
     run_id: str | None = None
     """Name of this run in the results and the report; None derives one from agent and model."""
     progress: bool = True
@@ -116,6 +121,8 @@ class EvalConfig:
             problems.append(f"tasks: {self.tasks} does not exist")
         if not self.out:
             problems.append("out: give the eval-results file to write")
+        if self.engine not in BATCHINGS:
+            problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {self.engine!r}")
         elif Path(self.out).is_dir():
             problems.append(f"out: {self.out} is a folder, expected a Parquet file path")
         if self.report is not None and Path(self.report).is_dir():

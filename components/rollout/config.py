@@ -22,11 +22,11 @@ from components.rollout.behaviour import Penalties
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
+from termrl.llm.engines import BATCHINGS
 
-__all__ = ["ENGINES", "MODES", "RolloutConfig"]
+__all__ = ["MODES", "RolloutConfig"]
 
 MODES = ("roll-managed", "cli-native")
-ENGINES = ("continuous", "batching")
 
 
 @dataclass
@@ -45,12 +45,9 @@ class RolloutConfig:
     """``roll-managed``: termrl's agent loop drives the episode. ``cli-native``: the reference
     agent CLI drives it through the ModelProxy, whose recorded chunks become the trajectory."""
     engine: str = "continuous"
-    """How the CPU engine batches the episodes' turns. ``continuous``: episodes join and leave
-    one running batch between decode steps, and each turn reuses the KV cache of the episode's
-    earlier turns (``termrl.llm.continuous``). ``batching``: concurrent turns are merged into
-    whole-batch ``generate`` calls that wait for their longest member, every prompt prefilled
-    from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request;
-    ``bench/rollout_engine.py`` measures them side by side (README, Tests and benchmarks)."""
+    """How the CPU engine batches the episodes' turns: ``continuous`` (each turn reuses the KV
+    cache of the episode's earlier turns) or ``batching`` (whole-batch calls); see
+    ``termrl.llm.engines.BATCHINGS`` and the README's measurements."""
     policy_version: int = 0
     """Stored on every row so the trainer can tell how stale a sample is."""
 
@@ -203,8 +200,8 @@ class RolloutConfig:
         problems: list[str] = []
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.engine not in ENGINES:
-            problems.append(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.engine not in BATCHINGS:
+            problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {self.engine!r}")
         for name in (
             "group_size",
             "groups",

@@ -49,6 +49,7 @@ from termrl.artifacts.tasks import Task
 from termrl.errors import ConfigError
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
+from termrl.llm.engines import cpu_policy_engine
 from termrl.sandbox.manager import SandboxManager, sandbox_options
 
 __all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout", "without_quarantined"]
@@ -80,19 +81,10 @@ def main(config: RolloutConfig) -> RolloutSummary:
 
 
 def make_engine(config: RolloutConfig) -> Engine:
-    """The policy on the local engine (transformers, fp32 on CPU), batched as
-    ``config.engine`` says: ``continuous`` (the default, see the README's measurements) or
-    ``batching`` (whole-batch calls; ``_agent_step`` puts the batching front on it)."""
-    from termrl.llm.models import resolve_model_path
-
-    if config.engine == "batching":
-        from termrl.llm.engines import make_engine as build
-
-        return build("transformers", config.model, context_window=config.context_window)
-    from termrl.llm.continuous import ContinuousEngine
-
-    return ContinuousEngine(
-        resolve_model_path(config.model),
+    """The policy on the local CPU engine, batched as ``config.engine`` says."""
+    return cpu_policy_engine(
+        config.model,
+        batching=config.engine,
         max_batch_size=max(config.concurrency, 1),
         context_window=config.context_window,
     )

@@ -3,6 +3,9 @@
 make_engine("transformers", model=None)      # the default policy, prepared once
 make_engine("vllm", model="/ckpt/step-10")   # GPU only; EngineUnavailable elsewhere
 make_engine("litellm", model="openai/gpt-4o-mini", api_base=..., api_key=...)
+
+cpu_policy_engine(model, batching="continuous", ...)   the policy for many concurrent episodes
+                                                       (rollout and eval): see BATCHINGS
 """
 
 from __future__ import annotations
@@ -14,10 +17,18 @@ from termrl.errors import ConfigError
 from termrl.llm.engine import Engine
 from termrl.llm.models import resolve_model_path
 
-__all__ = ["ENGINE_KINDS", "EngineKind", "make_engine"]
+__all__ = ["BATCHINGS", "ENGINE_KINDS", "EngineKind", "cpu_policy_engine", "make_engine"]
 
 EngineKind = Literal["transformers", "vllm", "litellm"]
 ENGINE_KINDS: tuple[str, ...] = ("transformers", "vllm", "litellm")
+
+BATCHINGS = ("continuous", "batching")
+"""How the local CPU engine serves concurrent episodes. ``continuous``: episodes join and leave
+one running batch between decode steps, and each turn reuses the KV cache of the episode's
+earlier turns (``termrl.llm.continuous``). ``batching``: concurrent turns are merged into
+whole-batch ``generate`` calls that wait for their longest member, every prompt prefilled
+from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request;
+``bench/rollout_engine.py`` measures them side by side."""
 
 
 def make_engine(kind: str, model: str | os.PathLike | None = None, **options: Any) -> Engine:
@@ -37,3 +48,28 @@ def make_engine(kind: str, model: str | os.PathLike | None = None, **options: An
 
         return LiteLLMEngine(str(model), **options)
     raise ConfigError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINE_KINDS)}")
+
+
+def cpu_policy_engine(
+    model: str | os.PathLike | None,
+    *,
+    batching: str = "continuous",
+    max_batch_size: int,
+    context_window: int | None = None,
+) -> Engine:
+    """The policy on the local engine (transformers, fp32 on CPU) for many concurrent episodes,
+    batched as ``batching`` says (``BATCHINGS``); ``model`` None: the embedded default."""
+    if batching == "continuous":
+        from termrl.llm.continuous import ContinuousEngine
+
+        return ContinuousEngine(
+            resolve_model_path(model), max_batch_size=max_batch_size, context_window=context_window
+        )
+    if batching == "batching":
+        from termrl.llm.batching import BatchingEngine
+
+        engine = make_engine(
+            "transformers", model, max_batch_size=max_batch_size, context_window=context_window
+        )
+        return BatchingEngine(engine, max_batch_size=max_batch_size)
+    raise ConfigError(f"unknown batching {batching!r}; choose one of {', '.join(BATCHINGS)}")

@@ -45,3 +45,34 @@ def test_policy_agent_decodes_greedily_by_default(tiny_model_dir: Path) -> None:
     hot = [dataclasses.replace(p, temperature=1.0) for p in seeded_sampling]
     drawn = engine.generate_sync([PROMPT, PROMPT], hot)
     assert drawn[0].token_ids != drawn[1].token_ids
+
+
+def test_eval_serves_the_policy_on_the_continuous_engine_with_the_same_greedy_tokens(
+    tiny_model_dir: Path,
+) -> None:
+    """Eval's default engine is rollout's (continuous batching, KV reuse across turns); a
+    greedy response is the one the whole-batch engine gives, and a bad name is refused."""
+    import asyncio
+
+    import pytest
+
+    from components.eval.agents import open_engine
+    from termrl.errors import ConfigError
+    from termrl.llm.continuous import ContinuousEngine
+    from termrl.llm.engine import SamplingParams
+
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=10)
+    responses = {}
+    for name in ("continuous", "batching"):
+        config = EvalConfig(agent="policy", model=str(tiny_model_dir), engine=name)
+        engine = open_engine(config)
+        assert isinstance(engine, ContinuousEngine) == (name == "continuous")
+        try:
+            responses[name] = asyncio.run(engine.generate([PROMPT, PROMPT], greedy))
+        finally:
+            asyncio.run(engine.aclose())
+    assert [g.token_ids for g in responses["continuous"]] == [
+        g.token_ids for g in responses["batching"]
+    ]
+    with pytest.raises(ConfigError, match="engine must be one of"):
+        EvalConfig(agent="policy", engine="nope", tasks="t.parquet", out="o.parquet").validate()
