@@ -15,7 +15,9 @@ Per episode, in order:
   tool call that ran past its timeout: the episode carries the drop flag. An
   episode whose transient failure left it without a reward is also masked.
 - Stopped at max turns without passing the tests: masked (``max-turns``), the
-  seed's max-turn mask — a truncated failure says little about its actions. One
+  seed's max-turn mask — a truncated failure says little about its actions, so it
+  is not trained on; its reward still counts in its group's baseline (train's
+  ``SCORED_MASKS``: the tests did score its last state). One
   that passed the tests stays: its outcome is known (the tests ran after the last
   turn), and small policies rarely call ``done``, so masking it would discard
   most of their positives.

@@ -76,9 +76,12 @@ _COLUMNS = [
 
 SOURCES = ("policy", "expert")
 
-SCORED_MASKS = ("long_failure",)
-"""Rollout mask reasons of episodes whose tests ran as usual: not trained on, but their
-reward belongs to their group's baseline (an over-long failure is still a failure)."""
+SCORED_MASKS = ("long_failure", "max-turns")
+"""Rollout mask reasons (``components/rollout/mask_filter.py``) of episodes whose tests ran as
+usual: not trained on, but their reward belongs to their group's baseline. An over-long
+failure is still a failure, and so is one that ran out of turns: the tests scored its last
+state. Leaving them out of the baseline would turn a group of three successes and one
+truncated failure into a uniform group, and the successes would teach nothing."""
 
 
 @dataclass

@@ -79,3 +79,42 @@ def test_shaping_gives_a_group_of_equal_outcomes_a_signal(tmp_path):
     shaped = advantages(-0.1)
     expected = [3**-0.5] * 3 + [-(3**0.5)]
     assert [shaped[e] for e in ("a", "b", "c", "looped")] == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_failure_that_ran_out_of_turns_sets_the_baseline_but_is_not_trained(tmp_path):
+    # three passes and one failure masked by rollout as max-turns: rewards [1, 1, 1, 0]
+    #   mean 0.75, population std √0.1875 = 0.433, A = [1/√3, 1/√3, 1/√3, −√3]
+    # positive-only keeps the three passes' chunks (A > 0); the truncated failure trains nothing.
+    from components.train.config import TrainConfig
+    from components.train.data import load_episodes
+    from components.train.trainer import prepare_episodes
+    from termrl.artifacts.trajectories import write_trajectories
+
+    from .conftest import episode_rows
+
+    data = []
+    for name in ("a", "b", "c", "truncated"):
+        failed = name == "truncated"
+        flags = {"masked": True, "mask_reason": "max-turns"} if failed else {}
+        data += episode_rows(
+            episode_id=name,
+            group_id="g",
+            chunks=[([1], [2, 3])],
+            logprobs=[[-0.5] * 2],
+            reward=0.0 if failed else 1.0,
+            **flags,
+        )
+    write_trajectories(tmp_path / "t.parquet", data)
+    episodes = load_episodes(tmp_path / "t.parquet", max_episode_tokens=100)
+    stats = prepare_episodes(episodes, TrainConfig(mode="positive-only"))
+    by_id = {e.episode_id: e for e in episodes}
+    assert [by_id[n].advantage for n in ("a", "b", "c", "truncated")] == pytest.approx(
+        [3**-0.5] * 3 + [-(3**0.5)], rel=1e-4
+    )
+    assert stats["data/positive"] == 3
+    assert [bool(by_id[n].chunk_keep.any()) for n in ("a", "b", "c", "truncated")] == [
+        True,
+        True,
+        True,
+        False,
+    ]

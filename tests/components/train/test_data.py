@@ -45,7 +45,7 @@ def test_exclusions_by_reason(tmp_path):
         rows("a", chunk)
         + rows("ph", chunk, placeholder=True, masked=True)
         + rows("dr", chunk, drop=True)
-        + rows("mt", chunk, masked=True, mask_reason="max_turns")
+        + rows("mt", chunk, reward=0.0, masked=True, mask_reason="max-turns")
         + rows("mk", chunk, masked=True)
         + rows("un", chunk, trainable=False)
         + rows(
@@ -61,7 +61,7 @@ def test_exclusions_by_reason(tmp_path):
         "a": None,
         "ph": "placeholder",
         "dr": "drop",
-        "mt": "max_turns",
+        "mt": "max-turns",
         "mk": "masked",
         "un": "untrainable",
         "lf": "long_failure",
@@ -69,9 +69,10 @@ def test_exclusions_by_reason(tmp_path):
         "tl": "too_long",
     }
     assert exclusion_counts(episodes)["placeholder"] == 1
-    # rollout's over-long failures keep a real outcome for group statistics; its other masks do not
+    # rollout's over-long and out-of-turns failures keep a real outcome for group statistics;
+    # its other masks do not
     valid = {e.episode_id for e in episodes if e.rollout_valid}
-    assert valid == {"a", "lf", "ls", "tl"}
+    assert valid == {"a", "mt", "lf", "ls", "tl"}
 
 
 def test_placeholder_rows_with_empty_tokens(tmp_path):
