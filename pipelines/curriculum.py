@@ -364,34 +364,39 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             "prepare_model",
             "prepare base policy",
         )
-        tasks = place(
-            ops.synthesize(
-                code_version=code_version,
-                count=synth_count,
-                seed=synth_seed,
-                families=synth_families,
-                exclude_families=heldout_families,
-                difficulties=synth_difficulties,
-                llm_model=synth_llm_model,
-                options=synthesize_options,
-            ),
-            "synthesize",
-            "synthesize training tasks",
-        )
-        verified = place(
-            ops.verify(
-                code_version=code_version,
-                tasks=tasks.outputs["tasks"],
-                judge_model=base.outputs["model"],
-                repeats=verify_repeats,
-                judges=verify_judges,
-                sandbox_backend=sandbox_backend,
-                **sandbox,
-                options=verify_options,
-            ),
-            "verify",
-            "verify training tasks",
-        )
+
+        def verified_tasks(count: int, seed: int, exclude: str, which: str) -> PipelineTask:
+            """Synthesize ``count`` tasks from ``seed`` and verify them: the verify task."""
+            tasks = place(
+                ops.synthesize(
+                    code_version=code_version,
+                    count=count,
+                    seed=seed,
+                    families=synth_families,
+                    exclude_families=exclude,
+                    difficulties=synth_difficulties,
+                    llm_model=synth_llm_model,
+                    options=synthesize_options,
+                ),
+                "synthesize",
+                f"synthesize {which} tasks",
+            )
+            return place(
+                ops.verify(
+                    code_version=code_version,
+                    tasks=tasks.outputs["tasks"],
+                    judge_model=base.outputs["model"],
+                    repeats=verify_repeats,
+                    judges=verify_judges,
+                    sandbox_backend=sandbox_backend,
+                    **sandbox,
+                    options=verify_options,
+                ),
+                "verify",
+                f"verify {which} tasks",
+            )
+
+        verified = verified_tasks(synth_count, synth_seed, heldout_families, "training")
         pools = place(
             ops.curate(
                 code_version=code_version,
@@ -405,33 +410,8 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             "curate",
             "curate pools",
         )
-        heldout_tasks = place(
-            ops.synthesize(
-                code_version=code_version,
-                count=heldout_count,
-                seed=heldout_seed,
-                families=synth_families,
-                difficulties=synth_difficulties,
-                llm_model=synth_llm_model,
-                options=synthesize_options,
-            ),
-            "synthesize",
-            "synthesize held-out tasks",
-        )
-        heldout = place(
-            ops.verify(
-                code_version=code_version,
-                tasks=heldout_tasks.outputs["tasks"],
-                judge_model=base.outputs["model"],
-                repeats=verify_repeats,
-                judges=verify_judges,
-                sandbox_backend=sandbox_backend,
-                **sandbox,
-                options=verify_options,
-            ),
-            "verify",
-            "verify held-out tasks",
-        ).outputs["admitted"]
+        # Other seeds, every family: the held-out families appear only here.
+        heldout = verified_tasks(heldout_count, heldout_seed, "", "held-out").outputs["admitted"]
 
         def demonstrate(pool: str, name: str) -> object:
             return place(

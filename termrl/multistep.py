@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from termrl.artifacts.tasks import Task, TaskFile
-from termrl.taskrun import SOLUTION_DIR, TestOutcome, _Session, run_tests
+from termrl.taskrun import SOLUTION_DIR, TaskSession, TestOutcome, run_tests
 
 __all__ = ["StepsOutcome", "combine", "below_min_reward", "run_steps", "task_steps"]
 
@@ -118,7 +118,7 @@ def combine(task: Task, outcomes: list[TestOutcome]) -> TestOutcome:
 
 
 async def run_steps(
-    session: _Session, task: Task, act: Callable[[Task], Awaitable[Any]]
+    session: TaskSession, task: Task, act: Callable[[Task], Awaitable[Any]]
 ) -> StepsOutcome:
     """Each step in order: ``act(step)`` (the agent's work on it), then its tests; stop below a min_reward."""
     scored: list[TestOutcome] = []

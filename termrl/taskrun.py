@@ -46,26 +46,17 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
 4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
    and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
    conftest.py or configuration file from / or the working directory).
-5. turns the outcome into a reward, following the task's ``scoring`` column:
-
-   - ``reward-file`` (Harbor): /logs/verifier/reward.txt, accepted only as a
-     regular file (not a symlink, FIFO or directory) holding a finite number
-     in [0, 1] (``parse_reward``); anything else is ``RewardFailed``, never a
-     pass. Only when there is no such path at all does the script's exit
-     status decide (0 → 1.0, else 0.0).
-   - ``pytest-report`` (Terminal-Bench 1.0): passed when pytest's report lists
-     at least one PASSED test and no FAILED or ERROR one.
+5. turns the outcome into a reward, following the task's ``scoring`` column
+   (``termrl.reward``: a reward file only as a regular file holding a finite
+   number in [0, 1], else ``RewardFailed`` and never a pass; or pytest's report).
 
 What stays open: on Kubernetes, a process that holds a listening socket
 counts as a service and keeps running, so it could still write the reward
 file or into the tests' output; everywhere, binaries the agent replaced in
 system paths (a ``/usr/local/bin/bash``, a pytest plugin installed into
 site-packages) run during the tests, with no more privilege than the agent
-had. The second is flagged: ``find_tampering``
-lists, from outside the sandbox, commands the agent replaced or shadowed on
-the PATH and Python startup hooks it planted (a .pth a package installed, as
-its RECORD lists it, is no tampering; ``TestOutcome.tampering``,
-eval's ``tampering`` column, a warning in the log).
+had. The second is flagged (``termrl.tampering.find_tampering``,
+``TestOutcome.tampering``).
 
 Tests and the solution are uploaded only here, so they are never inside the
 sandbox while an agent works. So is a Terminal-Bench task's offline test kit
@@ -79,14 +70,9 @@ than 80 % of its timeout is logged as a warning (it may flip under load).
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import math
 import os
-import posixpath
-import re
 import shlex
-import stat
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -98,8 +84,15 @@ import yaml
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, TermrlError, TransientError
+from termrl.reward import (
+    VERIFIER_DIR,
+    parse_pytest_report,
+    read_host_reward,
+    read_sandbox_reward,
+)
 from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import SandboxSpec, resolve_env
+from termrl.tampering import find_tampering
 from termrl.tbcompat.testphase import prepare_test_phase
 from termrl.tbcompat.timing import warn_if_tight
 from termrl.verifierenv import collect_artifacts
@@ -112,10 +105,8 @@ __all__ = [
     "LEFTOVERS",
     "SolutionOutcome",
     "TaskSandboxes",
+    "TaskSession",
     "TestOutcome",
-    "find_tampering",
-    "parse_pytest_report",
-    "parse_reward",
     "pytest_addopts",
     "remove_leftovers",
     "run_solution",
@@ -125,8 +116,6 @@ __all__ = [
 
 log = logging.getLogger("termrl.taskrun")
 
-VERIFIER_DIR = "/logs/verifier"
-REWARD_FILE = f"{VERIFIER_DIR}/reward.txt"
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
 LEFTOVERS = (SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR)
@@ -138,46 +127,6 @@ FRESH_TEST_DIRS = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ ! -L /logs ] || rm
 """Whatever the agent left at the tests' and verifier's paths goes: a planted conftest.py, a reward
 file, a symlink that would send the reward elsewhere."""
 
-# Args "A path" / "C path": prints each changed file that replaces a command on this PATH, or
-# that was added in front of a command of the same name further on (the same file via a symlinked
-# directory, /bin -> /usr/bin, is no shadow).
-SHADOW_PROBE = """\
-IFS=: read -ra dirs <<< "$PATH"
-for entry in "$@"; do
-  kind=${entry%% *} f=${entry#* }; d=${f%/*} n=${f##*/} seen=0
-  for e in "${dirs[@]}"; do
-    if [ "$e" = "$d" ]; then
-      seen=1
-      if [ "$kind" = C ] && [ -f "$f" ]; then echo "$f: a command, replaced"; break; fi
-      continue
-    fi
-    if ((seen)) && [ -x "$e/$n" ] && [ ! -d "$e/$n" ] && [ ! "$e/$n" -ef "$f" ]; then
-      echo "$f: shadows $e/$n"; break
-    fi
-  done
-done
-"""
-# Per .pth file: its path, its sha256 and the line of a *.dist-info/RECORD beside it that lists it.
-PTH_PROBE = """\
-for f in "$@"; do
-  n=${f##*/} d=${f%/*}
-  h=$(sha256sum < "$f" 2>/dev/null) h=${h%% *}
-  r=$(cat "$d"/*.dist-info/RECORD 2>/dev/null | awk -F, -v n="$n" '$1 == n { print; exit }')
-  printf '%s\\t%s\\t%s\\n' "$f" "$h" "$r"
-done
-"""
-SHADOW_CANDIDATES_MAX = 1000
-"""Files checked for shadowing at most (an apt-get install adds hundreds of commands, legitimately)."""
-
-# Reads $f with bash builtins only; exit 3: no such path, 4: not a regular file (its kind printed).
-REWARD_PROBE = """\
-if [ -L "$f" ]; then echo symlink; exit 4; fi
-[ -e "$f" ] || exit 3
-if [ -d "$f" ]; then echo directory; exit 4; fi
-if [ ! -f "$f" ]; then echo special file; exit 4; fi
-IFS= read -r -d '' -n 256 text < "$f"
-printf '%s' "$text"
-"""
 _OPENED: dict[int, TaskSandboxes] = {}
 """The TaskSandboxes each open session (by id, while ``TaskSandboxes.open`` holds it) came from."""
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
@@ -190,8 +139,8 @@ class _Result(Protocol):
     timed_out: bool
 
 
-class _Session(Protocol):
-    """The part of ``termrl.sandbox.Session`` used here."""
+class TaskSession(Protocol):
+    """The part of ``termrl.sandbox.Session`` that running and scoring a task use."""
 
     workdir: str
     private_binds: bool
@@ -262,14 +211,14 @@ def solution_steps(task: Task) -> list[str]:
     return steps
 
 
-def _in_workdir(session: _Session, command: str, env: dict[str, str]) -> str:
+def _in_workdir(session: TaskSession, command: str, env: dict[str, str]) -> str:
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     # A subshell: the agent's shell state (cwd, functions, aliases) must not leak in.
     return f"(cd {shlex.quote(session.workdir)} && {assignments} {command})"
 
 
 async def run_solution(
-    session: _Session, task: Task, *, timeout: float | None = None
+    session: TaskSession, task: Task, *, timeout: float | None = None
 ) -> SolutionOutcome:
     """Upload the solution files to /solution and run the solution under the agent timeout."""
     timeout = timeout or task.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
@@ -292,15 +241,6 @@ async def run_solution(
     return SolutionOutcome(exit_code, False, time.monotonic() - started, "".join(outputs))
 
 
-_PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR)\b", re.MULTILINE)
-
-
-def parse_pytest_report(output: str) -> bool:
-    """Terminal-Bench 1.0's rule: at least one PASSED and no FAILED or ERROR line."""
-    outcomes = _PYTEST_LINE.findall(output)
-    return "PASSED" in outcomes and "FAILED" not in outcomes and "ERROR" not in outcomes
-
-
 def pytest_addopts(task: Task) -> str:
     """``PYTEST_ADDOPTS`` of the test phase: pytest reads its configuration and conftest files from /tests only.
 
@@ -318,97 +258,9 @@ def pytest_addopts(task: Task) -> str:
     return f"-p no:cacheprovider --rootdir={TESTS_DIR} --confcutdir={TESTS_DIR} -c {ini}"
 
 
-def parse_reward(task_id: str, text: str) -> float:
-    """The reward a reward file states: a finite number in [0, 1], else ``RewardFailed``."""
-    try:
-        reward = float(text.strip())
-    except ValueError as exc:
-        raise RewardFailed(
-            f"task {task_id}: {REWARD_FILE} holds {text[:80]!r}, not a number"
-        ) from exc
-    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
-        raise RewardFailed(
-            f"task {task_id}: {REWARD_FILE} holds {reward!r}, not a reward in [0, 1]"
-        )
-    return reward
-
-
-async def _read_reward(session: _Session, task: Task, test_exit_code: int | None) -> float:
-    """The reward file's value; the tests' exit status when there is no file at all (0 → 1.0)."""
-    probe = await session.exec_fresh(f"f={REWARD_FILE}\n{REWARD_PROBE}", timeout=30)
-    if probe.exit_code == 3:
-        return 1.0 if test_exit_code == 0 else 0.0
-    if probe.exit_code == 4:
-        raise RewardFailed(
-            f"task {task.id}: {REWARD_FILE} is a {probe.output.strip()}, not a regular file"
-        )
-    if probe.exit_code != 0:
-        raise RewardFailed(
-            f"task {task.id}: cannot read {REWARD_FILE}", log_tail=probe.output[-2000:]
-        )
-    return parse_reward(task.id, probe.output)
-
-
-def _startup_hook(path: str) -> bool:
-    """Files every Python (or every dynamically linked program) runs at start."""
-    name = posixpath.basename(path)
-    in_python = "/python" in path and ("site-packages" in path or "dist-packages" in path)
-    return path == "/etc/ld.so.preload" or (
-        in_python and (name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth"))
-    )
-
-
-def _installed(probe_line: str) -> str | None:
-    """The .pth path of a ``PTH_PROBE`` line when a package installed it as it is now, else None.
-
-    pip records every file it installs, with its sha256, in the package's RECORD
-    (setuptools' distutils-precedence.pth, editable installs' __editable__ hooks):
-    such a hook is the package's, not the agent's. A .pth that no RECORD lists, or
-    that was edited after the install, is flagged.
-    """
-    path, _, rest = probe_line.partition("\t")
-    digest, _, record = rest.partition("\t")
-    _, _, recorded = record.partition(",sha256=")
-    recorded = recorded.split(",")[0]
-    try:
-        recorded_hex = base64.urlsafe_b64decode(recorded + "=" * (-len(recorded) % 4)).hex()
-    except ValueError:
-        return None
-    return path if recorded and digest and recorded_hex == digest else None
-
-
-async def find_tampering(session: _Session) -> tuple[str, ...]:
-    """Changes to system paths that run during scoring, each with why: a command replaced, a command
-    shadowed further up the PATH (``/usr/local/bin/bash``), a Python startup hook or ld.so.preload.
-
-    Read from outside the sandbox (``Session.changed_files``: podman's diff, bwrap's overlay upper
-    layer); empty where the backend cannot tell. Call it with the agent's processes stopped.
-    """
-    changes = await session.changed_files()
-    if not changes:
-        return ()
-    hooks = [path for path in sorted(changes) if _startup_hook(path)]
-    pth = [path for path in hooks if path.endswith(".pth")]
-    if pth:
-        probe = await session.exec_fresh(
-            f"set -- {' '.join(shlex.quote(p) for p in pth)}\n{PTH_PROBE}", timeout=60
-        )
-        installed = {_installed(line) for line in probe.output.splitlines()}
-        hooks = [path for path in hooks if path not in installed]
-    found = [f"{path}: a startup hook" for path in hooks]
-    candidates = [
-        f"{kind} {path}"
-        for path, kind in sorted(changes.items())
-        if posixpath.basename(posixpath.dirname(path)) in ("bin", "sbin")
-    ]
-    if candidates:
-        args = " ".join(shlex.quote(c) for c in candidates[:SHADOW_CANDIDATES_MAX])
-        probe = await session.exec_fresh(f"set -- {args}\n{SHADOW_PROBE}", timeout=60)
-        found += [line for line in probe.output.splitlines() if line.startswith("/")]
-    return tuple(found)
-
-
-async def run_tests(session: _Session, task: Task, *, timeout: float | None = None) -> TestOutcome:
+async def run_tests(
+    session: TaskSession, task: Task, *, timeout: float | None = None
+) -> TestOutcome:
     """Run the task's tests out of the agent's reach and read the reward (see the module docstring).
 
     Raises ``RewardFailed`` when the verifier directory cannot be prepared or
@@ -434,7 +286,7 @@ async def run_tests(session: _Session, task: Task, *, timeout: float | None = No
         return await _score(session, task, timeout, tampering)
 
 
-async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOutcome:
+async def _run_separate(session: TaskSession, task: Task, timeout: float) -> TestOutcome:
     """Collect the artifacts, end the agent's sandbox, score in a fresh one fed only the artifacts."""
     sandboxes = _OPENED.get(id(session))
     if sandboxes is None:
@@ -452,7 +304,7 @@ async def _run_separate(session: _Session, task: Task, timeout: float) -> TestOu
 
 
 async def _score(
-    session: _Session, task: Task, timeout: float, tampering: tuple[str, ...]
+    session: TaskSession, task: Task, timeout: float, tampering: tuple[str, ...]
 ) -> TestOutcome:
     """Steps 3 to 5 of the module docstring: fresh test directories, the tests, the reward."""
     started = time.monotonic()
@@ -481,7 +333,7 @@ async def _score(
                 binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)},
                 user=user,
             )
-            read_reward = lambda code: asyncio.to_thread(_read_host_reward, task, verifier, code)  # noqa: E731
+            read_reward = lambda code: asyncio.to_thread(read_host_reward, task.id, verifier, code)  # noqa: E731
             return await _outcome(task, result, started, timeout, tampering, read_reward)
     await session.upload_files(task.test_files, TESTS_DIR)
     if user is not None:  # the verifier's user writes the reward file
@@ -490,7 +342,12 @@ async def _score(
         task.test_command, timeout=timeout, env=env, workdir=session.workdir, user=user
     )
     return await _outcome(
-        task, result, started, timeout, tampering, lambda code: _read_reward(session, task, code)
+        task,
+        result,
+        started,
+        timeout,
+        tampering,
+        lambda code: read_sandbox_reward(session, task.id, code),
     )
 
 
@@ -546,34 +403,7 @@ def _write_host_dirs(host: str, files: list[TaskFile]) -> tuple[str, str]:
     return tests, verifier
 
 
-def _read_host_reward(task: Task, verifier: str, test_exit_code: int | None) -> float:
-    """The reward file the tests wrote into the host's verifier directory (``_read_reward``'s rules)."""
-    path = os.path.join(verifier, posixpath.basename(REWARD_FILE))
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        if os.path.lexists(path):  # a dangling symlink
-            raise RewardFailed(
-                f"task {task.id}: {REWARD_FILE} is a symlink, not a regular file"
-            ) from None
-        return 1.0 if test_exit_code == 0 else 0.0
-    except OSError as exc:  # ELOOP: a symlink
-        kind = "symlink" if os.path.islink(path) else "special file"
-        raise RewardFailed(
-            f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file"
-        ) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "directory" if stat.S_ISDIR(mode) else "special file"
-            raise RewardFailed(f"task {task.id}: {REWARD_FILE} is a {kind}, not a regular file")
-        text = os.read(fd, 256).decode(errors="replace")
-    finally:
-        os.close(fd)
-    return parse_reward(task.id, text)
-
-
-async def remove_leftovers(session: _Session, *, user: str | None = None) -> None:
+async def remove_leftovers(session: TaskSession, *, user: str | None = None) -> None:
     """Bring a fresh sandbox to the task's start state: no tests, no solution, no reward file.
 
     The image never contains them (``SandboxSpec.from_task``), but a Dockerfile

@@ -9,9 +9,10 @@ import pytest
 
 from termrl.artifacts import Task, TaskFile
 from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, SandboxDied, SandboxUnavailable
+from termrl.reward import parse_pytest_report
 from termrl.sandbox.spec import SandboxSpec
 from termrl.taskfolders import read_task_folder
-from termrl.taskrun import _write_host_dirs, parse_pytest_report, solution_steps
+from termrl.taskrun import _write_host_dirs, solution_steps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 

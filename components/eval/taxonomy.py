@@ -11,7 +11,7 @@ model:
    ``SandboxDied``, ``NetworkError`` or ``ModelError``, see termrl.errors).
 2. ``verifier-tampering`` the agent changed what the tests run: a command
    replaced or shadowed on the PATH, a Python startup hook it planted
-   (``termrl.taskrun.find_tampering``). Such a trial never counts as passed,
+   (``termrl.tampering.find_tampering``). Such a trial never counts as passed,
    whatever the tests said: its result may be forged.
 3. ``timeout``            the agent phase ran past the task's agent timeout
    (``over_budget``; the episode's own ``lifetime`` stop is the same thing

@@ -142,7 +142,7 @@ def trial_row(
         "test_sec": test_sec,
         "agent_timeout_sec": task.agent_timeout_sec,
         "test_output": test_output[-TEST_OUTPUT_CHARS:] if test_output else None,
-        # what the agent changed that scoring ran (termrl.taskrun.find_tampering); None when nothing
+        # what the agent changed that scoring ran (termrl.tampering.find_tampering); None when nothing
         "tampering": "; ".join(tampering) or None,
     }
 

@@ -94,7 +94,7 @@ class RolloutEpisode:
     trainable: bool = False
     episode_tokens: int = 0
     tampering: tuple[str, ...] = ()
-    """What the agent changed that scoring ran (``termrl.taskrun.find_tampering``); the
+    """What the agent changed that scoring ran (``termrl.tampering.find_tampering``); the
     episode is masked as unrecoverable (``verifier_tampering``) when there is any."""
     execs: list[ExecRecord] = field(default_factory=list)
     wall_sec: float = 0.0

@@ -10,7 +10,7 @@ What counts as a loop, a destructive command or a test access is defined once
 in ``behaviour.py`` (the flags also drive the shaping penalties); the monitor
 counts the flags it is given. A tampering: scoring found that the agent changed
 what the tests run (a command replaced or shadowed, a startup hook;
-``termrl.taskrun.find_tampering``). Such an episode is masked; a task that
+``termrl.tampering.find_tampering``). Such an episode is masked; a task that
 keeps producing them teaches hacking.
 
 The rows go to the rollout metrics artifact (long format); ``summary_lines``
