@@ -27,11 +27,11 @@ __all__ = ["PATTERNS", "TRAIN_COLUMNS", "IterationMetrics", "TrainKnobs"]
 TRAIN_COLUMNS = (
     "step",
     "mode",
-    "lr",
-    "positive_count",
-    "negative_count",
-    "advantage_mean",
-    "failed_max_response_tokens",
+    "optim/lr",
+    "advantage/positive",
+    "advantage/negative",
+    "advantage/mean",
+    "data/failed_max_response_tokens",
 )
 """The train_metrics columns the detectors read (all in the artifact's required schema)."""
 
@@ -46,7 +46,7 @@ class TrainKnobs:
     mode: str
     """``positive-only`` or ``full``: ``negative_weight`` only acts in ``full``."""
     learning_rate: float
-    """The peak learning rate actually used (the config's, or the largest ``lr`` of its steps)."""
+    """The peak learning rate actually used (the config's, or the largest ``optim/lr`` of its steps)."""
     eps_low: float
     eps_high: float
     negative_weight: float
@@ -86,17 +86,17 @@ class IterationMetrics:
     def failed_max_tokens(self) -> int | None:
         """The longest failed trajectory's response tokens the train stage saw (None: no steps)."""
         values = [
-            r["failed_max_response_tokens"]
+            r["data/failed_max_response_tokens"]
             for r in self.train
-            if r.get("failed_max_response_tokens") is not None
+            if r.get("data/failed_max_response_tokens") is not None
         ]
         return max(values) if values else None
 
     @property
     def negative_share(self) -> float | None:
         """negative / (positive + negative) advantage episodes over the steps (None: no signal)."""
-        positive = sum(r.get("positive_count") or 0 for r in self.train)
-        negative = sum(r.get("negative_count") or 0 for r in self.train)
+        positive = sum(r.get("advantage/positive") or 0 for r in self.train)
+        negative = sum(r.get("advantage/negative") or 0 for r in self.train)
         return negative / (positive + negative) if positive + negative else None
 
     @property
@@ -104,10 +104,10 @@ class IterationMetrics:
         """Per-step advantage means of the steps that carried signal: a step whose episodes all
         have advantage 0 (a group of equal rewards) reports 0 and says nothing about the drift."""
         return [
-            float(r["advantage_mean"])
+            float(r["advantage/mean"])
             for r in self.train
-            if (r.get("positive_count") or 0) + (r.get("negative_count") or 0) > 0
-            and r.get("advantage_mean") is not None
+            if (r.get("advantage/positive") or 0) + (r.get("advantage/negative") or 0) > 0
+            and r.get("advantage/mean") is not None
         ]
 
     def pattern_episodes(self, pattern: str) -> int:

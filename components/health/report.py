@@ -1,7 +1,7 @@
 """The health report: the run's iterations, each with the verdict it got (the stage's JSON artifact).
 
     {
-      "schema": "termrl.health/1",
+      "schema": "termrl.health/2",
       "iteration": 4,                         the latest iteration judged
       "verdict": "healthy" | "mitigate" | "rollback",
       "action": "...", "reasons": ["<detector>: <reason with numbers>", ...],
@@ -18,6 +18,8 @@
 
 The next health step reads the report back (``previous``) and adds one
 iteration: its ``history`` is the state carried from iteration to iteration.
+Schema 2 keeps each step's train columns under train_metrics 2.0's names
+(``optim/lr``, ``advantage/mean``, ...); a schema 1 report is refused.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from termrl.errors import ArtifactError
 
 __all__ = ["SCHEMA", "HealthReport", "read_report", "write_report"]
 
-SCHEMA = "termrl.health/1"
+SCHEMA = "termrl.health/2"
 
 
 @dataclass

@@ -51,7 +51,7 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
         config = json.loads((train_folder / STATE_FILE).read_text())["config"]
         # the config's learning rate is None when train picked its default; the steps record it
         lr = config["learning_rate"] or max(
-            (r["lr"] for r in train if r["lr"] is not None), default=None
+            (r["optim/lr"] for r in train if r["optim/lr"] is not None), default=None
         )
         knobs = TrainKnobs(
             mode=config["mode"],

@@ -115,7 +115,7 @@ def train(
         return  # one summary per run, not per process
     last = result["last"]
     summary = (
-        f"loss {last['loss']:.4f}, clip {last['clip_fraction']:.3f}"
+        f"loss {last['loss']:.4f}, clip {last['ratio/clip_fraction']:.3f}"
         if last
         else "no trainable episodes"
     )

@@ -96,12 +96,12 @@ class TrainConfig:
     # --- imitation: L = rl_weight · L_RL(sampled chunks) + λ_IL · L_IL(expert chunks) --------
     rl_weight: float = 1.0
     """Weight of the RL term (``objective``) on the chunks the policy sampled. 0 turns RL off:
-    policy episodes are excluded (``masked/rl_off``) and the stage only imitates."""
+    policy episodes are excluded (``mask/rl_off``) and the stage only imitates."""
     il_weight: float = 1.0
     """λ_IL at curriculum iteration 0: the weight of the imitation term, the return-weighted
     log-likelihood of demonstrations (``source: expert`` episodes). The schedule is
     λ_IL = il_weight · il_decay ** iteration. 0 turns imitation off: expert episodes are
-    excluded (``masked/imitation_off``) and the stage is pure RL."""
+    excluded (``mask/imitation_off``) and the stage is pure RL."""
     il_decay: float = 0.5
     """Factor λ_IL shrinks by per curriculum iteration (in (0, 1]): demonstrations carry a
     policy that earns no reward yet, then RL on its own successes takes over (the IPA

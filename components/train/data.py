@@ -15,7 +15,7 @@ has no μ (NaN: no inference policy produced it), so the mismatch mask never
 looks at it, and ``chunk_replayed`` keeps it out of the RL loss.
 
 Episodes that cannot teach anything are excluded up front, each with its
-reason (the trainer counts them in the metrics as ``masked/<reason>``):
+reason (the trainer counts them in the metrics as ``mask/<reason>``):
 
     placeholder   rollout could not produce a sample (env init failed, ...)
     drop          its group was dropped for a transient failure

@@ -102,7 +102,7 @@ class StepRunner:
             if self.env.is_main:
                 write_train_metrics(self.out / "train_metrics.parquet", self.metrics)
             bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.4f}", clip=f"{row['clip_fraction']:.2f}")
+            bar.set_postfix(loss=f"{row['loss']:.4f}", clip=f"{row['ratio/clip_fraction']:.2f}")
             every = self.config.save_every_steps
             if every and (index + 1) % every == 0 and index + 1 < len(self.steps):
                 self.save(index + 1)
@@ -285,6 +285,7 @@ class StepRunner:
         return float(norm)
 
     def _row(self, index, step_episodes, totals, extremes, grad_norm, elapsed) -> dict[str, Any]:
+        """The step's metrics row (names: ``termrl.artifacts.metrics``); ``data_stats`` joins it."""
         loss, clipped, kept, ratio_sum, tokens, rl_loss, il_loss = totals.tolist()
         advantages = torch.tensor([e.advantage for e in step_episodes if not e.is_expert])
         if not advantages.numel():
@@ -296,28 +297,28 @@ class StepRunner:
         row = {
             "step": index + 1,
             "mode": self.config.mode,
+            "objective": self.config.objective,
+            "epoch": index // self.steps_per_epoch,
             "loss": loss,  # rl_weight · loss/rl + λ_IL · loss/il
             "loss/rl": rl_loss,
             "loss/il": il_loss,
             "loss/il_lambda": self.il_lambda,
-            "tokens/rl_share": rl_tokens / loss_tokens,
-            "tokens/il_share": il_tokens / loss_tokens,
-            "lr": self.lr,
-            "grad_norm": grad_norm,
-            "positive_count": int((advantages > 0).sum()),
-            "negative_count": int((advantages < 0).sum()),
-            "expert_count": sum(e.is_expert for e in step_episodes),
-            "advantage_mean": float(advantages.mean()),
-            "advantage_std": float(advantages.std(unbiased=False)),
-            "clip_fraction": clipped / kept_div,
-            "tokens_per_sec": tokens / elapsed if elapsed > 0 else 0.0,
-            "objective": self.config.objective,
-            "epoch": index // self.steps_per_epoch,
-            "kept_units": int(kept),  # chunks (ipa) or tokens (token level) in the loss
+            "optim/lr": self.lr,
+            "optim/grad_norm": grad_norm,
+            "advantage/positive": int((advantages > 0).sum()),
+            "advantage/negative": int((advantages < 0).sum()),
+            "advantage/expert": sum(e.is_expert for e in step_episodes),
+            "advantage/mean": float(advantages.mean()),
+            "advantage/std": float(advantages.std(unbiased=False)),
             "ratio/mean": ratio_sum / kept_div,
             "ratio/max": extremes[0].item() if kept else 1.0,
             "ratio/min": -extremes[1].item() if kept else 1.0,
-            "step_seconds": elapsed,
+            "ratio/clip_fraction": clipped / kept_div,
+            "tokens/rl_share": rl_tokens / loss_tokens,
+            "tokens/il_share": il_tokens / loss_tokens,
+            "tokens/per_sec": tokens / elapsed if elapsed > 0 else 0.0,
+            "tokens/kept_units": int(kept),  # chunks (ipa) or tokens (token level) in the loss
+            "time/step_sec": elapsed,
         }
         row.update(self.data_stats)
         return row

@@ -129,7 +129,7 @@ def prepare_episodes(episodes: list[TrainEpisode], config: TrainConfig) -> dict[
         "data/negative": int((values < 0).sum()),
         "data/advantage_mean": float(values.mean()) if values.numel() else 0.0,
         "data/advantage_std": float(values.std(unbiased=False)) if values.numel() else 0.0,
-        "failed_max_response_tokens": max(failed, default=0),
+        "data/failed_max_response_tokens": max(failed, default=0),
     }
 
 
@@ -187,22 +187,20 @@ def apply_mismatch_mask(episodes: list[TrainEpisode], threshold: float) -> dict[
         e.chunk_keep = e.chunk_keep & ~too_far
         values += mismatch[has_mu].tolist()
     return {
-        "masked_mismatch": masked,
-        "mismatch_mean": sum(values) / len(values) if values else 0.0,
-        "mismatch_max": max(values, default=0.0),
+        "mask/mismatch": masked,
+        "mismatch/mean": sum(values) / len(values) if values else 0.0,
+        "mismatch/max": max(values, default=0.0),
     }
 
 
 def _exclusion_stats(
     episodes: list[TrainEpisode], candidates: list[TrainEpisode], trainable: list[TrainEpisode]
 ) -> dict[str, int]:
-    """Episode counts by exclusion reason, as ``masked/<reason>`` plus the contract's columns."""
-    counts = exclusion_counts(episodes)
+    """Episode counts by exclusion reason, as ``mask/<reason>``; the contract's reasons are
+    always there (0 when none)."""
+    counts = {"long_failure": 0, "placeholder": 0, **exclusion_counts(episodes)}
     counts["no_kept_chunk"] = len(candidates) - len(trainable)
-    stats = {f"masked/{reason}": n for reason, n in sorted(counts.items())}
-    stats["masked_length"] = counts.get("long_failure", 0)
-    stats["masked_placeholder"] = counts.get("placeholder", 0)
-    return stats
+    return {f"mask/{reason}": n for reason, n in sorted(counts.items())}
 
 
 def _schedule(config: TrainConfig, total_steps: int):

@@ -1,9 +1,29 @@
 """Metrics artifacts: training metrics (one row per optimizer step) and rollout
 monitoring (long format: one row per scope/key/metric).
 
-Training columns are the signals the seed reads first when training wobbles.
-Stages may add columns (for example more ``masked/<reason>`` counts); extra
-columns are kept by the contract.
+A training row names its step flat (``step``, ``mode``, ``epoch``, ``objective``)
+and every metric by namespace (schema 2.0; 1.0 had flat names):
+
+    loss                  the total: rl_weight · loss/rl + λ_IL · loss/il
+    loss/...              rl, il, il_lambda (λ_IL)
+    optim/...             lr, grad_norm (before clipping)
+    advantage/...         positive, negative, mean, std over the step's policy episodes;
+                          expert: the step's demonstrations
+    ratio/...             mean, max, min, clip_fraction over the kept chunks (or tokens)
+    tokens/...            rl_share, il_share, per_sec, kept_units (chunks or tokens in the loss)
+    time/step_sec         the step's wall time
+    mask/<reason>         episodes the stage excluded for that reason (placeholder,
+                          long_failure, no_kept_chunk, ...); mask/mismatch: *chunks* masked
+                          for train/rollout mismatch
+    mismatch/...          mean, max over chunks of the mean |log π_old − log μ|
+    data/...              the stage's episodes, advantages, failed_max_response_tokens
+
+``mask/``, ``mismatch/`` and ``data/`` describe the stage's data as prepared: the
+same in every row.
+
+The declared columns are the signals the seed reads first when training wobbles.
+Stages may add columns (every ``mask/<reason>``, for example); extra columns are
+kept by the contract.
 """
 
 from __future__ import annotations
@@ -25,26 +45,26 @@ __all__ = [
 
 TRAIN_METRICS = ArtifactSchema(
     name="train_metrics",
-    version="1.0",
+    version="2.0",
     schema=pa.schema(
         [
             pa.field("step", pa.int64(), nullable=False),
             pa.field("mode", pa.string(), nullable=False),  # positive-only | full
             pa.field("loss", pa.float64(), nullable=False),
-            pa.field("lr", pa.float64()),
-            pa.field("grad_norm", pa.float64()),
-            pa.field("positive_count", pa.int64()),
-            pa.field("negative_count", pa.int64()),
-            pa.field("advantage_mean", pa.float64()),
-            pa.field("advantage_std", pa.float64()),
-            pa.field("clip_fraction", pa.float64()),
-            pa.field("masked_mismatch", pa.int64()),
-            pa.field("masked_length", pa.int64()),
-            pa.field("masked_placeholder", pa.int64()),
-            pa.field("mismatch_mean", pa.float64()),
-            pa.field("mismatch_max", pa.float64()),
-            pa.field("failed_max_response_tokens", pa.int64()),
-            pa.field("tokens_per_sec", pa.float64()),
+            pa.field("optim/lr", pa.float64()),
+            pa.field("optim/grad_norm", pa.float64()),
+            pa.field("advantage/positive", pa.int64()),
+            pa.field("advantage/negative", pa.int64()),
+            pa.field("advantage/mean", pa.float64()),
+            pa.field("advantage/std", pa.float64()),
+            pa.field("ratio/clip_fraction", pa.float64()),
+            pa.field("mask/mismatch", pa.int64()),
+            pa.field("mask/long_failure", pa.int64()),
+            pa.field("mask/placeholder", pa.int64()),
+            pa.field("mismatch/mean", pa.float64()),
+            pa.field("mismatch/max", pa.float64()),
+            pa.field("data/failed_max_response_tokens", pa.int64()),
+            pa.field("tokens/per_sec", pa.float64()),
         ]
     ),
 )

@@ -74,11 +74,11 @@ def make_iteration(
             {
                 "step": s // 4 + 1,
                 "mode": "full",
-                "lr": 1e-5,
-                "positive_count": sum(a > 0 for a in step),
-                "negative_count": sum(a < 0 for a in step),
-                "advantage_mean": statistics.fmean(step),
-                "failed_max_response_tokens": failed_max,
+                "optim/lr": 1e-5,
+                "advantage/positive": sum(a > 0 for a in step),
+                "advantage/negative": sum(a < 0 for a in step),
+                "advantage/mean": statistics.fmean(step),
+                "data/failed_max_response_tokens": failed_max,
             }
         )
     n = len(episodes)
@@ -142,7 +142,7 @@ def with_outcome(
     return dataclasses.replace(h, rollout=rollout, tasks=tasks)
 
 
-def with_steps(h: IterationMetrics, **columns: list[Any]) -> IterationMetrics:
+def with_steps(h: IterationMetrics, columns: dict[str, list[Any]]) -> IterationMetrics:
     """``h`` with its train steps' ``columns`` replaced, one value per step."""
     rows = [{**r, **{k: v[i] for k, v in columns.items()}} for i, r in enumerate(h.train)]
     return dataclasses.replace(h, train=tuple(rows))
@@ -157,8 +157,8 @@ def sink_advantage(
     for h in run[-iterations:]:
         rows = []
         for r in h.train:
-            if r["positive_count"] + r["negative_count"]:
-                r = {**r, "advantage_mean": r["advantage_mean"] - total * k / (steps - 1)}
+            if r["advantage/positive"] + r["advantage/negative"]:
+                r = {**r, "advantage/mean": r["advantage/mean"] - total * k / (steps - 1)}
                 k += 1
             rows.append(r)
         out.append(dataclasses.replace(h, train=tuple(rows)))
@@ -171,7 +171,7 @@ def tail_lengths(
     """The last iterations with these longest failed lengths and these passed episodes."""
     head = run[: -len(lengths)]
     tail = [
-        with_outcome(with_steps(h, failed_max_response_tokens=[n] * len(h.train)), p)
+        with_outcome(with_steps(h, {"data/failed_max_response_tokens": [n] * len(h.train)}), p)
         for h, n, p in zip(run[-len(lengths) :], lengths, passed, strict=True)
     ]
     return head + tail
@@ -183,7 +183,9 @@ def negative_counts(
     """The last iterations' steps with (positive, negative) counts per step."""
     head = run[: -len(per_step)]
     tail = [
-        with_steps(h, positive_count=[p] * len(h.train), negative_count=[n] * len(h.train))
+        with_steps(
+            h, {"advantage/positive": [p] * len(h.train), "advantage/negative": [n] * len(h.train)}
+        )
         for h, (p, n) in zip(run[-len(per_step) :], per_step, strict=True)
     ]
     return head + tail
@@ -223,9 +225,9 @@ def write_iteration(
         {
             **r,
             "loss": 0.1,
-            "grad_norm": 0.5,
-            "advantage_std": 0.9,
-            "clip_fraction": 0.02,
+            "optim/grad_norm": 0.5,
+            "advantage/std": 0.9,
+            "ratio/clip_fraction": 0.02,
             "data/episodes": 32,
             "ratio/mean": 1.0,
         }

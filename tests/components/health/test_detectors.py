@@ -77,7 +77,12 @@ def test_falling_advantage_fitted_slope_by_hand() -> None:
     ys = [-0.05 * x + (0.05 if x % 2 == 0 else -0.05) for x in range(16)]
     run = [
         with_steps(
-            h, advantage_mean=ys[8 * i : 8 * i + 8], positive_count=[1] * 8, negative_count=[1] * 8
+            h,
+            {
+                "advantage/mean": ys[8 * i : 8 * i + 8],
+                "advantage/positive": [1] * 8,
+                "advantage/negative": [1] * 8,
+            },
         )
         for i, h in enumerate(healthy_run(2, seed=1))
     ]
@@ -89,12 +94,19 @@ def test_falling_advantage_fitted_slope_by_hand() -> None:
     # no new signal in the latest iteration: no new verdict on the old steps
     assert (
         falling_advantage(
-            [run[0], with_steps(run[1], positive_count=[0] * 8, negative_count=[0] * 8)], T
+            [
+                run[0],
+                with_steps(run[1], {"advantage/positive": [0] * 8, "advantage/negative": [0] * 8}),
+            ],
+            T,
         )
         is None
     )
     # the first 10 steps alone: too short a line to judge
-    short = [run[0], with_steps(run[1], positive_count=[1, 1] + [0] * 6, negative_count=[0] * 8)]
+    short = [
+        run[0],
+        with_steps(run[1], {"advantage/positive": [1, 1] + [0] * 6, "advantage/negative": [0] * 8}),
+    ]
     assert sum(len(h.advantage_steps) for h in short) == 10 and falling_advantage(short, T) is None
 
 
@@ -104,7 +116,12 @@ def test_falling_advantage_ignores_a_fall_within_the_noise() -> None:
     ys = [-0.05 * x + (0.8 if x % 2 == 0 else -0.8) for x in range(16)]
     run = [
         with_steps(
-            h, advantage_mean=ys[8 * i : 8 * i + 8], positive_count=[1] * 8, negative_count=[1] * 8
+            h,
+            {
+                "advantage/mean": ys[8 * i : 8 * i + 8],
+                "advantage/positive": [1] * 8,
+                "advantage/negative": [1] * 8,
+            },
         )
         for i, h in enumerate(healthy_run(2, seed=1))
     ]

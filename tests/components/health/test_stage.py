@@ -34,7 +34,7 @@ def test_a_collapse_after_healthy_iterations_rolls_back(
     )
 
     data = json.loads(first.read_text())
-    assert (data["schema"], data["iteration"], data["verdict"]) == ("termrl.health/1", 2, "healthy")
+    assert (data["schema"], data["iteration"], data["verdict"]) == ("termrl.health/2", 2, "healthy")
     assert data["options"] == {"train": {}, "rollout": {}} and data["next_policy"] == str(
         files[2][1]
     )

@@ -129,7 +129,7 @@ def test_kill_and_resume_matches_uninterrupted(tiny_model_dir, tmp_path, finetun
     assert [r["step"] for r in got] == list(range(1, STEPS + 1))
     for mine, theirs in zip(got, want, strict=True):
         assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-6, abs=1e-7), mine["step"]
-        assert mine["lr"] == pytest.approx(theirs["lr"])
-        assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-5)
+        assert mine["optim/lr"] == pytest.approx(theirs["optim/lr"])
+        assert mine["optim/grad_norm"] == pytest.approx(theirs["optim/grad_norm"], rel=1e-5)
     # the very next step after the restart point, spelled out
     assert got[done_before]["loss"] == pytest.approx(want[done_before]["loss"], rel=1e-6, abs=1e-7)

@@ -70,7 +70,7 @@ def test_replayed_chunks_get_no_rl_loss(tmp_path):
         e.old_logprobs = torch.full((e.response_tokens,), -1.0)
     # π_old = −1 everywhere: the replayed chunk's μ of 0.0 would be 1 nat off, but it has no μ
     stats = apply_mismatch_mask(episodes, threshold=0.5)
-    assert stats["masked_mismatch"] == 0 and stats["mismatch_max"] == pytest.approx(0.0)
+    assert stats["mask/mismatch"] == 0 and stats["mismatch/max"] == pytest.approx(0.0)
     weights = token_normalisation(
         torch.cat([e.chunk_tokens for e in episodes]),
         torch.cat([e.chunk_keep for e in episodes]),
@@ -175,10 +175,13 @@ def test_imitation_alone_raises_the_expert_actions(tiny_model_dir, tmp_path):
     # 4 demonstrations, 2 per step, 2 epochs: every step was imitation only and still stepped
     assert len(rows) == 4
     for row in rows:
-        assert row["expert_count"] == 2 and row["positive_count"] == row["negative_count"] == 0
+        assert (
+            row["advantage/expert"] == 2
+            and row["advantage/positive"] == row["advantage/negative"] == 0
+        )
         assert row["loss/rl"] == 0.0 and row["loss/il"] > 0
         assert row["tokens/il_share"] == 1.0 and row["tokens/rl_share"] == 0.0
-        assert row["grad_norm"] > 0
+        assert row["optim/grad_norm"] > 0
     assert rows[0]["data/expert"] == 4
 
 
@@ -207,7 +210,7 @@ def test_demonstrations_train_when_every_advantage_is_zero(tiny_model_dir, tmp_p
         finetune="full",
         learning_rate=3e-3,
     )
-    assert len(rows) == 4 and all(r["loss/il"] > 0 and r["expert_count"] == 2 for r in rows)
+    assert len(rows) == 4 and all(r["loss/il"] > 0 and r["advantage/expert"] == 2 for r in rows)
     assert (
         mean_token_logprob(tmp_path / "out", GOOD) > mean_token_logprob(tiny_model_dir, GOOD) + 0.3
     )
@@ -225,16 +228,16 @@ def test_term_weights_mix_and_switch_off(tiny_model_dir, tmp_path):
     pure_rl = run(mixed, tiny_model_dir, tmp_path / "rl", il_weight=0.0, **common)
     reference = run(policy_only, tiny_model_dir, tmp_path / "ref-rl", **common)
     assert [r["loss"] for r in pure_rl] == pytest.approx([r["loss"] for r in reference], rel=1e-6)
-    assert [r["grad_norm"] for r in pure_rl] == pytest.approx(
-        [r["grad_norm"] for r in reference], rel=1e-5
+    assert [r["optim/grad_norm"] for r in pure_rl] == pytest.approx(
+        [r["optim/grad_norm"] for r in reference], rel=1e-5
     )
-    assert all(r["loss/il"] == 0 and r["masked/imitation_off"] == 4 for r in pure_rl)
+    assert all(r["loss/il"] == 0 and r["mask/imitation_off"] == 4 for r in pure_rl)
 
     # rl_weight 0: the policy's episodes are excluded and the run is the demonstrations-only run
     pure_il = run(mixed, tiny_model_dir, tmp_path / "il", rl_weight=0.0, **common)
     reference = run(experts_only, tiny_model_dir, tmp_path / "ref-il", **common)
     assert [r["loss"] for r in pure_il] == pytest.approx([r["loss"] for r in reference], rel=1e-6)
-    assert all(r["loss/rl"] == 0 and r["masked/rl_off"] == 8 for r in pure_il)
+    assert all(r["loss/rl"] == 0 and r["mask/rl_off"] == 8 for r in pure_il)
 
     # both: L = rl_weight · L_RL + λ_IL · L_IL with λ_IL = 2 · 0.5² = 0.5
     both = run(

@@ -69,8 +69,8 @@ def test_full_mode_raises_rewarded_and_lowers_penalised(
     assert bad < -0.5, bad
     # 8 episodes, 2 per step, 2 epochs; both signs took part
     assert len(rows) == 8
-    assert sum(r["positive_count"] for r in rows) == 8
-    assert sum(r["negative_count"] for r in rows) == 8
+    assert sum(r["advantage/positive"] for r in rows) == 8
+    assert sum(r["advantage/negative"] for r in rows) == 8
 
 
 def test_positive_only_only_raises(tiny_model_dir, toy_trajectories, tmp_path):
@@ -85,8 +85,8 @@ def test_positive_only_only_raises(tiny_model_dir, toy_trajectories, tmp_path):
     bad_full = action_logprob(tmp_path / "full", BAD) - start_bad
     assert good > 0.5, good
     # negatives were never trained on: no step had one, and BAD was not pushed down the way full mode does
-    assert all(r["negative_count"] == 0 for r in rows)
-    assert all(r["positive_count"] > 0 for r in rows)
+    assert all(r["advantage/negative"] == 0 for r in rows)
+    assert all(r["advantage/positive"] > 0 for r in rows)
     assert bad_positive_only > bad_full + 0.5, (bad_positive_only, bad_full)
     # still RL: the same clipped ratio machinery ran (ratios moved off 1 in the second epoch)
     assert any(abs(r["ratio/mean"] - 1) > 1e-3 for r in rows)
@@ -126,16 +126,18 @@ def test_masks_are_counted_and_excluded(tiny_model_dir, tmp_path):
     traj = write_toy_set(tmp_path / "t.parquet", tiny_model_dir, groups=1, extra=extra)
     rows = run(traj, tiny_model_dir, tmp_path / "out", mode="full", epochs=1)
     first = rows[0]
-    assert first["masked_placeholder"] == 1
-    assert first["masked/drop"] == 1
-    assert first["masked/max_turns"] == 1
-    assert first["masked/untrainable"] == 1
-    assert first["masked_length"] == 1 and first["masked/long_failure"] == 1
-    assert first["failed_max_response_tokens"] == len(
+    # one naming scheme: the step's identity flat, every metric namespaced (no flat duplicates)
+    assert {k for k in first if "/" not in k} == {"step", "mode", "epoch", "objective", "loss"}
+    assert first["mask/placeholder"] == 1
+    assert first["mask/drop"] == 1
+    assert first["mask/max_turns"] == 1
+    assert first["mask/untrainable"] == 1
+    assert first["mask/long_failure"] == 1
+    assert first["data/failed_max_response_tokens"] == len(
         long_chunks[0][1]
     )  # it still counts as a failure
-    assert first["masked_mismatch"] == 1
-    assert first["mismatch_max"] == pytest.approx(1.0, abs=1e-4)
+    assert first["mask/mismatch"] == 1
+    assert first["mismatch/max"] == pytest.approx(1.0, abs=1e-4)
     # group gl: rewards [0 (long), 1, 1] -> the long failure still sets the baseline, but is not trained;
     # trained: 4 toy episodes + short + shifted = 6 episodes, 2 per step -> 3 steps
     assert len(rows) == 3
