@@ -200,5 +200,5 @@ def apply_mask_filter(
         "episodes_shaped": float(sum(value != 0.0 for value in shaped)),
         "shaping_mean": sum(shaped) / len(shaped) if shaped else 0.0,
     }
-    stats.update({f"masked/{reason}": float(n) for reason, n in sorted(reasons.items())})
+    stats.update({f"mask/{reason}": float(n) for reason, n in sorted(reasons.items())})
     return MaskFilterResult(rows, verdicts, dropped_ids, stats)

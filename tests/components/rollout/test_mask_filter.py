@@ -139,7 +139,7 @@ def test_apply_mask_filter_drops_whole_groups_and_keeps_the_batch_shape(tmp_path
     assert by_episode["g1-e1"][0]["placeholder"]
     assert by_episode["g2-e0"][0]["mask_reason"] == "max-turns"
     assert [r["chunk_index"] for r in by_episode["g2-e1"]] == [0, 1, 2]
-    assert result.stats["groups_dropped"] == 2 and result.stats["masked/max-turns"] == 1
+    assert result.stats["groups_dropped"] == 2 and result.stats["mask/max-turns"] == 1
     # The rows are a valid trajectories artifact.
     write_trajectories(tmp_path / "t.parquet", result.rows)
     assert read_trajectories(tmp_path / "t.parquet").num_rows == len(result.rows)
