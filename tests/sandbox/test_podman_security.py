@@ -90,8 +90,11 @@ async def test_an_image_build_reaches_out_but_not_host_loopback(podman, base_ima
         serving(host, "outside", hits) as out_port,
         serving("127.0.0.1", "loopback", hits) as lo_port,
     ):
+        # A line no earlier build had: neither an image of the same key nor podman's layer cache
+        # may stand in for this build (the same two ports can come round again).
         dockerfile = (
             f"FROM {base_images}\n"
+            f"RUN echo {uuid.uuid4().hex} > /build-id\n"
             f"RUN curl -sS --max-time 5 http://{host}:{out_port}/ > /outside\n"
             f"RUN (curl -sS --max-time 3 http://127.0.0.1:{lo_port}/ || echo blocked) > /loopback 2>/dev/null\n"
         )
