@@ -67,7 +67,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
-from termrl.sandbox.fresh import IDS_OF_COMMAND, enter, fresh_argv, fresh_env, parse_ids
+from termrl.sandbox.fresh import UnknownUser, enter, fresh_argv, fresh_env, user_ids
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import DEFAULT_SIGINT, SUPERVISOR, ProcessChannel, Shell
@@ -278,23 +278,10 @@ class BwrapSandbox(Sandbox):
         binds: dict[str, tuple[str, bool]] | None = None,
         user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
-        ids = None
-        if user is not None:
-            out, code, _, _ = await self.exec_fresh(
-                IDS_OF_COMMAND,
-                env={"TERMRL_USER": user},
-                workdir="/",
-                timeout=30,
-                output_limit=4096,
-            )
-            ids = parse_ids(out) if code == 0 else None
-            if ids is None:
-                return (
-                    f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n",
-                    126,
-                    False,
-                    False,
-                )
+        try:
+            ids = None if user is None else await user_ids(self.exec_fresh, user)
+        except UnknownUser as exc:
+            return str(exc), 126, False, False
         result = await enter(
             self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
             cgroups=[str(c) for c in self.cgroups],

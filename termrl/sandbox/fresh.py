@@ -24,7 +24,7 @@ import contextlib
 import json
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from termrl.sandbox import procs
@@ -35,6 +35,7 @@ __all__ = [
     "DRAIN_SEC",
     "ENTER_SCRIPT",
     "IDS_OF_COMMAND",
+    "UnknownUser",
     "collect",
     "enter",
     "fresh_argv",
@@ -42,6 +43,7 @@ __all__ = [
     "parse_ids",
     "pid_line_argv",
     "split_pid_line",
+    "user_ids",
 ]
 
 ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
@@ -85,6 +87,23 @@ def parse_ids(output: str) -> dict[str, object] | None:
         "gid": int(fields[1]),
         "groups": sorted({int(f) for f in fields[2:]}),
     }
+
+
+class UnknownUser(Exception):
+    """``user_ids`` found no such user in the sandbox; ``str(exc)`` is the line a caller reports."""
+
+
+async def user_ids(exec_fresh: Callable[..., Awaitable[tuple]], user: str) -> dict[str, object]:
+    """The ids of ``user`` as the sandbox's own ``id`` reports them (``IDS_OF_COMMAND`` run through
+    the backend's plain ``exec_fresh``): what a backend that enters the sandbox itself gives
+    ``enter`` as the user override. Raises ``UnknownUser`` when the sandbox has no such user."""
+    out, code, _, _ = await exec_fresh(
+        IDS_OF_COMMAND, env={"TERMRL_USER": user}, workdir="/", timeout=30, output_limit=4096
+    )
+    ids = parse_ids(out) if code == 0 else None
+    if ids is None:
+        raise UnknownUser(f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n")
+    return ids
 
 
 def fresh_argv(command: str, workdir: str) -> list[str]:

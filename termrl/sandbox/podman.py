@@ -60,14 +60,14 @@ from termrl.sandbox.build_tools import SHIM_DIR, build_tools_dir
 from termrl.sandbox.disk_layer import DiskLayer, mount_layer, remove_stale, unmount_layer
 from termrl.sandbox.dockerfile import base_refs, declare_build_args
 from termrl.sandbox.fresh import (
-    IDS_OF_COMMAND,
+    UnknownUser,
     collect,
     enter,
     fresh_argv,
     fresh_env,
-    parse_ids,
     pid_line_argv,
     split_pid_line,
+    user_ids,
 )
 from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
@@ -334,23 +334,10 @@ class PodmanSandbox(Sandbox):
         sandbox (``podman exec`` cannot give one process a mount namespace of its own). The process gets
         the container init's namespaces, root, user and capabilities, its cgroups, and the seccomp
         filter of ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
-        ids = None
-        if user is not None:  # the ids of the user, as the container's own `id` reports them
-            out, code, _, _ = await self.exec_fresh(
-                IDS_OF_COMMAND,
-                env={"TERMRL_USER": user},
-                workdir="/",
-                timeout=30,
-                output_limit=4096,
-            )
-            ids = parse_ids(out) if code == 0 else None
-            if ids is None:
-                return (
-                    f"termrl: cannot run as user {user!r}: {out.strip()[-300:]}\n",
-                    126,
-                    False,
-                    False,
-                )
+        try:
+            ids = None if user is None else await user_ids(self.exec_fresh, user)
+        except UnknownUser as exc:
+            return str(exc), 126, False, False
         init, config_env = await self._inspect()
         try:
             cgroups = procs.cgroup_dirs(init)

@@ -59,6 +59,24 @@ async def test_a_process_with_private_directories_has_no_more_privilege_and_its_
         ]
 
 
+async def test_a_process_with_private_directories_runs_as_the_user_asked_for(
+    local, base_images, tmp_path
+):
+    """A task's verifier user: its ids come from the sandbox's own /etc/passwd; a user the
+    sandbox does not know is refused (exit 126) rather than run as root."""
+    (tmp_path / "verifier").mkdir()
+    binds = {"/logs/verifier": (str(tmp_path / "verifier"), False)}
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("mkdir -p /logs/verifier")
+        ran = await session.exec_fresh("id -un; id -u", binds=binds, user="nobody")
+        assert ran.output.split() == ["nobody", "65534"], ran.output
+        by_uid = await session.exec_fresh("id -u", binds=binds, user="4242")
+        assert by_uid.output.split() == ["4242"], by_uid.output
+        refused = await session.exec_fresh("id -un", binds=binds, user="no-such-user")
+        assert refused.exit_code == 126
+        assert "cannot run as user 'no-such-user'" in refused.output
+
+
 async def _no_more_privilege(session, **fresh_args) -> None:
     """The fresh process's user, capabilities, no_new_privs, seccomp and cgroups are the agent's shell's."""
     shell = _fields((await session.exec(STATUS)).output)
