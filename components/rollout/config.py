@@ -70,7 +70,8 @@ class RolloutConfig:
     drove a collapse or a hacking pattern (``components/health``). Ids not in the tasks artifact
     are ignored; excluding every task is an error."""
     concurrency: int = 8
-    """Episodes (sandboxes) alive at once. One real core here: keep it small."""
+    """Episodes (sandboxes) alive at once; their turns share one CPU engine, so more only
+    helps while sandbox time dominates (the README's measured figures)."""
     backend: str = "podman"
     """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
     sandbox_namespace: str = ""

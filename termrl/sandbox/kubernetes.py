@@ -24,9 +24,9 @@ Images are not built here: a cluster pulls task images from a registry, so
 pushed by whoever built it (``SandboxManager(backend="podman").build_image``).
 Files move through exec'd ``base64``/``tar`` (text-safe over the stream).
 
-No cluster runs on the development machine: the manifests and the channel
-logic are tested without one; the create/exec path against a real API server
-has not been run.
+The manifests and the channel logic are tested without a cluster; the
+create/exec path against a real API server is covered by no test (the README
+says what has and has not run).
 """
 
 from __future__ import annotations
