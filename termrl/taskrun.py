@@ -42,7 +42,12 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    (/tests read-only), in a user namespace of their own, so nothing in the
    sandbox, a service included, can see or write them, or reach the tests'
    files and output through ``/proc/<pid>``; the reward is read from the
-   host's copy. Elsewhere (Kubernetes) the tests are uploaded into the sandbox.
+   host's copy. Their paths, and every folder above them, are pinned in the
+   sandbox while the tests run (``termrl/sandbox/enter.py``): a service cannot
+   rename /tests away and put its own in its place. Terminal-Bench's offline
+   test kit (uv, the ``env`` file the script sources, the wheels) is mounted
+   the same way, read-only (``termrl.tbcompat.testphase``). Elsewhere
+   (Kubernetes) the tests and the kit are uploaded into the sandbox.
 4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
    and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
    conftest.py or configuration file from / or the working directory).
@@ -78,6 +83,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import yaml
@@ -93,7 +99,7 @@ from termrl.reward import (
 from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import SandboxSpec, resolve_env
 from termrl.tampering import find_tampering
-from termrl.tbcompat.testphase import prepare_test_phase
+from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
 from termrl.tbcompat.timing import warn_if_tight
 from termrl.verifierenv import collect_artifacts
 
@@ -319,22 +325,31 @@ async def _score(
         **resolve_env(task.verifier_env),
         "TEST_DIR": TESTS_DIR,
         "PYTEST_ADDOPTS": pytest_addopts(task),
-        **await prepare_test_phase(session, task),
     }
     user = task.verifier_user
     if session.private_binds:
         with tempfile.TemporaryDirectory(prefix="termrl-scoring-") as host:
             tests, verifier = _write_host_dirs(host, task.test_files)
-            result = await session.exec_fresh(
-                task.test_command,
-                timeout=timeout,
-                env=env,
-                workdir=session.workdir,
-                binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)},
-                user=user,
-            )
+            phase = await prepare_test_phase(session, task, Path(host))
+            try:
+                result = await session.exec_fresh(
+                    task.test_command,
+                    timeout=timeout,
+                    env=env | phase.env,
+                    workdir=session.workdir,
+                    binds={TESTS_DIR: (tests, True), VERIFIER_DIR: (verifier, False)} | phase.binds,
+                    user=user,
+                )
+            finally:
+                await remove_mount_points(session, phase)
+            if result.exit_code in (125, 126) and result.output.startswith("termrl-enter:"):
+                raise RewardFailed(  # e.g. a path of the tests' mounts behind a symbolic link
+                    f"task {task.id}: the tests could not be started: {result.output.strip()}",
+                    log_tail=result.output[-2000:],
+                )
             read_reward = lambda code: asyncio.to_thread(read_host_reward, task.id, verifier, code)  # noqa: E731
             return await _outcome(task, result, started, timeout, tampering, read_reward)
+    env |= (await prepare_test_phase(session, task)).env
     await session.upload_files(task.test_files, TESTS_DIR)
     if user is not None:  # the verifier's user writes the reward file
         await session.exec_fresh(f"chmod 0777 {VERIFIER_DIR}", timeout=30)

@@ -10,6 +10,7 @@ binary the agent replaced runs with what the agent had, no more.
     open the target's namespaces and root, the host's /dev/null
     clone each private bind's host directory (open_tree)
     setns: cgroup, ipc, uts, net, pid, mnt
+    with private binds: pin each bind's path in the sandbox's mount namespace
     fork ─► child (pid namespace joined only by children)
             new session
             with private binds: a mount namespace of its own (a private copy of the
@@ -22,7 +23,7 @@ binary the agent replaced runs with what the agent had, no more.
             inheritable, permitted, effective and ambient sets
             no_new_privs, then the sandbox's seccomp filter
             execve(argv, env)
-    parent: waits, exits with the child's status (128 + signal when killed)
+    parent: waits, unpins, exits with the child's status (128 + signal when killed)
 
 The target is a process the sandbox started (its shell supervisor): its
 ``/proc/<pid>/status`` gives the credentials to copy. Everything the helper
@@ -42,12 +43,27 @@ to reach its files through ``/proc/<pid>/root`` or its output through
 so they act on nothing the sandbox's own do not, with one loss: ports below
 ``ip_unprivileged_port_start`` and raw sockets belong to the network namespace's
 owner, so the tests cannot bind those themselves (a service the agent started can).
+
+A private mount sits on a directory entry that the sandbox shares, and the
+kernel lets a process of another mount namespace rename or remove an entry that
+is a mount point only in ours: the mount then follows the renamed entry or is
+detached, and the path shows whatever a service put there (``mv /tests x &&
+mkdir /tests``). So, before the child copies the namespace, the parent *pins*
+every component of each bind's path in the sandbox's own mount namespace: it
+binds each one onto itself. Entries that are mount points in the sandbox's own
+namespace cannot be renamed, removed or replaced from it (EBUSY), and no
+sandbox process may unmount them (no CAP_SYS_ADMIN; seccomp). Each component is
+opened without following symbolic links and must stay the same file once
+pinned, so no link the agent left, or swapped in meanwhile, redirects a private
+mount. The parent removes the pins when the child has exited; on a timeout the
+caller kills the child's tree first, so that the parent can.
 """
 
 import ctypes
 import json
 import os
 import signal
+import stat
 import sys
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
@@ -64,14 +80,11 @@ PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
+MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
 CLONE_NEWUSER = 0x10000000
 NAMESPACE_OWNER = 4294967293  # a uid no process runs as ((uid_t) -1 and -2 are reserved)
-OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = (
-    1,
-    os.O_CLOEXEC,
-    0x8000,
-    0x4,
-)
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, AT_EMPTY_PATH = 1, os.O_CLOEXEC, 0x8000, 0x1000
+MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 AT_FDCWD = -100
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = (
     428,
@@ -171,6 +184,71 @@ def clone_tree(path):
     return fd
 
 
+def pin(root, targets):
+    """Bind every component of each target path onto itself (see the module docstring).
+
+    Walks from the sandbox's root fd, one component at a time, without following
+    symbolic links; returns the names of the topmost pins, under the root (detaching
+    those detaches the rest, which are mounted inside them).
+    """
+    pinned, tops = {}, []
+    for target in targets:
+        parent, path = root, ""
+        parts = target.strip("/").split("/")
+        for i, name in enumerate(parts):
+            path += "/" + name
+            if path in pinned:
+                parent = pinned[path]
+                continue
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            before = os.fstat(fd)
+            last = i == len(parts) - 1
+            if not (stat.S_ISDIR(before.st_mode) or (last and stat.S_ISREG(before.st_mode))):
+                raise OSError(f"{path} is not a directory{' or a file' if last else ''}")
+            tree = libc.syscall(
+                SYS_OPEN_TREE,
+                fd,
+                b"",
+                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
+            )
+            if tree < 0:
+                check(-1, f"open_tree {path}")
+            check(
+                libc.syscall(
+                    SYS_MOVE_MOUNT,
+                    tree,
+                    b"",
+                    fd,
+                    b"",
+                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+                ),
+                f"pin {path}",
+            )
+            os.close(tree)
+            os.close(fd)
+            # The entry again, now through the pin: it must be what was pinned, not a swap.
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            after = os.fstat(fd)
+            if (after.st_dev, after.st_ino, stat.S_IFMT(after.st_mode)) != (
+                before.st_dev,
+                before.st_ino,
+                stat.S_IFMT(before.st_mode),
+            ):
+                raise OSError(f"{path} changed while it was pinned")
+            pinned[path] = fd
+            if parent == root:
+                tops.append(name)
+            parent = fd
+    return tops
+
+
+def unpin(root, tops):
+    """Detach the pins (and everything mounted inside them): a pinned entry is still the pin."""
+    os.fchdir(root)
+    for name in tops:
+        check(libc.umount2(name.encode(), MNT_DETACH | UMOUNT_NOFOLLOW), f"unpin /{name}")
+
+
 def isolate(binds, to_parent, from_parent):
     """Private mounts, then a user namespace of our own (see the module docstring).
 
@@ -250,6 +328,7 @@ def main():
     host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     for fd, flag in namespaces:
         check(libc.setns(fd, flag), f"setns {flag:#x}")
+    pins = pin(root, [target for _, target, _ in binds])
     (from_child, to_parent), (from_parent, to_child) = os.pipe(), os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -262,6 +341,7 @@ def main():
         map_ids(host_proc, pid)
         os.write(to_child, b"m")
     _, status = os.waitpid(pid, 0)
+    unpin(root, pins)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import platform
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -48,6 +50,8 @@ __all__ = [
 
 ENTER_SCRIPT = str(Path(__file__).with_name("enter.py"))
 """Run by the host's Python to start a fresh process inside a sandbox it enters (bwrap, rootful podman)."""
+UNPIN_SEC = 5.0
+"""How long ``enter.py`` gets to remove its pins after its command was killed at the timeout."""
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Docker's default PATH, for images whose configuration sets none."""
@@ -220,4 +224,18 @@ async def enter(
         env={},
         start_new_session=True,
     )
-    return await collect(process, timeout, output_limit, lambda: procs.kill_tree(process.pid))
+
+    def kill() -> None:
+        # The helper's children first: the helper then removes its pins from the sandbox's mount
+        # namespace (enter.py) and exits; it is killed too if it has not within UNPIN_SEC.
+        for pid in procs.descendants(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+        def kill_helper() -> None:
+            if process.returncode is None:
+                procs.kill_tree(process.pid)
+
+        asyncio.get_running_loop().call_later(UNPIN_SEC, kill_helper)
+
+    return await collect(process, timeout, output_limit, kill)

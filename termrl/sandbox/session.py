@@ -115,8 +115,9 @@ class Sandbox(ABC):
     ) -> tuple[str, int | None, bool, bool]:
         """Run ``command`` in a new process outside the agent's shell (``termrl.sandbox.fresh``), with
         the sandbox's own limits; (output, exit status or None, timed_out, truncated). ``binds``
-        (sandbox path → (host directory, read-only); only where ``private_binds``): directories
-        mounted for this process alone, over existing directories of the sandbox. ``user`` (a name
+        (sandbox path → (host directory or file, read-only); only where ``private_binds``): mounted
+        for this process alone over existing directories or files of the sandbox, reached through no
+        symbolic link and pinned there while it runs (``termrl/sandbox/enter.py``). ``user`` (a name
         or uid of the sandbox): run as that user instead of the sandbox's own."""
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""The offline test kit: uv and the pinned test wheels, prepared on the host, copied in at test time.
+"""The offline test kit: uv and the pinned test wheels, prepared on the host, put in at test time.
 
 A Terminal-Bench test script downloads uv and pytest when it runs; the test
 phase here has no network. The kit makes those downloads unnecessary without
@@ -10,7 +10,10 @@ touching the script:
     /opt/termrl-testkit/uv.toml      no index, find-links = the wheels, offline, no Python downloads
 
 plus ``PIP_NO_INDEX``/``PIP_FIND_LINKS``/``UV_CONFIG_FILE`` in the test
-phase's environment. The installer line itself then fails quietly (no
+phase's environment. Where the backend mounts directories for the tests' process
+alone (``kit_binds``), the kit is mounted read-only at those paths for it, out
+of reach of anything running in the sandbox; elsewhere it is uploaded
+(``kit_files``). The installer line itself then fails quietly (no
 network; ``curl | sh`` exits with sh's status) and everything after it finds
 uv and the wheels in place.
 
@@ -62,6 +65,7 @@ __all__ = [
     "SANDBOX_KIT_DIR",
     "KitSpec",
     "ensure_kit",
+    "kit_binds",
     "kit_files",
     "remove_kit",
     "test_env",
@@ -293,6 +297,30 @@ def kit_files(spec: KitSpec, kit_dir: Path, home: str) -> list[TaskFile]:
         ]
         files.append(TaskFile(f"{bin_dir.lstrip('/')}/env", installer_env_file(bin_dir)))
     return files
+
+
+def kit_binds(spec: KitSpec, kit_dir: Path, home: str, host: Path) -> dict[str, tuple[str, bool]]:
+    """The kit as read-only mounts for the tests' process alone: sandbox path → (host path, True).
+
+    Writes the kit's folder and the installer's ``env`` file under ``host``
+    (a private scratch folder); uv's binaries are mounted from the cache.
+    """
+    folder = host / "kit"
+    (folder / "wheels").mkdir(parents=True)
+    (folder / "uv.toml").write_bytes(_uv_toml(bool(spec.groups)))
+    for wheel in sorted((kit_dir / "wheels").glob("*.whl")):
+        shutil.copyfile(wheel, folder / "wheels" / wheel.name)
+    binds = {SANDBOX_KIT_DIR: (str(folder), True)}
+    if spec.uv:
+        bin_dir = f"{home.rstrip('/')}/.local/bin"
+        (host / "env").write_bytes(installer_env_file(bin_dir))
+        (host / "env").chmod(0o644)
+        uv = uv_binaries(spec.uv, spec.arch)
+        binds |= {f"{bin_dir}/{name}": (str(uv / name), True) for name in ("uv", "uvx")}
+        binds[f"{bin_dir}/env"] = (str(host / "env"), True)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # whatever user the tests run as reads them
+    return binds
 
 
 def test_env(spec: KitSpec) -> dict[str, str]:

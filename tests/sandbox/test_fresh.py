@@ -8,6 +8,8 @@ privilege than it (user, capability sets, no_new_privs, seccomp, cgroups);
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from termrl.sandbox import SandboxSpec
@@ -57,6 +59,72 @@ async def test_a_process_with_private_directories_has_no_more_privilege_and_its_
             "/tests:",
             "mine",
         ]
+
+
+async def test_private_directories_cannot_be_moved_away_under_the_process(
+    local, base_images, tmp_path
+):
+    """A private mount sits on an entry the sandbox shares: renamed from the sandbox, the mount would
+    follow it (``mv /tests x && mkdir /tests`` would show the agent's tests). While the process runs,
+    its paths and every directory above them are pinned (EBUSY in the sandbox); after, they are not."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("echo from-host\n")
+    (tmp_path / "verifier").mkdir()
+    binds = {
+        "/tests": (str(tmp_path / "tests"), True),
+        "/logs/verifier": (str(tmp_path / "verifier"), False),
+    }
+    attack = (
+        "mv /tests /tests.gone; rmdir /tests; mv /logs /logs.gone; mv /logs/verifier /v;"
+        " rm -rf /logs; ln -sfn /tmp /logs/verifier"
+    )
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("mkdir -p /tests /logs/verifier")
+        mounts_before = (await session.exec("cat /proc/self/mountinfo | wc -l")).output
+
+        async def agent() -> str:
+            await session.exec("until [ -e /tmp/started ]; do sleep 0.1; done", 60)
+            tried = await session.exec(f"{{ {attack}; }} 2>&1; touch /tmp/tried", 60)
+            return tried.output
+
+        tests, tried = await asyncio.gather(
+            session.exec_fresh(
+                "touch /tmp/started; until [ -e /tmp/tried ]; do sleep 0.1; done; bash /tests/test.sh",
+                binds=binds,
+                timeout=60,
+            ),
+            agent(),
+        )
+        assert tests.output == "from-host\n", tests.output
+        assert tried.count("Device or resource busy") >= 5, tried
+        assert (await session.exec("cat /proc/self/mountinfo | wc -l")).output == mounts_before
+        moved = await session.exec("mv /tests /tests.gone && mv /logs /logs.gone && echo moved")
+        assert moved.output == "moved\n"
+
+
+async def test_a_private_directory_behind_a_symbolic_link_is_refused(local, base_images, tmp_path):
+    """/logs a link to a directory the agent controls: the private mount would land there; refused."""
+    (tmp_path / "verifier").mkdir()
+    binds = {"/logs/verifier": (str(tmp_path / "verifier"), False)}
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec(
+            "rm -rf /logs; mkdir -p /tmp/elsewhere/verifier; ln -s /tmp/elsewhere /logs"
+        )
+        refused = await session.exec_fresh("echo 1 > /logs/verifier/reward.txt", binds=binds)
+        assert refused.exit_code == 125 and "/logs is not a directory" in refused.output
+        assert not (tmp_path / "verifier" / "reward.txt").exists()
+
+
+async def test_private_directories_are_unpinned_when_the_process_times_out(
+    local, base_images, tmp_path
+):
+    (tmp_path / "tests").mkdir()
+    binds = {"/tests": (str(tmp_path / "tests"), True)}
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("mkdir -p /tests")
+        result = await session.exec_fresh("sleep 98763", binds=binds, timeout=3)
+        assert result.timed_out
+        assert (await session.exec("rmdir /tests && echo removed")).output == "removed\n"
 
 
 async def test_a_process_with_private_directories_runs_as_the_user_asked_for(

@@ -7,7 +7,7 @@ import pytest
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.taskfolders import read_task_folder
 from termrl.tbcompat.kit import SANDBOX_KIT_DIR
-from termrl.tbcompat.testphase import prepare_test_phase
+from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
 
 from .conftest import TB_FIXTURES
 
@@ -22,7 +22,7 @@ async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
         async with await manager.create(spec) as session:
             before = await session.exec(f"command -v uv; ls {SANDBOX_KIT_DIR}", timeout=30)
             assert before.exit_code != 0 and "uv" not in before.output.split("\n")[0]
-            env = await prepare_test_phase(session, task)
+            env = (await prepare_test_phase(session, task)).env
             exports = " ".join(f"{k}={v}" for k, v in env.items())
             checks = {
                 # what the installer line would have left behind
@@ -51,3 +51,37 @@ async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
             assert (
                 await fresh.exec(f"ls {SANDBOX_KIT_DIR} $HOME/.local/bin/uv", timeout=30)
             ).exit_code != 0
+
+
+async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_path):
+    """Where the tests get private mounts, the kit never enters the sandbox: a service could not swap
+    uv or the ``env`` file the script sources. What the agent left at those paths is not used, and
+    the mount points made for the kit are gone afterwards."""
+    task = read_task_folder(TB_FIXTURES / "yaml-to-json")
+    async with (
+        SandboxManager() as manager,
+        await manager.create(SandboxSpec.from_task(task)) as session,
+    ):
+        assert session.private_binds
+        await session.exec("mkdir -p ~/.local/bin && echo 'echo forged' > ~/.local/bin/env")
+        phase = await prepare_test_phase(session, task, tmp_path)
+        assert set(phase.binds) == {
+            SANDBOX_KIT_DIR,
+            *(f"/root/.local/bin/{n}" for n in ("uv", "uvx", "env")),
+        }
+        exports = " ".join(f"{k}={v}" for k, v in phase.env.items())
+        seen = await session.exec_fresh(
+            f"source $HOME/.local/bin/env && {exports} uv --version && ls {SANDBOX_KIT_DIR}/wheels | grep -c whl",
+            binds=phase.binds,
+        )
+        assert (
+            seen.output.splitlines()[0] == "uv 0.7.13" and int(seen.output.splitlines()[1]) > 0
+        ), seen.output
+        sandbox_view = await session.exec(
+            f"ls -A {SANDBOX_KIT_DIR}; wc -c < ~/.local/bin/uv", timeout=30
+        )
+        assert sandbox_view.output.split() == ["0"], sandbox_view.output  # empty mount points only
+        assert (await session.exec("cat ~/.local/bin/env")).output == "echo forged\n"  # kept
+        await remove_mount_points(session, phase)
+        after = await session.exec(f"ls {SANDBOX_KIT_DIR} ~/.local/bin/uv", timeout=30)
+        assert after.exit_code != 0, after.output
