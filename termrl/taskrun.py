@@ -29,7 +29,10 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    /tests/test.sh after the upload or writes into the tests' output is
    stopped before the tests start and resumed after the reward is read (the
    session stays usable). Only stopped, not killed: freezing every non-service
-   needs no declaration from the task and loses nothing.
+   needs no declaration from the task and loses nothing. Meanwhile the system
+   folders (/usr, /etc, /bin, /sbin, /lib*) are read-only for every process
+   of the sandbox but the tests' (``Session.system_paths_frozen``): a service
+   cannot replace what the tests run once the tampering check (below) is done.
 2. runs everything through a fresh process (``Session.exec_fresh``), never the
    agent's shell: no shell functions, aliases, ``BASH_ENV`` or ``PATH`` the
    agent set, ``bash --noprofile --norc``, the sandbox's configured
@@ -57,11 +60,13 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
 
 What stays open: on Kubernetes, a process that holds a listening socket
 counts as a service and keeps running, so it could still write the reward
-file or into the tests' output; everywhere, binaries the agent replaced in
-system paths (a ``/usr/local/bin/bash``, a pytest plugin installed into
-site-packages) run during the tests, with no more privilege than the agent
-had. The second is flagged (``termrl.tampering.find_tampering``,
-``TestOutcome.tampering``).
+file or into the tests' output, or replace what they run; everywhere,
+binaries the agent replaced in system paths before scoring (a
+``/usr/local/bin/bash``, a pytest plugin installed into site-packages) run
+during the tests, with no more privilege than the agent had, and are flagged
+(``termrl.tampering.find_tampering``, ``TestOutcome.tampering``); a service
+can still change, while the tests run, files outside the system folders that
+they use (a virtualenv the test script makes in the working directory).
 
 Tests and the solution are uploaded only here, so they are never inside the
 sandbox while an agent works. So is a Terminal-Bench task's offline test kit
@@ -164,6 +169,7 @@ class TaskSession(Protocol):
     ) -> _Result: ...
     async def close(self) -> None: ...
     def agent_stopped(self) -> AbstractAsyncContextManager[None]: ...
+    def system_paths_frozen(self) -> AbstractAsyncContextManager[None]: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
     async def changed_files(self) -> dict[str, str] | None: ...
 
@@ -283,13 +289,27 @@ async def run_tests(
         )
     if task.verifier_mode == "separate":
         return await _run_separate(session, task, timeout)
-    async with session.agent_stopped():
+    async with session.agent_stopped(), _system_paths_frozen(session, task):
         tampering = await find_tampering(session)  # before the tests install anything themselves
         if tampering:
             log.warning(
                 "task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering)
             )
         return await _score(session, task, timeout, tampering)
+
+
+@asynccontextmanager
+async def _system_paths_frozen(session: TaskSession, task: Task) -> AsyncIterator[None]:
+    """``Session.system_paths_frozen``; failing to freeze fails the scoring (never scored unfrozen)."""
+    entered = False
+    try:
+        async with session.system_paths_frozen():
+            entered = True
+            yield
+    except OSError as exc:
+        if entered:
+            raise
+        raise RewardFailed(f"task {task.id}: cannot freeze the system folders: {exc}") from exc
 
 
 async def _run_separate(session: TaskSession, task: Task, timeout: float) -> TestOutcome:

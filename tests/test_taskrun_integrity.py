@@ -78,6 +78,15 @@ PYTEST_REWARD_TASK = _task(
     },
 )
 """pytest inside a reward-file script."""
+SLOW_PYTEST_REWARD_TASK = _task(
+    "slow-pytest-reward",
+    {
+        "test_outputs.py": TEST_PY,
+        "test.sh": b"#!/bin/bash\nsleep 1\ncd /app\npython3 -m pytest /tests/test_outputs.py -rA"
+        b" && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    },
+)
+"""The same, taking a moment first."""
 
 # A conftest.py that turns every failing test into a pass.
 PASS_ALL = """
@@ -169,6 +178,26 @@ ATTACKS: dict[str, tuple[Task, list[str]]] = {
                 "until pgrep -f 'tests/tes[t].sh' >/dev/null; do :; done; "
                 "mv /tests /tests.gone && mkdir /tests && printf 'def test_out():\\n    pass\\n' "
                 "> /tests/test_outputs.py"
+            )
+        ],
+    ),
+    # ... or replacing what the tests run once scoring has begun, after the tampering check: a python3
+    # first on PATH while the tests sleep, a bash wrapper as soon as /tests is made again.
+    "service-shadows-python-during-tests": (
+        SLOW_PYTEST_REWARD_TASK,
+        [
+            _service(
+                "until pgrep -f 'tests/tes[t].sh' >/dev/null; do :; done; "
+                "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3; chmod 755 /usr/local/bin/python3"
+            )
+        ],
+    ),
+    "service-wraps-bash-when-scoring-starts": (
+        REWARD_TASK,
+        [
+            _service(
+                "until [ -d /tests ]; do :; done; "
+                f"printf '#!/bin/sh\\n{WRITE_ONE}\\n' > /usr/local/bin/bash; chmod 755 /usr/local/bin/bash"
             )
         ],
     ),

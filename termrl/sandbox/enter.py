@@ -57,9 +57,18 @@ opened without following symbolic links and must stay the same file once
 pinned, so no link the agent left, or swapped in meanwhile, redirects a private
 mount. The parent removes the pins when the child has exited; on a timeout the
 caller kills the child's tree first, so that the parent can.
+
+With ``freeze`` in its configuration (and no command), the helper instead
+makes those top-level folders read-only in the sandbox's mount namespace, a
+read-only copy of each mounted over it, prints the names it froze, holds until
+its stdin closes, then detaches them (``termrl.sandbox.fresh.Frozen``). A
+process started with private binds meanwhile is given ``unfreeze``: it
+detaches those copies in its own namespace and writes where the sandbox's
+other processes cannot.
 """
 
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -90,6 +99,7 @@ SYS_OPEN_TREE, SYS_MOVE_MOUNT = (
     428,
     429,
 )  # the same number on every architecture (added in Linux 5.2)
+SYS_MOUNT_SETATTR, MOUNT_ATTR_RDONLY = 442, 0x1  # Linux 5.12
 CAPABILITY_VERSION_3 = 0x20080522
 CAP_LAST = 63
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
@@ -106,6 +116,15 @@ class CapData(ctypes.Structure):
         ("effective", ctypes.c_uint32),
         ("permitted", ctypes.c_uint32),
         ("inheritable", ctypes.c_uint32),
+    ]
+
+
+class MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
     ]
 
 
@@ -242,14 +261,82 @@ def pin(root, targets):
     return tops
 
 
-def unpin(root, tops):
-    """Detach the pins (and everything mounted inside them): a pinned entry is still the pin."""
+def detach(root, names):
+    """Detach the topmost mount at each of these names under the root, with what is mounted inside
+    it: the pins (a pinned entry is still the pin), the frozen folders."""
     os.fchdir(root)
-    for name in tops:
-        check(libc.umount2(name.encode(), MNT_DETACH | UMOUNT_NOFOLLOW), f"unpin /{name}")
+    for name in names:
+        check(libc.umount2(name.encode(), MNT_DETACH | UMOUNT_NOFOLLOW), f"detach /{name}")
 
 
-def isolate(binds, to_parent, from_parent):
+def freeze(root, names, frozen):
+    """Make these top-level folders read-only in the sandbox's mount namespace; each one frozen
+    is appended to ``frozen`` at once (a failure halfway leaves nothing behind that is not listed).
+
+    A read-only copy of each folder's mount tree is mounted over it: files stay
+    what they are, only writing through these paths fails (EROFS), for every
+    process of the sandbox. Links (a merged /bin) and missing names are skipped.
+    """
+    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    for name in names:
+        try:
+            fd = os.open(
+                name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root
+            )
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                continue
+            raise
+        tree = libc.syscall(
+            SYS_OPEN_TREE,
+            fd,
+            b"",
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
+        )
+        if tree < 0:
+            check(-1, f"open_tree /{name}")
+        check(
+            libc.syscall(
+                SYS_MOUNT_SETATTR,
+                tree,
+                b"",
+                AT_EMPTY_PATH | AT_RECURSIVE,
+                ctypes.byref(attr),
+                ctypes.sizeof(attr),
+            ),
+            f"make /{name} read-only",
+        )
+        check(
+            libc.syscall(
+                SYS_MOVE_MOUNT,
+                tree,
+                b"",
+                fd,
+                b"",
+                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+            ),
+            f"freeze /{name}",
+        )
+        frozen.append(name)
+        os.close(tree)
+        os.close(fd)
+
+
+def hold_frozen(config, root):
+    """Freeze, say which names on stdout, hold until stdin closes, thaw (the ``freeze`` mode)."""
+    mnt = os.open(f"/proc/{config['target']}/ns/mnt", os.O_RDONLY)
+    check(libc.setns(mnt, CLONE_NEWNS), "setns mnt")
+    frozen = []
+    try:
+        freeze(root, config["freeze"], frozen)
+        os.write(1, (json.dumps(frozen) + "\n").encode())
+        while os.read(0, 4096):
+            pass
+    finally:
+        detach(root, frozen)
+
+
+def isolate(binds, to_parent, from_parent, unfreeze=()):
     """Private mounts, then a user namespace of our own (see the module docstring).
 
     Called with the working directory at the sandbox's root: unshare moves it to its
@@ -259,6 +346,8 @@ def isolate(binds, to_parent, from_parent):
     """
     check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    for name in unfreeze:  # the tests write where the sandbox's other processes may not, meanwhile
+        check(libc.umount2(name.encode(), MNT_DETACH | UMOUNT_NOFOLLOW), f"unfreeze /{name}")
     for tree, target, readonly in binds:
         path = target.strip("/").encode()  # from the sandbox's root; no final symlink followed
         check(
@@ -295,7 +384,7 @@ def child(config, creds, root, null, seccomp, binds, sync):
     os.setsid()
     os.fchdir(root)
     if binds:
-        isolate(binds, *sync)
+        isolate(binds, *sync, config.get("unfreeze", ()))
     os.chroot(".")
     os.chdir("/")
     os.dup2(null, 0)
@@ -307,6 +396,10 @@ def child(config, creds, root, null, seccomp, binds, sync):
 def main():
     config = json.loads(sys.argv[1])
     target = config["target"]
+    if "freeze" in config:
+        check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+        hold_frozen(config, os.open(f"/proc/{target}/root", os.O_RDONLY | os.O_DIRECTORY))
+        os._exit(0)
     creds = credentials(target)
     if config.get("user"):
         creds.update(config["user"])
@@ -341,7 +434,7 @@ def main():
         map_ids(host_proc, pid)
         os.write(to_child, b"m")
     _, status = os.waitpid(pid, 0)
-    unpin(root, pins)
+    detach(root, pins)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
 

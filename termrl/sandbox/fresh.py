@@ -37,6 +37,8 @@ __all__ = [
     "DRAIN_SEC",
     "ENTER_SCRIPT",
     "IDS_OF_COMMAND",
+    "SYSTEM_PATHS",
+    "Frozen",
     "UnknownUser",
     "collect",
     "enter",
@@ -196,6 +198,7 @@ async def enter(
     timeout: float,
     output_limit: int,
     user: dict[str, object] | None = None,
+    unfreeze: tuple[str, ...] = (),
 ) -> tuple[str, int | None, bool, bool]:
     """Run ``argv`` in the sandbox of host process ``target`` through ``enter.py`` (its namespaces,
         root, credentials, these cgroups and seccomp filter; ``binds``: sandbox path → (host directory,
@@ -211,6 +214,7 @@ async def enter(
         "argv": argv,
         "binds": [[host, path, readonly] for path, (host, readonly) in (binds or {}).items()],
         "user": user,
+        "unfreeze": list(unfreeze) if binds else [],
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -239,3 +243,68 @@ async def enter(
         asyncio.get_running_loop().call_later(UNPIN_SEC, kill_helper)
 
     return await collect(process, timeout, output_limit, kill)
+
+
+SYSTEM_PATHS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+"""The top-level folders scoring freezes: what the tests run (bash, python, pytest, their libraries)."""
+
+
+class Frozen:
+    """System folders held read-only in a sandbox by an ``enter.py`` helper, until ``thaw``.
+
+    While the agent's processes are stopped for scoring, its services keep
+    running; frozen, they cannot replace what the tests run between the
+    tampering check and the tests' end. ``exec_fresh`` with binds (the tests)
+    gets ``names`` writable again in its own mount namespace: the tests may
+    install what they need.
+    """
+
+    def __init__(self, process: asyncio.subprocess.Process, names: tuple[str, ...]) -> None:
+        self.process, self.names = process, names
+
+    @classmethod
+    async def start(cls, target: int, names: tuple[str, ...] = SYSTEM_PATHS) -> Frozen:
+        """Freeze ``names`` in the sandbox of host process ``target``; OSError when it cannot."""
+        config = {"target": target, "freeze": list(names)}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            ENTER_SCRIPT,
+            json.dumps(config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={},
+            start_new_session=True,
+        )
+        if process.stdout is None:
+            raise ValueError("no stdout pipe")
+        line = b""
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), FREEZE_SEC)
+            frozen = tuple(json.loads(line))
+        except (TimeoutError, ValueError) as exc:
+            rest = b""
+            with contextlib.suppress(TimeoutError):
+                rest = await asyncio.wait_for(process.stdout.read(), 1)
+            procs.kill_tree(process.pid)
+            await process.wait()
+            raise OSError(
+                f"cannot freeze {', '.join(names)}: {(line + rest).decode(errors='replace')}"
+            ) from exc
+        return cls(process, frozen)
+
+    async def thaw(self) -> None:
+        """Undo the freeze (the helper detaches its mounts when its stdin closes)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), FREEZE_SEC)
+        except TimeoutError:
+            procs.kill_tree(self.process.pid)
+            await self.process.wait()
+
+
+FREEZE_SEC = 30.0
+"""How long freezing or thawing may take before the helper is given up on."""

@@ -101,6 +101,16 @@ class Sandbox(ABC):
     """Whether ``exec_fresh`` can show its process host directories that no other process of the
     sandbox sees (``binds``): a mount namespace of its own, entered by the host."""
 
+    async def freeze_system_paths(self) -> None:
+        """Make the system folders read-only for every process of the sandbox but ``exec_fresh``'s
+        with binds, until ``thaw_system_paths`` (``termrl.sandbox.fresh.Frozen``); nothing where
+        the backend has no private binds. OSError when it cannot."""
+        return None
+
+    async def thaw_system_paths(self) -> None:
+        """Undo ``freeze_system_paths``."""
+        return None
+
     @abstractmethod
     async def exec_fresh(
         self,
@@ -367,6 +377,20 @@ class Session:
             return await self.sandbox.changed_files()
         except SandboxDied as e:
             raise await self._died(e) from e
+
+    @contextlib.asynccontextmanager
+    async def system_paths_frozen(self) -> AsyncIterator[None]:
+        """Inside the block, nothing in the sandbox but the tests' process (``exec_fresh`` with
+        binds) can write the system folders (``Sandbox.freeze_system_paths``)."""
+        self._check()
+        try:
+            await self.sandbox.freeze_system_paths()
+        except SandboxDied as e:
+            raise await self._died(e) from e
+        try:
+            yield
+        finally:
+            await self.sandbox.thaw_system_paths()
 
     @contextlib.asynccontextmanager
     async def agent_stopped(self) -> AsyncIterator[None]:

@@ -127,6 +127,32 @@ async def test_private_directories_are_unpinned_when_the_process_times_out(
         assert (await session.exec("rmdir /tests && echo removed")).output == "removed\n"
 
 
+async def test_frozen_system_folders_are_read_only_for_all_but_the_tests(
+    local, base_images, tmp_path
+):
+    """While scoring, the services the agent left running cannot replace what the tests run; the tests
+    themselves (a fresh process with private directories) still install where they like."""
+    (tmp_path / "verifier").mkdir()
+    binds = {"/logs/verifier": (str(tmp_path / "verifier"), False)}
+    write = "touch /usr/local/bin/x-{0} /etc/x-{0} 2>&1 && echo wrote"
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("mkdir -p /logs/verifier")
+        mounts_before = (await session.exec("cat /proc/self/mountinfo | wc -l")).output
+        async with session.system_paths_frozen():
+            agent = await session.exec(write.format("agent"))
+            assert "Read-only file system" in agent.output and "wrote" not in agent.output
+            plain = await session.exec_fresh(write.format("plain"))  # no binds: not the tests
+            assert "Read-only file system" in plain.output, plain.output
+            tests = await session.exec_fresh(write.format("tests"), binds=binds)
+            assert tests.output == "wrote\n", tests.output
+        assert (await session.exec("ls /usr/local/bin/x-* /etc/x-*")).output.split() == [
+            "/etc/x-tests",
+            "/usr/local/bin/x-tests",
+        ]
+        assert (await session.exec(write.format("later"))).output == "wrote\n"
+        assert (await session.exec("cat /proc/self/mountinfo | wc -l")).output == mounts_before
+
+
 async def test_a_process_with_private_directories_runs_as_the_user_asked_for(
     local, base_images, tmp_path
 ):

@@ -66,6 +66,10 @@ class Session:
         yield
         self.commands.append("resume agent")
 
+    @contextlib.asynccontextmanager
+    async def system_paths_frozen(self):  # a backend without private binds freezes nothing
+        yield
+
     async def upload_files(self, files, dest_dir: str) -> None:
         self.commands.append(f"upload {dest_dir}")
 
