@@ -203,14 +203,37 @@ def clone_tree(path):
     return fd
 
 
-def pin(root, targets):
+def mount_over_itself(fd, what, readonly=False):
+    """Mount a copy of the mount tree at ``fd`` (an O_PATH fd) over it, read-only if asked."""
+    tree = libc.syscall(
+        SYS_OPEN_TREE, fd, b"", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH
+    )
+    if tree < 0:
+        check(-1, f"open_tree {what}")
+    try:
+        if readonly:
+            attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+            flags = AT_EMPTY_PATH | AT_RECURSIVE
+            check(
+                libc.syscall(
+                    SYS_MOUNT_SETATTR, tree, b"", flags, ctypes.byref(attr), ctypes.sizeof(attr)
+                ),
+                f"make {what} read-only",
+            )
+        flags = MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH
+        check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", fd, b"", flags), f"mount over {what}")
+    finally:
+        os.close(tree)
+
+
+def pin(root, targets, tops):
     """Bind every component of each target path onto itself (see the module docstring).
 
     Walks from the sandbox's root fd, one component at a time, without following
-    symbolic links; returns the names of the topmost pins, under the root (detaching
-    those detaches the rest, which are mounted inside them).
+    symbolic links. Appends the names of the topmost pins under the root to ``tops``
+    at once (detaching those detaches the rest, which are mounted inside them).
     """
-    pinned, tops = {}, []
+    pinned = {}
     for target in targets:
         parent, path = root, ""
         parts = target.strip("/").split("/")
@@ -224,26 +247,7 @@ def pin(root, targets):
             last = i == len(parts) - 1
             if not (stat.S_ISDIR(before.st_mode) or (last and stat.S_ISREG(before.st_mode))):
                 raise OSError(f"{path} is not a directory{' or a file' if last else ''}")
-            tree = libc.syscall(
-                SYS_OPEN_TREE,
-                fd,
-                b"",
-                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
-            )
-            if tree < 0:
-                check(-1, f"open_tree {path}")
-            check(
-                libc.syscall(
-                    SYS_MOVE_MOUNT,
-                    tree,
-                    b"",
-                    fd,
-                    b"",
-                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-                ),
-                f"pin {path}",
-            )
-            os.close(tree)
+            mount_over_itself(fd, path)
             os.close(fd)
             # The entry again, now through the pin: it must be what was pinned, not a swap.
             fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
@@ -258,7 +262,6 @@ def pin(root, targets):
             if parent == root:
                 tops.append(name)
             parent = fd
-    return tops
 
 
 def detach(root, names):
@@ -277,7 +280,6 @@ def freeze(root, names, frozen):
     what they are, only writing through these paths fails (EROFS), for every
     process of the sandbox. Links (a merged /bin) and missing names are skipped.
     """
-    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
     for name in names:
         try:
             fd = os.open(
@@ -287,38 +289,8 @@ def freeze(root, names, frozen):
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 continue
             raise
-        tree = libc.syscall(
-            SYS_OPEN_TREE,
-            fd,
-            b"",
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
-        )
-        if tree < 0:
-            check(-1, f"open_tree /{name}")
-        check(
-            libc.syscall(
-                SYS_MOUNT_SETATTR,
-                tree,
-                b"",
-                AT_EMPTY_PATH | AT_RECURSIVE,
-                ctypes.byref(attr),
-                ctypes.sizeof(attr),
-            ),
-            f"make /{name} read-only",
-        )
-        check(
-            libc.syscall(
-                SYS_MOVE_MOUNT,
-                tree,
-                b"",
-                fd,
-                b"",
-                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-            ),
-            f"freeze /{name}",
-        )
+        mount_over_itself(fd, f"/{name}", readonly=True)
         frozen.append(name)
-        os.close(tree)
         os.close(fd)
 
 
@@ -421,20 +393,23 @@ def main():
     host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     for fd, flag in namespaces:
         check(libc.setns(fd, flag), f"setns {flag:#x}")
-    pins = pin(root, [target for _, target, _ in binds])
-    (from_child, to_parent), (from_parent, to_child) = os.pipe(), os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            child(config, creds, root, null, seccomp, binds, (to_parent, from_parent))
-        except BaseException as exc:  # noqa: BLE001 - report and leave: nothing may run after a failure
-            os.write(2, f"termrl-enter: {exc}\n".encode(errors="replace"))
-        os._exit(126)
-    if binds and os.read(from_child, 1) == b"u":
-        map_ids(host_proc, pid)
-        os.write(to_child, b"m")
-    _, status = os.waitpid(pid, 0)
-    detach(root, pins)
+    pins = []
+    try:
+        pin(root, [target for _, target, _ in binds], pins)
+        (from_child, to_parent), (from_parent, to_child) = os.pipe(), os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child(config, creds, root, null, seccomp, binds, (to_parent, from_parent))
+            except BaseException as exc:  # noqa: BLE001 - report and leave: nothing may run after a failure
+                os.write(2, f"termrl-enter: {exc}\n".encode(errors="replace"))
+            os._exit(126)
+        if binds and os.read(from_child, 1) == b"u":
+            map_ids(host_proc, pid)
+            os.write(to_child, b"m")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        detach(root, pins)  # a pin made before a failure too
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
 

@@ -187,6 +187,22 @@ async def collect(
     return cap.text(), None if timed_out else process.returncode, timed_out, cap.truncated
 
 
+async def _start_helper(config: dict[str, object], stdin: int) -> asyncio.subprocess.Process:
+    """``enter.py`` with ``config``, isolated from the caller's Python (``-I -S``, empty environment)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-S",
+        ENTER_SCRIPT,
+        json.dumps(config),
+        stdin=stdin,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={},
+        start_new_session=True,
+    )
+
+
 async def enter(
     target: int,
     *,
@@ -216,18 +232,7 @@ async def enter(
         "user": user,
         "unfreeze": list(unfreeze) if binds else [],
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-S",
-        ENTER_SCRIPT,
-        json.dumps(config),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={},
-        start_new_session=True,
-    )
+    process = await _start_helper(config, stdin=asyncio.subprocess.DEVNULL)
 
     def kill() -> None:
         # The helper's children first: the helper then removes its pins from the sandbox's mount
@@ -266,18 +271,7 @@ class Frozen:
     async def start(cls, target: int, names: tuple[str, ...] = SYSTEM_PATHS) -> Frozen:
         """Freeze ``names`` in the sandbox of host process ``target``; OSError when it cannot."""
         config = {"target": target, "freeze": list(names)}
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            ENTER_SCRIPT,
-            json.dumps(config),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env={},
-            start_new_session=True,
-        )
+        process = await _start_helper(config, stdin=asyncio.subprocess.PIPE)
         if process.stdout is None:
             raise ValueError("no stdout pipe")
         line = b""

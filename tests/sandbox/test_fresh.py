@@ -29,18 +29,23 @@ async def test_a_fresh_process_has_no_more_privilege_than_the_agents_shell(local
         await _no_more_privilege(session)
 
 
+def _scoring_dirs(host) -> dict[str, tuple[str, bool]]:
+    """Host folders as scoring mounts them: the tests (read-only, one script) and the verifier's."""
+    (host / "tests").mkdir()
+    (host / "tests" / "test.sh").write_text("echo from-host\n")
+    (host / "verifier").mkdir()
+    return {
+        "/tests": (str(host / "tests"), True),
+        "/logs/verifier": (str(host / "verifier"), False),
+    }
+
+
 async def test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view(
     local, base_images, tmp_path
 ):
     """What scoring runs: host directories at /tests (read-only) and /logs/verifier for it alone, entered
     by the host's root, in a user namespace of its own. Still no more than the agent has."""
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test.sh").write_text("echo from-host\n")
-    (tmp_path / "verifier").mkdir()
-    binds = {
-        "/tests": (str(tmp_path / "tests"), True),
-        "/logs/verifier": (str(tmp_path / "verifier"), False),
-    }
+    binds = _scoring_dirs(tmp_path)
     async with await local.create(SandboxSpec(image=base_images)) as session:
         assert session.private_binds
         await session.exec("mkdir -p /tests /logs/verifier && echo agent > /tests/mine")
@@ -67,13 +72,7 @@ async def test_private_directories_cannot_be_moved_away_under_the_process(
     """A private mount sits on an entry the sandbox shares: renamed from the sandbox, the mount would
     follow it (``mv /tests x && mkdir /tests`` would show the agent's tests). While the process runs,
     its paths and every directory above them are pinned (EBUSY in the sandbox); after, they are not."""
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test.sh").write_text("echo from-host\n")
-    (tmp_path / "verifier").mkdir()
-    binds = {
-        "/tests": (str(tmp_path / "tests"), True),
-        "/logs/verifier": (str(tmp_path / "verifier"), False),
-    }
+    binds = _scoring_dirs(tmp_path)
     attack = (
         "mv /tests /tests.gone; rmdir /tests; mv /logs /logs.gone; mv /logs/verifier /v;"
         " rm -rf /logs; ln -sfn /tmp /logs/verifier"
@@ -103,15 +102,16 @@ async def test_private_directories_cannot_be_moved_away_under_the_process(
 
 
 async def test_a_private_directory_behind_a_symbolic_link_is_refused(local, base_images, tmp_path):
-    """/logs a link to a directory the agent controls: the private mount would land there; refused."""
-    (tmp_path / "verifier").mkdir()
-    binds = {"/logs/verifier": (str(tmp_path / "verifier"), False)}
+    """/logs a link to a directory the agent controls: the private mount would land there; refused,
+    and /tests, pinned before /logs was found out, is left unpinned."""
+    binds = _scoring_dirs(tmp_path)
     async with await local.create(SandboxSpec(image=base_images)) as session:
         await session.exec(
-            "rm -rf /logs; mkdir -p /tmp/elsewhere/verifier; ln -s /tmp/elsewhere /logs"
+            "mkdir /tests; rm -rf /logs; mkdir -p /tmp/elsewhere/verifier; ln -s /tmp/elsewhere /logs"
         )
         refused = await session.exec_fresh("echo 1 > /logs/verifier/reward.txt", binds=binds)
         assert refused.exit_code == 125 and "/logs is not a directory" in refused.output
+        assert (await session.exec("rmdir /tests && echo removed")).output == "removed\n"
         assert not (tmp_path / "verifier" / "reward.txt").exists()
 
 
