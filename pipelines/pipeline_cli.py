@@ -341,7 +341,15 @@ def schedule() -> None:
     "argo_out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Write an Argo CronWorkflow YAML here instead (kubectl apply -f it).",
+    help="Write an Argo WorkflowTemplate + CronWorkflow YAML here instead (kubectl apply -f it).",
+)
+@click.option(
+    "--results-pvc",
+    default="",
+    help="--argo: PVC keeping each night's results and report (default: the model cache PVC).",
+)
+@click.option(
+    "--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE)."
 )
 @click.option(
     "--set", "settings", multiple=True, metavar="KEY=VALUE", help="Nightly-eval pipeline parameter."
@@ -357,15 +365,19 @@ def schedule_nightly(
     experiment: str,
     namespace: str | None,
     placement: dict[str, Any],
+    results_pvc: str,
+    model_cache_pvc: str,
 ) -> None:
-    """Run the nightly eval on a cron schedule (KFP recurring run, or Argo CronWorkflow with --argo)."""
+    """Run the nightly eval on a cron schedule (KFP recurring run, or Argo with --argo)."""
     from pipelines.curriculum import CurriculumShape
     from pipelines.local import pipeline_defaults
     from pipelines.nightly_eval import build_nightly_eval
-    from pipelines.schedule import nightly_cron_workflow, round_trip, schedule_kfp
+    from pipelines.schedule import ARGO_FIXED, nightly_argo, round_trip, schedule_kfp
 
     if (host is None) == (argo_out is None):
         raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
+    if host is not None and results_pvc:
+        raise click.UsageError("--results-pvc is for --argo: KFP keeps results as run artifacts")
     code_version = source_version()
     try:
         fields = _placement_fields(placement, code_version)
@@ -373,29 +385,43 @@ def schedule_nightly(
         params = pipeline_arguments(defaults, settings)
         if host is not None:
             shape = CurriculumShape(
-                code_version=code_version, **fields, **_sandbox_fields(placement)
+                code_version=code_version,
+                model_cache_pvc=model_cache_pvc,
+                **fields,
+                **_sandbox_fields(placement),
             )
             job = schedule_kfp(
                 host, cron, params=params, experiment=experiment, namespace=namespace, shape=shape
             )
             click.echo(f"recurring run {job} created on {host} (cron {cron})")
             return
-        keys = ("model", "task_count", "task_seed", "trials")
+        fixed = sorted(set(params) & set(ARGO_FIXED))
+        if fixed:
+            raise click.UsageError(
+                f"--argo: {', '.join(fixed)} cannot be set on the Argo nightly (sandboxes are pods, "
+                "the GPU request and code version are the images'); drop it or schedule on KFP"
+            )
         sandbox = _sandbox_fields(placement)
-        workflow = nightly_cron_workflow(
+        template, workflow = nightly_argo(
             cron,
+            {
+                **defaults,
+                "sandbox_registry": sandbox["sandbox_registry"],
+                "sandbox_pull_secret": sandbox["sandbox_pull_secret"],
+                **params,
+            },
             namespace=namespace or "default",
+            results_pvc=results_pvc,
+            model_cache_pvc=model_cache_pvc,
             **fields,
-            **{k: v for k, v in params.items() if k in keys},
-            sandbox_registry=sandbox["sandbox_registry"],
-            sandbox_pull_secret=sandbox["sandbox_pull_secret"],
         )
-        text, _ = round_trip(workflow)
+        text, _ = round_trip(template, workflow)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     Path(argo_out).write_text(text)
     click.echo(
-        f"wrote {argo_out} (CronWorkflow {workflow.name}, schedule {cron}); kubectl apply -f {argo_out}"
+        f"wrote {argo_out} (WorkflowTemplate {template.name} and the CronWorkflow running it, "
+        f"schedule {cron}); kubectl apply -f {argo_out}"
     )
 
 

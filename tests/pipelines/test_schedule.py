@@ -1,4 +1,4 @@
-"""Both schedule paths: a KFP recurring run over real HTTP, an Argo CronWorkflow round trip.
+"""Both schedule paths: a KFP recurring run over real HTTP, an Argo WorkflowTemplate + CronWorkflow.
 
 The KFP peer is a loopback HTTP server started here that speaks the few
 endpoints kfp.Client calls (healthz, experiments, recurring runs) and records
@@ -18,7 +18,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipelines.cluster import SERVICE_ACCOUNT
 from pipelines.local import spec_defaults
 from pipelines.pipeline_cli import schedule
-from pipelines.schedule import argo_cron, kfp_cron, nightly_cron_workflow, round_trip
+from pipelines.schedule import ARGO_PARAMETERS, argo_cron, kfp_cron, nightly_argo, round_trip
 from pipelines.versioning import source_version
 from termrl.errors import ConfigError
 from tests.pipelines.test_compile import GPU_PLACEMENT
@@ -224,35 +224,72 @@ def test_kfp_schedule_rejects_unknown_parameters(kfp_peer):
     assert requests == []  # nothing reached the server
 
 
-def test_argo_cron_workflow_round_trip(tmp_path):
-    workflow = nightly_cron_workflow(
-        "15 4 * * 1-5", model="/models/latest", trials=3, results_pvc="termrl-results"
+def _nightly_defaults() -> dict:
+    from pipelines.local import pipeline_defaults
+    from pipelines.nightly_eval import build_nightly_eval
+
+    return pipeline_defaults(build_nightly_eval())
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    for name, value in values.items():
+        text = text.replace("{{workflow.parameters." + name + "}}", value)
+    return text
+
+
+def _effective_eval_settings(args: str) -> dict[str, int]:
+    """trials, max_turns and max_new_tokens from an eval command line."""
+    words = args.split()
+    flags = {"--trials": "trials", "--max-turns": "max_turns", "--max-new-tokens": "max_new_tokens"}
+    return {flags[w]: int(words[i + 1]) for i, w in enumerate(words) if w in flags}
+
+
+def test_argo_runs_the_kfp_nightly_settings_through_a_workflow_template():
+    """The CronWorkflow runs a WorkflowTemplate with the nightly pipeline's parameters: the eval it
+    runs has the KFP nightly's turns, tokens and trials (not the eval CLI's own defaults)."""
+    defaults = _nightly_defaults()
+    template, cron_workflow = nightly_argo(
+        "15 4 * * 1-5",
+        {**defaults, "model": "/models/latest", "trials": 3},
+        model_cache_pvc="termrl-models",
     )
-    text, parsed = round_trip(workflow)
-    spec = parsed["spec"]
-    assert parsed["kind"] == "CronWorkflow"
-    assert spec["schedules"] == ["15 4 * * 1-5"]
-    assert spec["concurrencyPolicy"] == "Forbid"
-    flow = spec["workflowSpec"]
-    params = {p["name"]: p["value"] for p in flow["arguments"]["parameters"]}
-    assert params == {
+    text, (flow, cron) = round_trip(template, cron_workflow)
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == ["WorkflowTemplate", "CronWorkflow"]
+    assert cron["spec"]["schedules"] == ["15 4 * * 1-5"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    run = cron["spec"]["workflowSpec"]
+    assert run["workflowTemplateRef"] == {"name": flow["metadata"]["name"]}
+    passed = {p["name"]: p["value"] for p in run["arguments"]["parameters"]}
+    assert passed == {name: str(defaults[name]) for name in ARGO_PARAMETERS} | {
         "model": "/models/latest",
-        "task_count": "12",
-        "task_seed": "1000",
         "trials": "3",
     }
-    dag = next(t for t in flow["templates"] if t["name"] == "nightly-eval")["dag"]["tasks"]
+    declared = {p["name"]: p["value"] for p in flow["spec"]["arguments"]["parameters"]}
+    assert declared == passed
+    dag = next(t for t in flow["spec"]["templates"] if t["name"] == "nightly-eval")["dag"]["tasks"]
     depends = {t["name"]: t.get("depends") for t in dag}
     assert depends == {"synthesize": None, "verify": "synthesize", "eval": "verify"}
-    templates = {t["name"]: t for t in flow["templates"] if "container" in t}
-    assert templates["synthesize"]["container"]["command"] == [
-        "python",
-        "-m",
-        "components.synthesize",
-    ]
-    assert "--backend kubernetes" in templates["eval"]["container"]["args"][0]
-    assert templates["eval"]["container"]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
-    assert yaml.safe_load(text) == parsed
+    containers = {t["name"]: t["container"] for t in flow["spec"]["templates"] if "container" in t}
+    evaluate = _substitute(containers["eval"]["args"][0], passed)
+    # The same effective settings as the KFP nightly with those values.
+    assert _effective_eval_settings(evaluate) == {
+        "trials": 3,
+        "max_turns": defaults["max_turns"],
+        "max_new_tokens": defaults["max_new_tokens"],
+    }
+    assert "--backend kubernetes" in evaluate
+    assert "/var/cache/termrl/nightly/{{workflow.name}}/eval_results.parquet" in evaluate  # kept
+    for container in containers.values():  # the model cache, as the kfp pipeline mounts it
+        assert {"name": "model-cache", "mountPath": "/var/cache/termrl"} in container[
+            "volumeMounts"
+        ]
+        assert {"name": "TERMRL_CACHE", "value": "/var/cache/termrl"} in container["env"]
+    assert containers["eval"]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_argo_refuses_to_put_results_where_the_run_deletes_them():
+    with pytest.raises(ConfigError, match="results PVC or a model cache PVC"):
+        nightly_argo("0 3 * * *", _nightly_defaults())
 
 
 def test_argo_command_writes_yaml(tmp_path):
@@ -267,21 +304,30 @@ def test_argo_command_writes_yaml(tmp_path):
             "0 3 * * *",
             "--set",
             "task_count=6",
+            "--set",
+            "max_turns=4",
+            "--results-pvc",
+            "termrl-results",
             "--registry",
             "reg.example.com",
             *GPU_PLACEMENT,
         ],
     )
     assert result.exit_code == 0, result.output
-    document = yaml.safe_load(out.read_text())
+    template, document = yaml.safe_load_all(out.read_text())
     assert document["spec"]["schedules"] == ["0 3 * * *"]
-    flow = document["spec"]["workflowSpec"]
-    params = {p["name"]: p["value"] for p in flow["arguments"]["parameters"]}
-    assert params["task_count"] == "6"
+    params = {
+        p["name"]: p["value"] for p in document["spec"]["workflowSpec"]["arguments"]["parameters"]
+    }
+    assert (params["task_count"], params["max_turns"]) == ("6", "4")
+    flow = template["spec"]
     assert (
         flow["serviceAccountName"] == SERVICE_ACCOUNT
     )  # the account `termrl cluster manifests` sets up
     assert flow["imagePullSecrets"] == [{"name": "regcred"}]
+    assert {"name": "results", "persistentVolumeClaim": {"claimName": "termrl-results"}} in flow[
+        "volumes"
+    ]
     containers = {t["name"]: t["container"] for t in flow["templates"] if "container" in t}
     assert {c["image"] for c in containers.values()} == {
         f"reg.example.com/termrl/stage-{kind}:{source_version()}" for kind in ("cpu", "gpu")
@@ -303,16 +349,31 @@ def test_argo_command_writes_yaml(tmp_path):
         ),
     }
     # the sandboxes are pods pulling the task environments from the registry, with the pull secret
-    verify_args = containers["verify"]["args"]
-    assert verify_args[-4:] == [
-        "--set",
-        "sandbox_registry=reg.example.com",
-        "--set",
-        "sandbox_pull_secret=regcred",
-    ]
-    assert containers["eval"]["args"][0].endswith(
-        "--set sandbox_registry=reg.example.com --set sandbox_pull_secret=regcred"
+    verify_args = _substitute(" ".join(containers["verify"]["args"]), params)
+    assert verify_args.endswith(
+        "--set sandbox_namespace= --set sandbox_registry=reg.example.com"
+        " --set sandbox_pull_secret=regcred"
     )
+    evaluate = _substitute(containers["eval"]["args"][0], params)
+    assert evaluate.endswith(
+        "--set sandbox_namespace= --set sandbox_registry=reg.example.com"
+        " --set sandbox_pull_secret=regcred"
+    )
+    assert "/results/{{workflow.name}}/report.html" in evaluate
+
+
+def test_argo_refuses_a_setting_it_cannot_honour(tmp_path):
+    out = tmp_path / "nightly.yaml"
+    result = CliRunner().invoke(
+        schedule,
+        [
+            "nightly-eval",
+            *("--argo", str(out), "--cron", "0 3 * * *", "--results-pvc", "r"),
+            *("--set", "accelerator_count=2", "--registry", "reg.example.com"),
+        ],
+    )
+    assert result.exit_code != 0 and "accelerator_count cannot be set" in result.output
+    assert not out.exists()
 
 
 def test_schedule_needs_exactly_one_target():
