@@ -192,6 +192,11 @@ class Shell:
     """The exec protocol over one supervisor channel. One command at a time."""
 
     GRACE_SEC = 1.0
+    FG_KILLED_SEC = 10.0
+    """After SIGKILL to the command's processes, how long the shell gets to print its marker before
+    it is killed too (with the agent's variables and jobs). Only a shell that is itself stuck (a
+    builtin loop, a ``wait`` on jobs that ignore SIGINT) waits it all; a loaded machine can take
+    seconds to schedule a shell whose child just died, and killing it then loses its state."""
     READY_TIMEOUT_SEC = 30.0
 
     def __init__(self, channel: Channel, token: str, signal: SignalHook, *, output_limit: int):
@@ -279,11 +284,9 @@ class Shell:
     async def _interrupt(self, cap: OutputCap) -> tuple[bytes, str]:
         if self.pid is None:
             raise SandboxDied("the sandbox shell has no pid")
-        for sig in ("INT", "KILL"):
+        for sig, wait in (("INT", self.GRACE_SEC), ("KILL", self.FG_KILLED_SEC)):
             await self.signal(self.pid, sig, "fg")
-            found = await self._read_until(
-                [self._done, self._exit], time.monotonic() + self.GRACE_SEC, cap
-            )
+            found = await self._read_until([self._done, self._exit], time.monotonic() + wait, cap)
             if found is not None:
                 return found
         # Stuck in a builtin loop or behind a process that ignores SIGINT:
