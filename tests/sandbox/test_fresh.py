@@ -75,7 +75,8 @@ async def test_private_directories_cannot_be_moved_away_under_the_process(
     binds = _scoring_dirs(tmp_path)
     attack = (
         "mv /tests /tests.gone; rmdir /tests; mv /logs /logs.gone; mv /logs/verifier /v;"
-        " rm -rf /logs; ln -sfn /tmp /logs/verifier"
+        " rm -rf /logs; ln -sfn /tmp /logs/verifier; umount -l /tests || echo no-umount;"
+        " umount -l /logs || echo no-umount"
     )
     async with await local.create(SandboxSpec(image=base_images)) as session:
         await session.exec("mkdir -p /tests /logs/verifier")
@@ -96,6 +97,7 @@ async def test_private_directories_cannot_be_moved_away_under_the_process(
         )
         assert tests.output == "from-host\n", tests.output
         assert tried.count("Device or resource busy") >= 5, tried
+        assert tried.count("no-umount") == 2, tried  # no capability to unmount a pin
         assert (await session.exec("cat /proc/self/mountinfo | wc -l")).output == mounts_before
         moved = await session.exec("mv /tests /tests.gone && mv /logs /logs.gone && echo moved")
         assert moved.output == "moved\n"
@@ -139,7 +141,8 @@ async def test_frozen_system_folders_are_read_only_for_all_but_the_tests(
         await session.exec("mkdir -p /logs/verifier")
         mounts_before = (await session.exec("cat /proc/self/mountinfo | wc -l")).output
         async with session.system_paths_frozen():
-            agent = await session.exec(write.format("agent"))
+            agent = await session.exec(f"umount -l /usr || echo no-umount; {write.format('agent')}")
+            assert "no-umount" in agent.output, agent.output  # the freeze cannot be undone inside
             assert "Read-only file system" in agent.output and "wrote" not in agent.output
             plain = await session.exec_fresh(write.format("plain"))  # no binds: not the tests
             assert "Read-only file system" in plain.output, plain.output
