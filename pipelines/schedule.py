@@ -145,8 +145,8 @@ def nightly_argo(
     ``params`` are the nightly-eval pipeline's parameters (its defaults with the
     user's ``--set`` values): every one in ``ARGO_PARAMETERS`` becomes a template
     parameter with that default and is passed by the CronWorkflow, so both paths
-    evaluate with the same settings; a value set for one of ``ARGO_FIXED`` is a
-    ``ConfigError`` rather than dropped. Stages exchange artifacts through a per-run
+    evaluate with the same settings. The rest are ``ARGO_FIXED``: the caller refuses
+    a value set for one of them (``termrl schedule``) rather than dropping it. Stages exchange artifacts through a per-run
     workspace volume. The eval's results and report are kept on ``results_pvc``,
     else on the model cache (``nightly/<workflow name>``); with neither, they would
     go with the workspace, so that is refused. ``model_cache_pvc`` is mounted in

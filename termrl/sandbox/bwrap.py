@@ -67,7 +67,7 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
-from termrl.sandbox.fresh import Frozen, UnknownUser, enter, fresh_argv, fresh_env, user_ids
+from termrl.sandbox.fresh import UnknownUser, enter, fresh_argv, fresh_env, user_ids
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import DEFAULT_SIGINT, SUPERVISOR, ProcessChannel, Shell
@@ -171,7 +171,6 @@ class BwrapSandbox(Sandbox):
     """One bwrap sandbox: its launcher process, session directory and cgroups."""
 
     private_binds = True
-    frozen: Frozen | None = None
 
     backend = "bwrap"
 
@@ -284,7 +283,7 @@ class BwrapSandbox(Sandbox):
         except UnknownUser as exc:
             return str(exc), 126, False, False
         result = await enter(
-            self.host_pid(2),  # the supervisor: the sandbox's namespaces, root and credentials
+            await self.enter_target(),
             cgroups=[str(c) for c in self.cgroups],
             seccomp=self.seccomp,
             env=fresh_env(self.env, env),
@@ -323,14 +322,8 @@ class BwrapSandbox(Sandbox):
     async def resume_agent_processes(self, stopped: object) -> None:
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
 
-    async def freeze_system_paths(self) -> None:
-        if self.private_binds and self.frozen is None:
-            self.frozen = await Frozen.start(self.host_pid(2))
-
-    async def thaw_system_paths(self) -> None:
-        if self.frozen is not None:
-            frozen, self.frozen = self.frozen, None
-            await frozen.thaw()
+    async def enter_target(self) -> int:
+        return self.host_pid(2)  # the supervisor: the sandbox's namespaces, root and credentials
 
     async def alive(self) -> bool:
         return self.channel.process.returncode is None

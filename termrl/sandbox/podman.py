@@ -60,7 +60,6 @@ from termrl.sandbox.build_tools import SHIM_DIR, build_tools_dir
 from termrl.sandbox.disk_layer import DiskLayer, mount_layer, remove_stale, unmount_layer
 from termrl.sandbox.dockerfile import base_refs, declare_build_args
 from termrl.sandbox.fresh import (
-    Frozen,
     UnknownUser,
     collect,
     enter,
@@ -247,8 +246,6 @@ class PodmanSandbox(Sandbox):
             )
         return self._init_pid, self._config_env
 
-    frozen: Frozen | None = None
-
     @property
     def private_binds(self) -> bool:  # type: ignore[override]
         # Entering a container's namespaces from the host takes the host's root (rootful podman).
@@ -390,14 +387,8 @@ class PodmanSandbox(Sandbox):
     async def resume_agent_processes(self, stopped: object) -> None:
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
 
-    async def freeze_system_paths(self) -> None:
-        if self.private_binds and self.frozen is None:
-            self.frozen = await Frozen.start((await self._inspect())[0])
-
-    async def thaw_system_paths(self) -> None:
-        if self.frozen is not None:
-            frozen, self.frozen = self.frozen, None
-            await frozen.thaw()
+    async def enter_target(self) -> int | None:
+        return (await self._inspect())[0] if self.private_binds else None
 
     async def _raise_if_dead(self) -> None:
         if not await self.alive():

@@ -37,6 +37,7 @@ from types import TracebackType
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import SandboxDied
 from termrl.sandbox import metrics
+from termrl.sandbox.fresh import Frozen
 from termrl.sandbox.shell import Shell
 from termrl.sandbox.spec import ExecResult, SandboxSpec
 
@@ -101,15 +102,27 @@ class Sandbox(ABC):
     """Whether ``exec_fresh`` can show its process host directories that no other process of the
     sandbox sees (``binds``): a mount namespace of its own, entered by the host."""
 
+    frozen: Frozen | None = None
+    """The system folders ``freeze_system_paths`` holds read-only; ``exec_fresh`` with binds gets
+    them writable again (``frozen.names``)."""
+
+    async def enter_target(self) -> int | None:
+        """The host pid whose namespaces and root ``termrl/sandbox/enter.py`` enters; None where the
+        host cannot enter the sandbox (no private binds)."""
+        return None
+
     async def freeze_system_paths(self) -> None:
         """Make the system folders read-only for every process of the sandbox but ``exec_fresh``'s
         with binds, until ``thaw_system_paths`` (``termrl.sandbox.fresh.Frozen``); nothing where
-        the backend has no private binds. OSError when it cannot."""
-        return None
+        the host cannot enter the sandbox. OSError when it cannot."""
+        if self.frozen is None and (target := await self.enter_target()) is not None:
+            self.frozen = await Frozen.start(target)
 
     async def thaw_system_paths(self) -> None:
         """Undo ``freeze_system_paths``."""
-        return None
+        if self.frozen is not None:
+            frozen, self.frozen = self.frozen, None
+            await frozen.thaw()
 
     @abstractmethod
     async def exec_fresh(
