@@ -173,9 +173,14 @@ async def run_sync(
                 ids: EpisodeIds,
                 lockstep: Lockstep = lockstep,
                 agent: Any = agent,
+                *,
+                after: Any = None,
+                budget_sec: float | None = None,
             ) -> Any:
                 try:
-                    return await agent(session, recorder, task, ids)
+                    return await agent(
+                        session, recorder, task, ids, after=after, budget_sec=budget_sec
+                    )
                 finally:
                     lockstep.leave(ids.episode_id)
 

@@ -12,7 +12,9 @@
 
 A task without a usable solution simply has no demonstration; the reason is
 counted (``no solution``, ``uses /solution files``, ``replay failed its
-tests``, ``environment error`` ...), never raised.
+tests``, ``environment error`` ...), never raised. A multi-step task (Harbor's
+``[[steps]]``) gets none either (``multi-step task``): rollout never anchors
+one (``components.rollout.anchors``), so a demonstration would go unused.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ from termrl.errors import ConfigError, TermrlError
 from termrl.sandbox.manager import SandboxManager, sandbox_options
 from termrl.taskrun import TaskSandboxes, run_tests
 
-__all__ = ["DemonstrationSummary", "demonstrate", "expert_rows", "main"]
+__all__ = ["MULTI_STEP", "DemonstrationSummary", "demonstrate", "expert_rows", "main"]
+
+MULTI_STEP = "multi-step task: rollout starts its episodes from scratch (anchor 1)"
+"""The reason a multi-step task has no demonstration (counted by the part before the colon)."""
 
 
 @dataclass
@@ -108,6 +113,8 @@ async def _one(
     sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, tokenizer: Any
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A task's demonstration rows, or no rows and the reason."""
+    if task.steps:
+        return [], MULTI_STEP
     try:
         commands = demonstration_commands(task)
     except NoDemonstration as exc:

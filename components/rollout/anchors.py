@@ -19,7 +19,10 @@ K counts the demonstration's command turns: its closing ``done`` call is not an
 anchor, because after the full expert prefix the task is already solved and a
 group started there succeeds whatever the policy does (a group of equal rewards
 carries no signal). Tasks without a demonstration always start at anchor 1, and
-so does a one-command demonstration.
+so does a one-command demonstration. So does a multi-step task (Harbor's
+``[[steps]]``): its episode moves from step to step only once a step's tests
+scored it, which a replayed prefix of one demonstration cannot stand in for
+(the demonstrate stage makes none for such a task).
 """
 
 from __future__ import annotations
@@ -107,7 +110,7 @@ def anchor_picker(
 
     def anchor_for(visit: int, task: Task) -> int:
         chunks = len(demonstrations.get(task.id, ()))
-        if anchoring == "none" or chunks == 0:
+        if anchoring == "none" or chunks == 0 or task.steps:
             return 1
         if anchoring == "parallel":
             offset = random.Random(f"anchor:{seed}:{task.id}").randrange(chunks)

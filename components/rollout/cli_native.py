@@ -18,7 +18,10 @@ backend works, and the command is logged for the drop flag and monitoring
 exactly as in roll-managed mode). Any other ``bash`` invocation goes to the
 real bash. The proxy's recorded session (keyed by the API key, here the
 episode id) becomes the trajectory's chunks; reset and reward are the same
-as in roll-managed mode, and so is mask & filter.
+as in roll-managed mode, and so is mask & filter. The CLI takes one
+instruction and keeps its conversation to itself, so a multi-step task
+(``termrl.multistep``), whose steps continue one conversation, cannot run in
+this mode: the stage refuses such tasks before it starts.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from aiohttp import web
 from components.rollout.config import RolloutConfig
 from components.rollout.episode import AgentStep, EpisodeIds, RecordingSession
 from termrl.artifacts.tasks import Task
-from termrl.errors import NetworkError, TermrlError
+from termrl.errors import ConfigError, NetworkError, TermrlError
 from termrl.llm.engine import Engine
 from termrl.llm.proxy import ModelProxy
 
@@ -173,8 +176,18 @@ async def cli_native_step(config: RolloutConfig, engine: Engine) -> AsyncIterato
             try:
 
                 async def step(
-                    session: Any, recorder: RecordingSession, task: Task, ids: EpisodeIds
+                    session: Any,
+                    recorder: RecordingSession,
+                    task: Task,
+                    ids: EpisodeIds,
+                    *,
+                    after: Any = None,
+                    budget_sec: float | None = None,
                 ) -> CliEpisodeResult:
+                    if after is not None or budget_sec is not None:  # stage refuses them up front
+                        raise ConfigError(
+                            f"task {task.id}: cli-native mode runs no multi-step task"
+                        )
                     return await _run_cli(
                         config, template, proxy, bridge, shim_dir, recorder, task, ids, scratch
                     )

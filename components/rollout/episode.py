@@ -5,6 +5,17 @@
      fresh session, set-                                       turns, ...)   uploaded only now
      up leftovers removed)
 
+A multi-step task (Harbor's ``[[steps]]``, ``termrl.multistep``) is one episode
+and one conversation: each step's instruction comes as a new user turn of the
+same token stream once the previous step's agent turns ended and its tests
+scored it (``run_episode(..., after=previous)``); the steps run while each
+reaches its ``min_reward``, and the episode's reward combines the scored
+steps' by the task's strategy (``termrl.multistep.combine``), so every chunk
+carries the episode's reward as in a single-step episode. Each step gets the
+rollout's ``max_turns`` and an agent lifetime capped by the step's agent
+timeout, as eval gives each step its own budget. The steps' own rewards are
+kept in ``RolloutEpisode.step_rewards`` (rollout metrics ``step/<k>/...``).
+
 Every failure is caught at the step where it happens and kept as the
 episode's ``failure_type`` (the ``termrl.errors`` class name), so mask &
 filter can tell an unrecoverable failure (placeholder) from a transient one
@@ -21,7 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from termrl.agent.demonstration import ReplayEngine
 from termrl.agent.loop import AgentConfig, run_episode
@@ -36,9 +47,10 @@ from termrl.errors import (
     failure_type,
 )
 from termrl.llm.engine import Engine
+from termrl.multistep import below_min_reward, combine, task_steps
 from termrl.sandbox.manager import SandboxManager
 from termrl.sandbox.session import Session
-from termrl.taskrun import TaskSandboxes, run_tests
+from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, TestOutcome, run_tests
 
 __all__ = [
     "AgentStep",
@@ -97,6 +109,9 @@ class RolloutEpisode:
     """What the agent changed that scoring ran (``termrl.tampering.find_tampering``); the
     episode is masked as unrecoverable (``verifier_tampering``) when there is any."""
     execs: list[ExecRecord] = field(default_factory=list)
+    step_rewards: list[float] = field(default_factory=list)
+    """A multi-step task's scored steps' rewards, in order (those after a step below its
+    min_reward did not run); empty for a single-step task."""
     wall_sec: float = 0.0
     finished_at: float = 0.0
     """Wall-clock time (epoch seconds) the episode ended: orders group completion."""
@@ -128,8 +143,25 @@ class RecordingSession:
         return result
 
 
-AgentStep = Callable[[Session, RecordingSession, Task, EpisodeIds], Awaitable[Any]]
-"""Runs the agent in a ready session; returns ``termrl.agent.loop.AgentEpisode``-like."""
+class AgentStep(Protocol):
+    """Runs the agent in a ready session; returns ``termrl.agent.loop.AgentEpisode``-like.
+
+    A multi-step task's episode calls it once per step, ``task`` being the step
+    (``termrl.multistep.task_steps``): ``after`` is the previous step's result, whose
+    conversation the step continues (None for the first), and ``budget_sec`` the step's agent
+    timeout, which caps the episode lifetime. A single-step task: one call, both None.
+    """
+
+    def __call__(
+        self,
+        session: Session,
+        recorder: RecordingSession,
+        task: Task,
+        ids: EpisodeIds,
+        *,
+        after: Any = None,
+        budget_sec: float | None = None,
+    ) -> Awaitable[Any]: ...
 
 
 def roll_managed_step(
@@ -140,33 +172,57 @@ def roll_managed_step(
     An episode with ``ids.anchor = k > 1`` first replays the k−1 expert responses of its
     task's demonstration (``demonstrations``: task id → response texts) through the same
     loop, so the sandbox and the context hold what the expert did; the policy then gets
-    the usual ``max_turns`` of its own. Replayed chunks are marked ``replayed``.
+    the usual ``max_turns`` of its own. Replayed chunks are marked ``replayed``. A
+    multi-step task is never anchored (``anchors.anchor_picker`` gives it anchor 1): its
+    demonstration would have to cover every step.
+
+    A step of a multi-step task continues the previous step's conversation (``after``) with
+    ``max_turns`` turns of its own, under a lifetime (and command timeouts) capped by
+    ``budget_sec``, as eval's policy agent runs a step.
     """
 
     async def step(
-        session: Session, recorder: RecordingSession, task: Task, ids: EpisodeIds
+        session: Session,
+        recorder: RecordingSession,
+        task: Task,
+        ids: EpisodeIds,
+        *,
+        after: Any = None,
+        budget_sec: float | None = None,
     ) -> Any:
-        if ids.anchor <= 1:
-            return await run_episode(engine, recorder, task.instruction, agent)
+        config = agent if budget_sec is None else _within(agent, budget_sec)
+        if ids.anchor <= 1 or after is not None:
+            return await run_episode(engine, recorder, task.instruction, config, after=after)
         expert = list((demonstrations or {}).get(task.id, ()))[: ids.anchor - 1]
         if len(expert) < ids.anchor - 1:
             raise ConfigError(
                 f"task {task.id}: anchor {ids.anchor} needs {ids.anchor - 1} demonstration chunks"
             )
         replay = ReplayEngine(
-            engine.tokenizer, expert, then=engine, context_window=agent.context_window
+            engine.tokenizer, expert, then=engine, context_window=config.context_window
         )
         result = await run_episode(
             replay,
             recorder,
             task.instruction,
-            replace(agent, max_turns=agent.max_turns + len(expert)),
+            replace(config, max_turns=config.max_turns + len(expert)),
         )
         for chunk in result.chunks:
             chunk.replayed = chunk.chunk_index < len(expert)
         return result
 
     return step
+
+
+def _within(agent: AgentConfig, budget_sec: float) -> AgentConfig:
+    """``agent`` with its lifetime and command timeouts capped at ``budget_sec`` (eval's
+    ``PolicyAgent.agent_config`` does the same with a trial's budget)."""
+    return replace(
+        agent,
+        lifetime_sec=min(agent.lifetime_sec or budget_sec, budget_sec),
+        default_timeout_sec=min(agent.default_timeout_sec, budget_sec),
+        max_timeout_sec=min(agent.max_timeout_sec, budget_sec),
+    )
 
 
 class SandboxEpisodeRunner:
@@ -176,7 +232,8 @@ class SandboxEpisodeRunner:
     built once per environment (a failed build is remembered, so the task's
     other episodes fail at once with the same ``EnvInitFailed`` instead of
     rebuilding) and set-up leftovers are removed before the agent starts.
-    A sandbox lives ``sandbox_lifetime_sec(verifier timeout)``.
+    A sandbox lives ``sandbox_lifetime_sec(verifier timeout)``, summed over the steps of a
+    multi-step task.
     """
 
     def __init__(
@@ -198,8 +255,12 @@ class SandboxEpisodeRunner:
         self.sandboxes = TaskSandboxes(manager, lifetime_sec=self._lifetime_sec)
 
     def _lifetime_sec(self, task: Task) -> float:
-        verifier = self.verifier_timeout_sec or task.verifier_timeout_sec or 180.0
-        return self.sandbox_lifetime_sec(verifier)
+        return sum(
+            self.sandbox_lifetime_sec(
+                self.verifier_timeout_sec or step.verifier_timeout_sec or 180.0
+            )
+            for step in task_steps(task)
+        )
 
     async def __call__(self, task: Task, ids: EpisodeIds) -> RolloutEpisode:
         record = RolloutEpisode(
@@ -219,24 +280,48 @@ class SandboxEpisodeRunner:
         return record
 
     async def _run(self, task: Task, ids: EpisodeIds, record: RolloutEpisode) -> None:
+        """Each step of the task (one for most tasks): the agent's turns, then the step's tests."""
         async with self.sandboxes.open(task) as session:
             recorder = RecordingSession(session)
+            scored: list[TestOutcome] = []
+            result = None
             try:
-                result = await self.agent_step(session, recorder, task, ids)
+                for index, step in enumerate(task_steps(task)):
+                    result = await self.agent_step(
+                        session, recorder, step, ids, after=result, budget_sec=_budget(task, step)
+                    )
+                    _add_part(record, result, first=index == 0)
+                    if result.failure_type is not None:
+                        record.failure_type, record.error = result.failure_type, result.error
+                        return
+                    scored.append(await self._score(session, step))
+                    if below_min_reward(task, index, scored[-1]):
+                        break
             finally:
                 record.execs = recorder.log
-            record.chunks = [c if isinstance(c, dict) else c.to_row() for c in result.chunks]
-            record.stop_reason = result.stop_reason
-            record.trainable = result.trainable
-            record.episode_tokens = result.episode_tokens
-            if result.failure_type is not None:
-                record.failure_type, record.error = result.failure_type, result.error
-                return
-            try:
-                outcome = await run_tests(session, task, timeout=self.verifier_timeout_sec)
-            except (UnrecoverableError, TransientError):
-                raise
-            except (TermrlError, OSError, ValueError) as exc:
-                raise RewardFailed(f"task {task.id}: scoring failed: {exc}") from exc
+            outcome = combine(task, scored)
             record.reward, record.success, record.rewarded = outcome.reward, outcome.passed, True
             record.tampering = outcome.tampering
+            record.step_rewards = [o.reward for o in scored] if task.steps else []
+
+    async def _score(self, session: Session, step: Task) -> TestOutcome:
+        try:
+            return await run_tests(session, step, timeout=self.verifier_timeout_sec)
+        except (UnrecoverableError, TransientError):
+            raise
+        except (TermrlError, OSError, ValueError) as exc:
+            raise RewardFailed(f"task {step.id}: scoring failed: {exc}") from exc
+
+
+def _budget(task: Task, step: Task) -> float | None:
+    """A step's agent budget, as eval gives it; None for a single-step task (the rollout's
+    episode lifetime alone bounds it)."""
+    return (step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC) if task.steps else None
+
+
+def _add_part(record: RolloutEpisode, result: Any, *, first: bool) -> None:
+    """Add one step's agent turns (``result``) to the episode: its chunks go on the one stream."""
+    record.chunks += [c if isinstance(c, dict) else c.to_row() for c in result.chunks]
+    record.stop_reason = result.stop_reason
+    record.trainable = result.trainable and (first or record.trainable)
+    record.episode_tokens = result.episode_tokens  # the whole stream so far

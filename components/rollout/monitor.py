@@ -1,7 +1,9 @@
 """Behaviour monitoring: the signals the seed watched to catch reward hacking.
 
     kept episodes ──► global  rollout/* (success, reward, failures, masks, throughput)
-                      task    per task: success rate, reward, failures, loops, hacks
+                      task    per task: success rate, reward, failures, loops, hacks; a
+                              multi-step task also step/<k>/episodes (episodes whose
+                              k-th step, 1-based, was scored) and step/<k>/reward_mean
                       tool    per tool: calls, successes, failures, timeouts
                       command per command name: how often it ran
                       alert   each threshold crossed (value and threshold)
@@ -73,6 +75,17 @@ def _tool_counts(record: RolloutEpisode, tools: dict[str, Counter[str]]) -> None
             if name != "bash":
                 tools[name]["calls"] += 1
                 tools[name]["success" if name == "done" else "failure"] += 1
+
+
+def _by_step(records: Sequence[RolloutEpisode]) -> list[list[float]]:
+    """The rewards of each step (in order) over the episodes that scored it; [] for single-step."""
+    steps: list[list[float]] = []
+    for record in records:
+        for k, reward in enumerate(record.step_rewards):
+            if k == len(steps):
+                steps.append([])
+            steps[k].append(reward)
+    return steps
 
 
 def monitor_rows(
@@ -163,6 +176,9 @@ def monitor_rows(
                 f"{name}_episodes",
                 sum(flags[r.ids.episode_id][name] for r in task_records),
             )
+        for k, rewards in enumerate(_by_step(task_records), start=1):
+            add("task", task_id, f"step/{k}/episodes", len(rewards))
+            add("task", task_id, f"step/{k}/reward_mean", sum(rewards) / len(rewards))
     stragglers = Counter(c["task_id"] for c in cancelled if c.get("state") == "running")
     for task_id, k in sorted(stragglers.items()):
         add("task", task_id, "stragglers_cancelled", k)

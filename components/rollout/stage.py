@@ -1,7 +1,8 @@
 """The rollout stage, top to bottom: validate → set up → run → write artifacts → clean up.
 
     main(config)
-      ├─ load tasks, leave quarantined ones out, plan N + R groups, read finished episodes back (resume)
+      ├─ load tasks, leave quarantined ones out (cli-native: refuse multi-step ones), plan N + R
+      │  groups, read finished episodes back (resume)
       ├─ engine (transformers, batched) ─┬─ roll-managed: termrl's agent loop
       │                                  └─ cli-native: ModelProxy + reference agent CLI
       ├─ EnvManager: every episode async, first N complete groups kept, parts written as they end
@@ -52,7 +53,15 @@ from termrl.llm.engine import Engine
 from termrl.llm.engines import cpu_policy_engine
 from termrl.sandbox.manager import SandboxManager, sandbox_options
 
-__all__ = ["RolloutSummary", "fingerprint", "main", "make_engine", "rollout", "without_quarantined"]
+__all__ = [
+    "RolloutSummary",
+    "check_mode_runs",
+    "fingerprint",
+    "main",
+    "make_engine",
+    "rollout",
+    "without_quarantined",
+]
 
 
 @dataclass
@@ -100,6 +109,21 @@ def without_quarantined(tasks: list[Task], quarantine: tuple[str, ...]) -> list[
             "on (quarantine fewer tasks, or give a tasks artifact with others)"
         )
     return kept
+
+
+def check_mode_runs(config: RolloutConfig, tasks: list[Task]) -> None:
+    """Refuse, naming them all, the tasks the rollout's mode cannot run: cli-native's agent CLI
+    takes one instruction, so no multi-step task (whose steps continue one conversation)."""
+    if config.mode != "cli-native":
+        return
+    problems = [
+        f"task {t.id} has {len(t.steps)} steps: cli-native mode cannot run a multi-step task "
+        "(quarantine it, or roll out in roll-managed mode)"
+        for t in tasks
+        if t.steps
+    ]
+    if problems:
+        raise ConfigError(problems)
 
 
 def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
@@ -150,6 +174,7 @@ async def rollout(
     """Roll out one batch and write the trajectories and metrics artifacts."""
     started = time.monotonic()
     drawable = without_quarantined(tasks, config.quarantine)
+    check_mode_runs(config, drawable)
     writer = PartWriter(config.parts_dir, fingerprint(config, drawable))
     finished = writer.load()
     demonstrations = (

@@ -9,9 +9,10 @@
 Each part is written atomically (temp file, fsync, rename: ``write_artifact``)
 the moment its episode ends, so a crash loses at most the episodes in flight.
 A rerun with the same ``--out`` reads the parts back and skips those
-episodes. Parts keep the raw record (reward, failure type, exec log) in
-private ``_``-prefixed columns; mask & filter runs only at the merge, over the
-whole batch, and the merged artifact carries none of the private columns.
+episodes. Parts keep the raw record (reward, failure type, exec log, a
+multi-step task's step rewards) in private ``_``-prefixed columns; mask &
+filter runs only at the merge, over the whole batch, and the merged artifact
+carries none of the private columns.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def record_to_rows(record: RolloutEpisode) -> list[dict[str, Any]]:
         "_rewarded": record.rewarded,
         "_error": record.error,
         "_execs": json.dumps([vars(e) for e in record.execs]),
+        "_step_rewards": json.dumps(record.step_rewards),
         "_wall_sec": record.wall_sec,
         "_finished_at": record.finished_at,
     }
@@ -115,6 +117,7 @@ def record_from_rows(rows: list[dict[str, Any]]) -> RolloutEpisode:
         trainable=first["trainable"],
         episode_tokens=first["episode_tokens"] or 0,
         execs=[ExecRecord(**e) for e in json.loads(first["_execs"] or "[]")],
+        step_rewards=json.loads(first.get("_step_rewards") or "[]"),  # older parts lack it
         wall_sec=first["_wall_sec"],
         finished_at=first["_finished_at"],
     )

@@ -1,6 +1,9 @@
 """One episode of the terminal agent: the single harness rollout and eval share.
 
     run_episode(engine, session, instruction, config) -> AgentEpisode
+    run_episode(engine, session, next_instruction, config, after=episode)
+                                    the same conversation, one user turn more
+                                    (a multi-step task's next step)
 
     prompt ─► engine.generate ─► parse calls ─► session.exec ─► observation ─┐
       ▲                                                                      │
@@ -18,6 +21,13 @@ The episode ends with a stop reason: ``done`` (the model called done),
 ``max-turns``, ``context-overflow`` (no room left for a response),
 ``lifetime`` (wall clock) or ``error`` (a sandbox or engine failure, whose
 type is kept in ``failure_type`` for mask & filter).
+
+An episode that stopped for any other reason than ``error`` can be continued
+(``after=``): the new instruction is appended to its token stream as a user
+turn (behind the output of the calls its ``done`` turn ran, which the model
+has not seen yet), and the agent works on from there with ``config``'s turns
+and lifetime. The one stream then runs through both parts, so their chunks,
+in order, still concatenate to exactly what the model was fed.
 """
 
 from __future__ import annotations
@@ -145,6 +155,8 @@ class AgentEpisode:
     messages: ChatMessages = field(default_factory=list)
     """The conversation as text (logs, reports); training reads the chunks."""
     wall_sec: float = 0.0
+    stream: _Stream | None = field(default=None, repr=False, compare=False)
+    """The token stream, for a continuation (``run_episode(..., after=this)``) to extend."""
 
 
 def _describe(outcome: ExecOutcome, max_chars: int, timeout: float) -> str:
@@ -189,7 +201,8 @@ async def _execute(
 
 
 class _Stream:
-    """The token bookkeeping of one episode (token mode or message mode)."""
+    """The token bookkeeping of one conversation (token mode or message mode): an episode, or
+    the steps of a multi-step task's episode one after the other (``run_episode(after=...)``)."""
 
     def __init__(self, engine: Engine, messages: ChatMessages) -> None:
         self.engine = engine
@@ -199,6 +212,9 @@ class _Stream:
         self.ids: list[int] = []  # everything fed and sampled so far
         self.pending: list[int] = self.chat.initial_ids(messages) if self.chat else []
         self.exact = True
+        self.last: Generation | None = None  # the latest response
+        self.since_last: ChatMessages = []  # the turns added after it, which pending holds
+        self.responses = 0
 
     def prompt_tokens(self) -> int:
         return len(self.ids) + len(self.pending)
@@ -209,6 +225,7 @@ class _Stream:
             full = self.ids + self.pending
             gen = (await self.engine.generate([full], params))[0]
             delta, self.ids = self.pending, full + gen.token_ids
+            self._answered(gen)
             return gen, delta
         gen = (await self.engine.generate([list(self.messages)], params))[0]
         fed = gen.prompt_ids
@@ -225,32 +242,71 @@ class _Stream:
         else:
             delta = fed[len(self.ids) :]
             self.ids = fed + gen.token_ids
+        self._answered(gen)
         return gen, delta
 
-    def add_turns(self, response: Generation, new_messages: ChatMessages) -> None:
-        self.messages.append({"role": "assistant", "content": response.text})
+    def _answered(self, gen: Generation) -> None:
+        self.last, self.since_last = gen, []
+        self.responses += 1
+
+    def add_turns(self, new_messages: ChatMessages) -> None:
+        """Append turns after the latest response (or the opening ones): the model's next input."""
+        if self.last is not None and not self.since_last:
+            self.messages.append({"role": "assistant", "content": self.last.text})
         self.messages.extend(new_messages)
-        if self.chat is not None:
-            self.pending = self.chat.continuation_ids(new_messages, response.token_ids)
+        self.since_last.extend(new_messages)
+        if self.chat is None:
+            return
+        if self.last is None:
+            self.pending = self.chat.initial_ids(self.messages)
+        else:
+            self.pending = self.chat.continuation_ids(self.since_last, self.last.token_ids)
+
+
+def _open_stream(
+    engine: Engine, config: AgentConfig, instruction: str, after: AgentEpisode | None
+) -> _Stream:
+    """A new conversation on ``instruction``, or ``after``'s with ``instruction`` appended."""
+    if after is None:
+        return _Stream(
+            engine,
+            [
+                {
+                    "role": "system",
+                    "content": config.system_prompt or system_prompt(config.prompt_style),
+                },
+                {"role": "user", "content": instruction},
+            ],
+        )
+    stream = after.stream
+    if stream is None or after.stop_reason == "error":
+        raise ValueError("only an episode of run_episode that did not stop with error continues")
+    # Every stop but done (and error) comes after the last turn's output was added to the stream.
+    unseen = after.chunks[-1].observation if after.stop_reason == "done" and after.chunks else ""
+    stream.engine = engine
+    stream.add_turns([{"role": "user", "content": text} for text in (unseen, instruction) if text])
+    return stream
 
 
 async def run_episode(
-    engine: Engine, session: ExecSession, instruction: str, config: AgentConfig
+    engine: Engine,
+    session: ExecSession,
+    instruction: str,
+    config: AgentConfig,
+    *,
+    after: AgentEpisode | None = None,
 ) -> AgentEpisode:
-    """Let the agent work on ``instruction`` in ``session`` until it stops."""
+    """Let the agent work on ``instruction`` in ``session`` until it stops.
+
+    ``after``: continue that episode's conversation (same tokenizer) with ``instruction`` as a
+    new user turn. The result then holds this part's chunks only, numbered on from ``after``'s;
+    ``episode_tokens`` and ``messages`` cover the whole conversation.
+    """
     config.validate()
     started = time.monotonic()
     window = config.context_window or engine.context_window
-    stream = _Stream(
-        engine,
-        [
-            {
-                "role": "system",
-                "content": config.system_prompt or system_prompt(config.prompt_style),
-            },
-            {"role": "user", "content": instruction},
-        ],
-    )
+    stream = _open_stream(engine, config, instruction, after)
+    first = stream.responses  # chunks before this part: a continuation numbers on
     chunks: list[Chunk] = []
     stop: StopReason = "max-turns"
     error: BaseException | None = None
@@ -286,7 +342,7 @@ async def run_episode(
         observation = format_tool_responses(parts) if parts else ""
         chunks.append(
             Chunk(
-                chunk_index=turn,
+                chunk_index=first + turn,
                 prompt_ids=list(delta),
                 response_ids=list(gen.token_ids),
                 response_logprobs=list(gen.logprobs or []),
@@ -304,7 +360,7 @@ async def run_episode(
         if done:
             stop = "done"
             break
-        stream.add_turns(gen, [{"role": "user", "content": observation}])
+        stream.add_turns([{"role": "user", "content": observation}])
     trainable = stream.exact and all(
         len(c.response_logprobs) == len(c.response_ids) for c in chunks
     )
@@ -318,4 +374,5 @@ async def run_episode(
         error=str(error) if error is not None else None,
         messages=stream.messages,
         wall_sec=time.monotonic() - started,
+        stream=stream,
     )

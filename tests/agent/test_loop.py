@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -200,3 +201,66 @@ async def test_concurrent_episodes_share_one_engine(tiny_tokenizer) -> None:
         *(run_episode(e, ScriptedSession(), f"t{i}", AgentConfig()) for i, e in enumerate(engines))
     )
     assert [r.stop_reason for r in results] == ["done"] * 4
+
+
+@pytest.mark.parametrize("end_with_eos", [False, True])
+async def test_a_continued_episode_is_one_stream_with_the_next_instruction_as_a_user_turn(
+    tiny_tokenizer, end_with_eos
+) -> None:
+    """A multi-step task's steps: the second instruction continues the first's token stream."""
+    engine = ScriptedEngine(
+        tiny_tokenizer,
+        [
+            bash("ls"),
+            bash("echo one > a.txt") + DONE,  # its output comes with the next instruction
+            "```bash\ncat a.txt\n```",
+            "still thinking",
+            DONE,
+        ],
+        end_with_eos=end_with_eos,
+    )
+    session = ScriptedSession({"echo one > a.txt": ScriptedResult("wrote a.txt")})
+    first = await run_episode(engine, session, "Step one: write a.txt", AgentConfig())
+    assert first.stop_reason == "done" and first.num_turns == 2
+    second = await run_episode(
+        engine, session, "Step two: read a.txt", AgentConfig(max_turns=2), after=first
+    )
+    assert second.stop_reason == "max-turns" and second.trainable
+    third = await run_episode(engine, session, "Step three: stop", AgentConfig(), after=second)
+    assert third.stop_reason == "done"
+    chunks = first.chunks + second.chunks + third.chunks
+    assert [c.chunk_index for c in chunks] == [0, 1, 2, 3, 4]
+
+    # One stream: every prompt the engine was fed is the concatenation of what came before.
+    whole = SimpleNamespace(chunks=chunks, episode_tokens=third.episode_tokens)
+    assert_chunks_are_what_was_fed(whole, engine.fed)
+    # Step two's first prompt holds the done turn's unseen output, then its instruction, as user
+    # turns; the instruction is prompt (fed), never response (trained) tokens.
+    opening = tiny_tokenizer.decode(second.chunks[0].prompt_ids)
+    assert opening.index("wrote a.txt") < opening.index("Step two: read a.txt")
+    assert opening.count("<|im_start|>user") == 2 and opening.endswith("<|im_start|>assistant\n")
+    # After max-turns the last observation was already in the stream: only the instruction comes.
+    closing = tiny_tokenizer.decode(third.chunks[0].prompt_ids)
+    assert closing.count("<|im_start|>user") == 2 and "No tool call found" in closing
+    assert "Step three: stop" in closing
+    for chunk in chunks:
+        assert "Step" not in tiny_tokenizer.decode(chunk.response_ids)
+    # And the stream is the chat template's own rendering of the whole conversation.
+    stream = [t for c in chunks for t in c.prompt_ids + c.response_ids]
+    rendered = tiny_tokenizer.apply_chat_template(third.messages, tokenize=False)
+    last = tiny_tokenizer.decode(chunks[-1].response_ids)
+    assert tiny_tokenizer.decode(stream) == rendered + "<|im_start|>assistant\n" + last
+    # three instructions, four outputs (ls, the done turn's echo, cat, the no-call nudge)
+    assert [m["role"] for m in third.messages].count("user") == 7
+    assert [c for c, _ in session.commands] == ["ls", "echo one > a.txt", "cat a.txt"]
+
+
+async def test_an_episode_that_failed_does_not_continue(tiny_tokenizer) -> None:
+    class DyingSession(ScriptedSession):
+        async def exec(self, cmd, timeout=None):
+            raise SandboxDied("container vanished")
+
+    engine = ScriptedEngine(tiny_tokenizer, [bash("ls"), DONE])
+    failed = await run_episode(engine, DyingSession(), "t", AgentConfig())
+    with pytest.raises(ValueError, match="did not stop with error"):
+        await run_episode(engine, DyingSession(), "next", AgentConfig(), after=failed)

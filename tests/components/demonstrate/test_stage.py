@@ -1,4 +1,7 @@
-"""The demonstrate stage on real sandboxes: replays pass, broken solutions are counted, reruns resume."""
+"""The demonstrate stage on real sandboxes: replays pass, broken solutions are counted, reruns resume.
+
+A multi-step task gets no demonstration (rollout never anchors one): counted, never a crash.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from components.demonstrate.stage import main
 from components.synthesize.generate import make_task, task_seed
 from termrl.artifacts.tasks import TaskFile, save_tasks
 from termrl.artifacts.trajectories import read_trajectories
+from termrl.taskfolders import read_task_folder
+from tests.taskfolders.test_harbor14_run import FIXTURES
 
 pytestmark = pytest.mark.podman
 
@@ -28,7 +33,8 @@ def test_demonstrations_replay_to_a_pass_and_resume(tmp_path, base_images, tiny_
         solution_files=[],
         solution_command=None,
     )
-    save_tasks(tmp_path / "tasks.parquet", [good, broken, no_solution])
+    multi_step = read_task_folder(FIXTURES / "multi-step")
+    save_tasks(tmp_path / "tasks.parquet", [good, broken, no_solution, multi_step])
     config = DemonstrateConfig(
         tasks=tmp_path / "tasks.parquet",
         out=tmp_path / "demos.parquet",
@@ -38,8 +44,12 @@ def test_demonstrations_replay_to_a_pass_and_resume(tmp_path, base_images, tiny_
 
     summary = main(config)
 
-    assert (summary.tasks, summary.demonstrations) == (3, 1)
-    assert summary.dropped == {"replay failed its tests": 1, "the task has no solution": 1}
+    assert (summary.tasks, summary.demonstrations) == (4, 1)
+    assert summary.dropped == {
+        "replay failed its tests": 1,
+        "the task has no solution": 1,
+        "multi-step task": 1,
+    }
     rows = read_trajectories(config.out).to_pylist()
     assert {r["task_id"] for r in rows} == {good.id}
     assert all(r["source"] == "expert" and r["replayed"] and r["success"] for r in rows)

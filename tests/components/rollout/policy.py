@@ -10,6 +10,10 @@ answers depend on the task's instruction, so fault injection can target tasks:
 
 Tasks are real: a Dockerfile on the local base image and a ``tests/test.sh``
 writing ``/logs/verifier/reward.txt``.
+
+``StepsPolicy`` plays a multi-step task: its replies are keyed by a piece of
+each step's instruction, and it answers the step whose instruction came last
+in the conversation (then calls done); it keeps every prompt it was fed.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from typing import Any
 from termrl.artifacts import Task, TaskFile
 from termrl.llm.engine import Engine, Generation, Prompt, SamplingParams
 
-__all__ = ["ScriptedPolicy", "broken_build_task", "garbage_reward_task", "word_task"]
+__all__ = [
+    "DONE",
+    "ScriptedPolicy",
+    "StepsPolicy",
+    "bash_call",
+    "broken_build_task",
+    "garbage_reward_task",
+    "word_task",
+]
 
 DOCKERFILE = "FROM termrl/base:bookworm\nWORKDIR /app\n"
 TEST_SH = """#!/bin/bash
@@ -40,6 +52,7 @@ def _call(command: str, timeout: float | None = None) -> str:
 
 
 DONE = '<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>'
+bash_call = _call
 
 
 def word_task(task_id: str, word: str, *, marker: str = "", dockerfile: str = DOCKERFILE) -> Task:
@@ -117,3 +130,27 @@ class ScriptedPolicy(Engine):
                 )
             )
         return out
+
+
+class StepsPolicy(ScriptedPolicy):
+    """Replies ``replies[key][turn]`` for the step whose instruction (holding ``key``) came last;
+    ``turn`` counts its assistant turns since that instruction. Past the list: done."""
+
+    name = "steps-policy"
+    model_name = "steps-policy"
+
+    def __init__(self, tokenizer: Any, replies: dict[str, list[str]]) -> None:
+        super().__init__(tokenizer)
+        self.replies = replies
+        self.fed: list[list[int]] = []
+
+    def respond(self, text: str) -> str:
+        at, key = max((text.rfind(k), k) for k in self.replies)
+        if at < 0:
+            return DONE
+        turn = text[at:].count("<|im_start|>assistant") - 1  # the last header is the one to answer
+        return self.replies[key][turn] if turn < len(self.replies[key]) else DONE
+
+    async def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[Generation]:
+        self.fed.extend(list(p) for p in prompts)
+        return await super().generate(prompts, params)

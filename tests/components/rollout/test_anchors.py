@@ -40,6 +40,13 @@ def test_parallel_anchors_spread_over_the_demonstration_and_skip_tasks_without_o
         assert sorted(pick(v, Task(id="a", instruction="")) for v in range(6)) == [1, 1, 2, 2, 3, 3]
 
 
+def test_a_multi_step_task_always_starts_from_scratch():
+    multi = Task(id="a", instruction="", steps=[{"name": "one"}, {"name": "two"}])
+    for anchoring in ("parallel", "rollback"):
+        pick = anchor_picker(anchoring, DEMOS, seed=0, state={"a": 3})
+        assert {pick(i, multi) for i in range(20)} == {1}
+
+
 def test_a_demonstrations_closing_done_is_no_anchor(tmp_path):
     calls = [("bash", {"command": "ls"}), ("bash", {"command": "touch x"}), ("done", {})]
     rows = [

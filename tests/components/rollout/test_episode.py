@@ -1,14 +1,17 @@
 """SandboxEpisodeRunner's failure handling, driven by an in-process manager and session.
 
 Each step's failure must end up as the right ``failure_type`` (the real-sandbox
-versions of these faults are in test_stage.py).
+versions of these faults are in test_stage.py). A multi-step task's episode
+goes step by step: the agent continues, each step is scored, a step below its
+min_reward ends it, the reward combines the steps' (end to end in
+test_stage.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import pytest
@@ -38,7 +41,8 @@ class Result:
 @dataclass
 class Session:
     reset_exit: int = 0
-    reward: bytes | Exception = b"1"
+    reward: bytes | Exception | list[bytes] = b"1"
+    """One reward for every scoring, or one per scoring in order (a multi-step task's steps)."""
     commands: list[str] = field(default_factory=list)
     closed: bool = False
     workdir: str = "/app"
@@ -58,6 +62,8 @@ class Session:
             return Result("ok")
         if isinstance(self.reward, Exception):  # reading the reward file failed
             raise self.reward
+        if isinstance(self.reward, list):
+            return Result(self.reward.pop(0).decode())
         return Result(self.reward.decode())
 
     @contextlib.asynccontextmanager
@@ -104,7 +110,7 @@ class Manager:
 
 
 def _runner(manager: Manager, step=None) -> SandboxEpisodeRunner:
-    async def default_step(session, recorder, task, ids):
+    async def default_step(session, recorder, task, ids, **_):
         await recorder.exec("echo hi", 5)
         chunk = {
             "chunk_index": 0,
@@ -187,7 +193,7 @@ async def test_reset_and_reward_failures_are_classified(session, expected):
 
 
 async def test_agent_failures_skip_the_reward_and_unexpected_errors_are_still_classified():
-    async def died(session, recorder, task, ids):
+    async def died(session, recorder, task, ids, **_):
         return SimpleNamespace(
             chunks=[],
             stop_reason="error",
@@ -201,8 +207,82 @@ async def test_agent_failures_skip_the_reward_and_unexpected_errors_are_still_cl
     record = await _runner(manager, died)(TASK, IDS[0])
     assert record.failure_type == "SandboxDied" and "upload /tests" not in manager.session.commands
 
-    async def broken(session, recorder, task, ids):
+    async def broken(session, recorder, task, ids, **_):
         raise RuntimeError("a bug")
 
     record = await _runner(Manager(), broken)(TASK, IDS[0])
     assert record.failure_type == "UnexpectedError" and "a bug" in record.error
+
+
+MULTI = Task(
+    id="m",
+    instruction="(the steps bring their own)",
+    environment_files=[TaskFile("Dockerfile", b"FROM x\n")],
+    test_files=[TaskFile("test.sh", b"true\n", 0o755)],
+    agent_timeout_sec=100.0,
+    steps=[{"name": "one", "min_reward": 1.0, "agent_timeout_sec": 10.0}, {"name": "two"}],
+    step_files=[
+        TaskFile("one/instruction.md", b"Do one."),
+        TaskFile("two/instruction.md", b"Do two."),
+    ],
+)
+
+
+def _steps_runner(manager: Manager, calls: list) -> SandboxEpisodeRunner:
+    """A runner whose agent records each call and answers one chunk per step."""
+
+    async def step(session, recorder, task, ids, *, after=None, budget_sec=None):
+        calls.append((task.instruction, after, budget_sec))
+        first = 0 if after is None else after.chunks[-1]["chunk_index"] + 1
+        return SimpleNamespace(
+            chunks=[{"chunk_index": first, "prompt_ids": [1], "response_ids": [2]}],
+            stop_reason="done",
+            trainable=True,
+            episode_tokens=2 * (first + 1),
+            failure_type=None,
+            error=None,
+        )
+
+    return _runner(manager, step)
+
+
+@pytest.mark.parametrize(("strategy", "reward"), [(None, 0.75), ("mean", 0.75), ("final", 0.5)])
+async def test_a_multi_step_task_is_one_episode_scored_step_by_step(strategy, reward):
+    calls: list = []
+    manager = Manager(Session(reward=[b"1", b"0.5"]))
+    task = replace(MULTI, reward_strategy=strategy)
+    record = await _steps_runner(manager, calls)(task, IDS[0])
+    assert (record.failure_type, record.rewarded, record.success) == (None, True, False)
+    # mean of 1 and 0.5 = 0.75; final: the last step's 0.5
+    assert record.reward == reward and record.step_rewards == [1.0, 0.5]
+    # Step two continued step one's conversation, each under its own agent timeout (one: its
+    # own 10 s; two: the task's 100 s), as eval budgets a step.
+    assert [(instruction, budget) for instruction, _, budget in calls] == [
+        ("Do one.", 10.0),
+        ("Do two.", 100.0),
+    ]
+    assert calls[0][1] is None and calls[1][1].chunks[0]["chunk_index"] == 0
+    assert [c["chunk_index"] for c in record.chunks] == [0, 1] and record.episode_tokens == 4
+    # Each step was scored after its agent turns: tests uploaded twice, once after each.
+    uploads = [i for i, c in enumerate(manager.session.commands) if c == "upload /tests"]
+    assert len(uploads) == 2
+
+
+async def test_a_step_below_its_min_reward_ends_the_episode():
+    calls: list = []
+    manager = Manager(Session(reward=[b"0.5", b"1"]))
+    record = await _steps_runner(manager, calls)(MULTI, IDS[0])
+    # step one scored 0.5 < its min_reward 1.0: step two never ran; the mean of one step is 0.5
+    assert [instruction for instruction, _, _ in calls] == ["Do one."]
+    assert (record.reward, record.step_rewards, record.success, record.rewarded) == (
+        0.5,
+        [0.5],
+        False,
+        True,
+    )
+
+
+async def test_a_single_step_task_gets_no_step_budget_and_no_step_rewards():
+    calls: list = []
+    record = await _steps_runner(Manager(), calls)(TASK, IDS[0])
+    assert calls == [("do it", None, None)] and record.step_rewards == []

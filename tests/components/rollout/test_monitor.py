@@ -158,3 +158,17 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
         "1 straggler(s) cancelled" in lines
     )
     assert "  task c: 1 straggler(s) cancelled" in lines  # no kept episode of its own
+
+
+def test_a_multi_step_tasks_steps_get_their_own_reward_means():
+    done, stopped = record(0, 0, task="m"), record(0, 1, task="m", success=False)
+    done.step_rewards, stopped.step_rewards = [1.0, 0.5], [0.0]  # stopped below a min_reward
+    groups = [[done, stopped], [record(1, 0, task="single")]]
+    rows = monitor_rows(groups, MonitorThresholds(), behaviour_by_episode(groups, 3))
+    value = {(r["scope"], r["key"], r["metric"]): r["value"] for r in rows}
+    # step 1 scored by both episodes: (1 + 0) / 2; step 2 by one: 0.5
+    assert value[("task", "m", "step/1/episodes")] == 2
+    assert value[("task", "m", "step/1/reward_mean")] == 0.5
+    assert value[("task", "m", "step/2/episodes")] == 1
+    assert value[("task", "m", "step/2/reward_mean")] == 0.5
+    assert not [k for k in value if k[1] == "single" and k[2].startswith("step/")]

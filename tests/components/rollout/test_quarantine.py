@@ -1,8 +1,8 @@
 """Quarantine and behaviour shaping through the stage's own code, without sandboxes.
 
-``without_quarantined`` + ``plan_groups`` is what ``rollout`` runs before any
-episode; ``_finish`` is the merge that turns finished episodes (part files)
-into the trajectories and metrics artifacts.
+``without_quarantined`` + ``check_mode_runs`` + ``plan_groups`` is what
+``rollout`` runs before any episode; ``_finish`` is the merge that turns
+finished episodes (part files) into the trajectories and metrics artifacts.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from components.rollout.config import RolloutConfig
 from components.rollout.env_manager import plan_groups
-from components.rollout.stage import _finish, fingerprint, without_quarantined
+from components.rollout.stage import _finish, check_mode_runs, fingerprint, without_quarantined
 from components.rollout.writer import PartWriter
 from termrl.artifacts import Task, read_rollout_metrics, read_trajectories
 from termrl.errors import ConfigError
@@ -34,6 +34,15 @@ def test_quarantined_tasks_are_left_out_of_the_plan():
 def test_quarantining_every_task_is_refused():
     with pytest.raises(ConfigError, match="quarantine leaves out every one of the 4 task"):
         without_quarantined(TASKS, ("t0", "t1", "t2", "t3"))
+
+
+def test_cli_native_mode_refuses_every_multi_step_task_up_front():
+    tasks = [*TASKS, *(Task(id=f"m{i}", instruction="", steps=[{"name": "a"}]) for i in range(2))]
+    check_mode_runs(RolloutConfig(), tasks)  # roll-managed runs them
+    with pytest.raises(ConfigError) as info:
+        check_mode_runs(RolloutConfig(mode="cli-native"), tasks)
+    assert [p.split(" has ")[0] for p in info.value.problems] == ["task m0", "task m1"]
+    check_mode_runs(RolloutConfig(mode="cli-native"), TASKS)
 
 
 def test_the_merge_records_shaping_and_the_quarantine(tmp_path):

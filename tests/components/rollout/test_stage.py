@@ -5,12 +5,17 @@ an image build that fails, a command that hangs past its timeout, ``podman
 kill`` of a container mid-episode, and a test script that crashes after
 writing garbage to the reward file. The policy is scripted (fast and
 deterministic); the tiny-model tests run the real engine in both modes.
+
+A multi-step task (the Harbor 1.4 fixture) rolls out as one episode and one
+conversation: a scripted policy solves or fails its steps to check the
+reward strategies and the min_reward stop, the tiny model runs it for real.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -18,16 +23,21 @@ import pytest
 
 from components.rollout.config import RolloutConfig
 from components.rollout.stage import make_engine, rollout
-from termrl.artifacts import read_rollout_metrics, read_trajectories, save_tasks
+from termrl.artifacts import Task, read_rollout_metrics, read_trajectories, save_tasks
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.continuous import ContinuousEngine
 from termrl.llm.hf_engine import TransformersEngine
+from termrl.taskfolders import read_task_folder
 from tests.components.rollout.policy import (
+    DONE,
     ScriptedPolicy,
+    StepsPolicy,
+    bash_call,
     broken_build_task,
     garbage_reward_task,
     word_task,
 )
+from tests.taskfolders.test_harbor14_run import FIXTURES
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -231,7 +241,8 @@ async def test_the_stage_engine_continuous_batching_rollout(base_image, tiny_mod
 def test_the_batching_engine_is_a_config_away(tiny_model_dir, tmp_path):
     config = RolloutConfig(model=str(tiny_model_dir), engine="batching")
     engine = make_engine(config)
-    assert isinstance(engine, TransformersEngine) and not engine.merges_requests
+    assert isinstance(engine, BatchingEngine) and engine.merges_requests
+    assert isinstance(engine.engine, TransformersEngine)
 
 
 async def test_cli_native_rollout_runs_the_reference_cli_against_the_proxy(
@@ -283,3 +294,155 @@ async def test_cli_native_rollout_runs_the_reference_cli_against_the_proxy(
     _check_token_columns(episodes)
     for rows in episodes.values():
         assert rows[0]["failure_type"] is None and rows[0]["stop_reason"] in ("done", "max-turns")
+
+
+CREATE, APPEND = "Create /app/notes.txt", "Append the line"
+"""Pieces of the fixture's two step instructions (``create``: min_reward 1; ``extend``)."""
+
+
+def _multi_step(task_id: str, marker: str, **changes) -> Task:
+    """The multi-step fixture with ``(marker)`` before each step's instruction."""
+    task = read_task_folder(FIXTURES / "multi-step")
+    files = [
+        dataclasses.replace(f, data=f"({marker}) ".encode() + f.data)
+        if f.path.endswith("instruction.md")
+        else f
+        for f in task.step_files
+    ]
+    return dataclasses.replace(task, id=task_id, step_files=files, **changes)
+
+
+def _metrics(config: RolloutConfig) -> dict[tuple[str, str, str], float]:
+    return {
+        (r["scope"], r["key"], r["metric"]): r["value"]
+        for r in read_rollout_metrics(config.metrics_path).to_pylist()
+    }
+
+
+def _assert_one_stream(rows: list[dict], fed: list[list[int]]) -> None:
+    """Each chunk's prompt extends the stream of the chunks before it: what the model was fed."""
+    stream: list[int] = []
+    seen = {tuple(f) for f in fed}
+    for row in rows:
+        stream += row["prompt_ids"]
+        assert tuple(stream) in seen
+        stream += row["response_ids"]
+    assert rows[0]["episode_tokens"] == len(stream)
+
+
+async def test_a_multi_step_task_rolls_out_as_one_conversation(
+    base_image, tiny_tokenizer, tmp_path
+):
+    ok1 = [bash_call("echo first > /app/notes.txt") + "\n" + DONE]  # output unseen until step 2
+    bad1 = [bash_call("echo nope > /app/notes.txt"), DONE]
+    ok2 = [bash_call("echo second >> /app/notes.txt"), DONE]
+    bad2 = [bash_call("echo wrong >> /app/notes.txt") + "\n" + DONE]
+    policy = StepsPolicy(
+        tiny_tokenizer,
+        {
+            f"(both) {CREATE}": ok1,
+            f"(both) {APPEND}": ok2,
+            f"(mean) {CREATE}": ok1,
+            f"(mean) {APPEND}": bad2,
+            f"(final) {CREATE}": ok1,
+            f"(final) {APPEND}": bad2,
+            f"(stop) {CREATE}": bad1,
+            f"(stop) {APPEND}": ok2,
+        },
+    )
+    tasks = [
+        _multi_step("ms-both", "both"),
+        _multi_step("ms-mean", "mean"),
+        _multi_step("ms-final", "final", reward_strategy="final"),
+        _multi_step("ms-stop", "stop"),
+    ]
+    out = tmp_path / "trajectories.parquet"
+    config = RolloutConfig(
+        tasks=out, out=out, group_size=1, groups=4, redundancy=0, concurrency=4, max_turns=3
+    )
+    await rollout(config, tasks, policy)
+    episodes = {rows[0]["task_id"]: rows for rows in _episodes(out).values()}
+    assert sorted(episodes) == ["ms-both", "ms-final", "ms-mean", "ms-stop"]
+    for rows in episodes.values():
+        assert rows[0]["failure_type"] is None and not rows[0]["placeholder"]
+        assert [r["chunk_index"] for r in rows] == list(range(len(rows)))
+        assert all(r["trainable"] for r in rows)
+        _assert_one_stream(rows, policy.fed)
+        for row in rows:  # instructions are fed to the model, never trained on as its response
+            assert CREATE not in row["response_text"] and APPEND not in row["response_text"]
+    # Every chunk carries the episode's reward: both steps passed (1); step 2 failed: the mean of
+    # 1 and 0 is 0.5, the final step's is 0; step 1 missed its min_reward 1: stopped there, 0.
+    rewards = {t: {(r["reward"], r["success"]) for r in rows} for t, rows in episodes.items()}
+    assert rewards == {
+        "ms-both": {(1.0, True)},
+        "ms-mean": {(0.5, False)},
+        "ms-final": {(0.0, False)},
+        "ms-stop": {(0.0, False)},
+    }
+
+    # Step 2's instruction opens its first chunk as a user turn, after the output of the command
+    # that step 1's done turn ran; the stream stays one conversation.
+    both = episodes["ms-both"]
+    assert len(both) == 3  # step 1: one turn (command + done); step 2: command, done
+    opening = tiny_tokenizer.decode(both[1]["prompt_ids"])
+    assert opening.index("[exit code: 0]") < opening.index(APPEND)
+    assert opening.count("<|im_start|>user") == 2 and opening.endswith("<|im_start|>assistant\n")
+    assert CREATE in tiny_tokenizer.decode(both[0]["prompt_ids"])
+    # The stopped episode never saw step 2.
+    assert not any(APPEND in tiny_tokenizer.decode(r["prompt_ids"]) for r in episodes["ms-stop"])
+
+    metrics = _metrics(config)
+    assert metrics[("task", "ms-both", "step/2/reward_mean")] == 1.0
+    assert metrics[("task", "ms-mean", "step/1/reward_mean")] == 1.0
+    assert metrics[("task", "ms-mean", "step/2/reward_mean")] == 0.0
+    assert metrics[("task", "ms-stop", "step/1/episodes")] == 1
+    assert ("task", "ms-stop", "step/2/episodes") not in metrics
+    assert ("global", "all", "rollout/failure/RewardFailed") not in metrics
+
+
+@pytest.mark.ci
+async def test_tiny_model_multi_step_rollout(base_image, tiny_model_dir, tiny_tokenizer, tmp_path):
+    """The real engine on the fixture, once as it is (step 1 gates) and once without the gate."""
+    gated = _multi_step("tm-gated", "gated")
+    ungated = _multi_step(
+        "tm-ungated", "ungated", steps=[{**s, "min_reward": None} for s in gated.steps]
+    )
+    out = tmp_path / "trajectories.parquet"
+    config = RolloutConfig(
+        tasks=out,
+        out=out,
+        group_size=2,
+        groups=2,
+        redundancy=0,
+        concurrency=4,
+        max_turns=2,
+        max_new_tokens=24,
+        exec_timeout_sec=10.0,
+    )
+    model = TransformersEngine(tiny_model_dir, context_window=2048)
+    fed: list[list[int]] = []
+    generate = model.generate
+
+    async def recording(prompts, params):
+        fed.extend(list(p) for p in prompts)
+        return await generate(prompts, params)
+
+    model.generate = recording  # type: ignore[method-assign]
+    summary = await rollout(config, [gated, ungated], BatchingEngine(model, max_batch_size=8))
+    episodes = _episodes(out)
+    assert len(episodes) == 4 == summary.episodes
+    _check_token_columns(episodes)
+    for rows in episodes.values():
+        # Scored step by step: no RewardFailed, a reward from the tests.
+        assert rows[0]["failure_type"] is None and not rows[0]["placeholder"], rows[0]
+        assert [r["chunk_index"] for r in rows] == list(range(len(rows)))
+        _assert_one_stream(rows, fed)
+    metrics = _metrics(config)
+    # The tiny model does not write `first`: the gated episodes stop after step 1; the ungated
+    # ones go on to step 2, whose instruction reaches the model inside the same stream.
+    assert metrics[("task", "tm-gated", "step/1/episodes")] == 2
+    assert ("task", "tm-gated", "step/2/episodes") not in metrics
+    assert metrics[("task", "tm-ungated", "step/2/episodes")] == 2
+    for rows in episodes.values():
+        opens = [r["chunk_index"] for r in rows if APPEND in tiny_tokenizer.decode(r["prompt_ids"])]
+        assert opens == ([] if rows[0]["task_id"] == "tm-gated" else [opens[0]]) and 0 not in opens

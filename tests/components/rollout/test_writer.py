@@ -15,12 +15,14 @@ def test_records_round_trip_through_part_files(tmp_path):
     done = record(0, 1, commands=("ls", "cat a"), timed_out=(False, True), finished_at=12.5)
     failed = record(1, 0, commands=(), stop="error", failure="EnvInitFailed", success=False)
     failed.error = "image build failed (exit status 3)"
+    done.step_rewards = [1.0, 0.5]  # a multi-step task's scored steps
     writer.write(done)
     writer.write(failed)
     loaded = {r.ids.episode_id: r for r in writer.load()}
     assert loaded["g0-e1"] == done
     assert loaded["g1-e0"] == failed
     assert record_from_rows(record_to_rows(done)).timed_out_execs == 1
+    assert loaded["g1-e0"].step_rewards == []
 
 
 def test_a_different_rollout_is_not_resumed(tmp_path):
