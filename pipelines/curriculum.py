@@ -40,12 +40,15 @@ image pull secrets on every task, and tolerations and node selectors that put
 rollout, train and eval on GPU nodes.
 
 The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M): easy procedural tasks, 16 groups of 4 episodes sampled at
-temperature 0.7 (at 1.0 the imitated policy solved 6 % of unseen training tasks, at
-0.7 16 %: more groups with a success to learn from), of 3 turns of at
-most 128 tokens, 28 held-out tasks. 16 groups rather than 8 because this policy's
-success on a task is close to all or nothing: with 8, phase 1's rollout had no group
-with differing rewards and so no RL loss. Raise them on a cluster.
+(SmolLM2-135M): easy procedural tasks, 16 groups of 4 episodes of 3 turns of at
+most 128 tokens, 28 held-out tasks. Phase 1 samples at temperature 0.7 (at 1.0 the
+imitated policy solved 6 % of unseen training tasks, at 0.7 16 %: more groups with a
+success to learn from); phase 2 at 1.0, because after phase 1 the policy at 0.7 solves a
+task in all four episodes or in none (run 11's cache: 1 of 16 phase-2 groups had
+differing rewards at 0.7, 8 of 16 at 1.0), and its pool holds 16 tasks, one per group.
+16 groups rather than 8 because this policy's success on a task is close to all or
+nothing: with 8, phase 1's rollout had no group with differing rewards and so no RL
+loss. Raise them on a cluster.
 """
 
 import copy
@@ -279,7 +282,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         verify_judges: str = "",
         expert_tasks: str = "",
         imitation_fraction: float = 0.5,
-        expert_count: int = 8,
+        expert_count: int = 16,
         prompt_style: str = "compact",
         imitation_epochs: int = 3,
         imitation_learning_rate: float = 1e-4,
@@ -294,6 +297,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         max_turns: int = 3,
         max_new_tokens: int = 128,
         rollout_temperature: float = 0.7,
+        phase2_temperature: float = 1.0,
         finetune: str = "full",
         learning_rate: float = 1e-5,
         train_epochs: int = 1,
@@ -332,7 +336,12 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             anchoring: Phase-1 resampling: none, parallel or rollback.
             dynamic_sampling: Extra groups each RL rollout may start to replace groups whose
                 episodes all earned the same reward (no signal); 0 keeps the first complete groups.
-            rollout_temperature: The RL rounds' sampling temperature; their train steps take log πθ at it.
+            rollout_temperature: Phase 1's sampling temperature; its train steps take log πθ at it.
+            phase2_temperature: Phase 2's sampling temperature (rollout and train). Higher than
+                phase 1's: after phase 1 the policy solves a task in every episode or in none at
+                0.7, and a group of equal rewards carries no signal.
+            expert_count: Size of the phase-2 pool (the phase-1 tasks with the lowest
+                false-positive risk); at least ``groups``, so no phase-2 group repeats a task.
             learning_rate: Learning rate of the RL train steps.
             sandbox_backend: Where verify, demonstrate, rollout and eval run task sandboxes: podman
                 (a local run) or kubernetes (a pod per sandbox, in sandbox_namespace).
@@ -485,6 +494,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
             # demonstrations; the imitation term keeps training on the imitation pool's.
             anchored = {"demonstrations": anchors, "anchoring": anchoring} if phase == 1 else {}
+            temperature = rollout_temperature if phase == 1 else phase2_temperature
             rolled = place(
                 ops.rollout(
                     code_version=code_version,
@@ -498,7 +508,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     concurrency=rollout_concurrency,
                     max_turns=max_turns,
                     max_new_tokens=max_new_tokens,
-                    temperature=rollout_temperature,
+                    temperature=temperature,
                     backend=sandbox_backend,
                     prompt_style=prompt_style,
                     **sandbox,
@@ -524,7 +534,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     il_weight=il_weight,
                     il_decay=il_decay,
                     iteration=version,
-                    temperature=rollout_temperature,
+                    temperature=temperature,
                     options=train_opts,
                     **imitating,
                 ),
