@@ -11,9 +11,10 @@ runs them:
         stop here when the reward is below the step's min_reward
     the task's reward: mean of the steps that were scored (Harbor's default), or the final one's
 
-Eval and verify run them so (``run_steps``, or the same calls in eval's trial);
-a rollout episode (``components.rollout.episode``) makes the agent's work on
-every step one conversation, each step's instruction a new user turn of it.
+Eval and verify run them so (``run_steps``, or the same calls in eval's trial).
+A policy's work on every step is one conversation, each step's instruction a
+new user turn of it, in a rollout episode (``components.rollout.episode``) and
+in an eval trial (``components.eval.agents.PolicyAgent``) alike.
 
 A step is the task with the step's instruction, its ``solution/`` (run by the
 oracle as ``bash /solution/solve.sh``), its tests, and its agent and verifier

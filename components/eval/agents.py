@@ -1,6 +1,6 @@
 """The three agents eval can put in a sandbox, behind one small interface.
 
-    agent.act(session, task, trial, budget_sec) -> TrialRun
+    agent.act(session, task, trial, budget_sec, previous=None) -> TrialRun
 
 - ``PolicyAgent``: the training agent itself — ``termrl.agent.run_episode``,
   the one episode harness rollout uses too — driving a transformers model
@@ -11,6 +11,14 @@
 - ``NopAgent``: does nothing. Must score 0 % on sound tasks.
 
 Oracle and nop check the harness and the tasks; they use no model.
+
+A multi-step task (``termrl.multistep``) gets one ``act`` per step, in one
+sandbox; ``previous`` is the agent's run on the step before (None for the
+first). The policy agent continues that run's conversation with the step's
+instruction as a new user turn (``run_episode(..., after=...)``), as a
+rollout episode does, so a policy is evaluated on a multi-step task the way
+it was trained on one; an API model (``litellm:``) goes through the same
+loop and continues too. Oracle and nop have no conversation and ignore it.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from components.eval.config import API_PREFIX, EvalConfig
-from termrl.agent.loop import AgentConfig, Chunk, run_episode
+from termrl.agent.loop import AgentConfig, AgentEpisode, Chunk, run_episode
 from termrl.artifacts.tasks import Task
 from termrl.errors import ModelError
 from termrl.llm.engine import Engine, SamplingParams
@@ -51,14 +59,25 @@ class TrialRun:
     """The agent itself stopped at its budget (the solution timed out, the episode's lifetime)."""
     failure_type: str | None = None
     error: str | None = None
+    episode: AgentEpisode | None = field(default=None, repr=False, compare=False)
+    """The policy agent's episode, which the next step of a multi-step task continues; the
+    trial only hands it back (``act(..., previous=this)``). None for the other agents."""
 
 
 class Agent(Protocol):
     name: str
 
     async def act(
-        self, session: Session, task: Task, trial: int, budget_sec: float
-    ) -> TrialRun: ...
+        self,
+        session: Session,
+        task: Task,
+        trial: int,
+        budget_sec: float,
+        previous: TrialRun | None = None,
+    ) -> TrialRun:
+        """Work on ``task`` in ``session`` within ``budget_sec``; ``previous``: this agent's run
+        on the previous step of a multi-step task (None for its first step or a single-step task)."""
+        ...
 
 
 class NopAgent:
@@ -66,7 +85,14 @@ class NopAgent:
 
     name = "nop"
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
+    async def act(
+        self,
+        session: Session,
+        task: Task,
+        trial: int,
+        budget_sec: float,
+        previous: TrialRun | None = None,
+    ) -> TrialRun:
         return TrialRun(stop_reason="done")
 
 
@@ -75,7 +101,14 @@ class OracleAgent:
 
     name = "oracle"
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
+    async def act(
+        self,
+        session: Session,
+        task: Task,
+        trial: int,
+        budget_sec: float,
+        previous: TrialRun | None = None,
+    ) -> TrialRun:
         outcome = await run_solution(session, task, timeout=budget_sec)
         steps = len(solution_steps(task))
         return TrialRun(
@@ -89,7 +122,8 @@ class OracleAgent:
 
 
 class PolicyAgent:
-    """The training agent: one ``run_episode`` per trial on a shared engine."""
+    """The training agent: one ``run_episode`` per trial on a shared engine (a multi-step task's
+    trial: one conversation, continued step by step)."""
 
     name = "policy"
 
@@ -114,9 +148,21 @@ class PolicyAgent:
             max_timeout_sec=min(AgentConfig.max_timeout_sec, budget_sec),
         )
 
-    async def act(self, session: Session, task: Task, trial: int, budget_sec: float) -> TrialRun:
+    async def act(
+        self,
+        session: Session,
+        task: Task,
+        trial: int,
+        budget_sec: float,
+        previous: TrialRun | None = None,
+    ) -> TrialRun:
+        """``previous`` given: its conversation continued, ``task.instruction`` a new user turn."""
         result = await run_episode(
-            self.engine, session, task.instruction, self.agent_config(trial, budget_sec)
+            self.engine,
+            session,
+            task.instruction,
+            self.agent_config(trial, budget_sec),
+            after=previous.episode if previous is not None else None,
         )
         return TrialRun(
             stop_reason=result.stop_reason,
@@ -128,6 +174,7 @@ class PolicyAgent:
             timed_out=result.stop_reason == "lifetime",
             failure_type=result.failure_type,
             error=result.error,
+            episode=result,
         )
 
 

@@ -8,7 +8,8 @@ One trial, the official way (Terminal-Bench's execution model):
     fresh sandbox from the task's image, set-up leftovers removed   (TaskSandboxes.open)
       ─► agent phase under task.agent_timeout_sec   (agent.act)
       ─► tests under task.verifier_timeout_sec       (termrl.taskrun.run_tests)
-      (a multi-step task: those two for each step in order, one reward: termrl.multistep)
+      (a multi-step task: those two for each step in order, one reward: termrl.multistep;
+       the agent carries on from its previous step, the policy agent in one conversation)
       ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats
 
 A trial whose agent phase ended past its budget counts as failed and is
@@ -26,6 +27,11 @@ time starts with its sandbox, not with the wait). Errors of the harness
 exception while scoring (a ``RewardFailed`` row: whatever the agent left in
 its sandbox, one trial's scoring never cancels the others); anything else is a
 bug and propagates.
+
+A multi-step task's trial stops after a step below its ``min_reward`` (Harbor)
+and after a step whose agent failed (``failure_type``), once that step is
+scored: as a rollout episode ends at its agent's failure, and the policy
+agent's conversation cannot go on past an error.
 """
 
 from __future__ import annotations
@@ -157,7 +163,8 @@ def _add(total: TrialRun | None, part: TrialRun) -> TrialRun:
         turns=total.turns + part.turns,
         prompt_tokens=total.prompt_tokens + part.prompt_tokens,
         completion_tokens=total.completion_tokens + part.completion_tokens,
-        episode_tokens=total.episode_tokens + part.episode_tokens,
+        # one conversation over the steps (the policy agent): the latest part's covers them all
+        episode_tokens=part.episode_tokens or total.episode_tokens,
         timed_out=total.timed_out or part.timed_out,
         failure_type=part.failure_type or total.failure_type,
         error=part.error or total.error,
@@ -177,13 +184,15 @@ async def _run_one(
         async with sandboxes.open(task) as session:
             started = session.started  # not the wait for a free slot
             total: TrialRun | None = None
+            part: TrialRun | None = None  # the previous step's, which the next one continues
             agent_sec = 0.0
             for index, step in enumerate(task_steps(task)):
                 budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
                 agent_started = time.monotonic()
                 try:
                     part = await asyncio.wait_for(
-                        agent.act(session, step, trial, budget), hard_cap_sec(budget)
+                        agent.act(session, step, trial, budget, previous=part),
+                        hard_cap_sec(budget),
                     )
                 except TimeoutError:
                     agent_sec += time.monotonic() - agent_started
@@ -228,7 +237,7 @@ async def _run_one(
                     raise RewardFailed(
                         f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}"
                     ) from exc
-                if below_min_reward(task, index, scored[-1]):
+                if part.failure_type is not None or below_min_reward(task, index, scored[-1]):
                     break
     except TermrlError as exc:
         run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]

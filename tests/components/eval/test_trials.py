@@ -3,7 +3,9 @@
 The oracle agent must pass every fixture task and the nop agent none; a solve
 past its budget fails and is flagged; a broken image gives environment-error
 rows; the policy agent (the training agent's ``run_episode``) runs the tiny
-model through the same harness.
+model through the same harness. On a multi-step task the policy agent carries
+one conversation across the steps, as rollout does (a scripted policy checks
+the token stream), and a step whose agent failed ends the trial.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from components.eval.agents import TrialRun
+from components.eval.agents import PolicyAgent, TrialRun
 from components.eval.cli import eval_command
 from components.eval.config import EvalConfig
 from components.eval.taxonomy import FAILURE_MODES
 from components.eval.trials import run_trials, trial_row
 from termrl.artifacts.eval_results import read_eval_results
 from termrl.artifacts.tasks import TaskFile, save_tasks
-from termrl.taskfolders import import_task_folders
+from termrl.taskfolders import import_task_folders, read_task_folder
+from tests.components.rollout.policy import DONE, StepsPolicy, bash_call
+from tests.taskfolders.test_harbor14_run import FIXTURES as HARBOR14
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "tasks"
 QUICK = ["hello-file", "reverse-words"]  # one Harbor (reward file), one legacy (pytest report)
@@ -284,7 +288,7 @@ class LeftoverSeeker:
     def __init__(self) -> None:
         self.found: list[str] = []
 
-    async def act(self, session, task, trial: int, budget_sec: float) -> TrialRun:
+    async def act(self, session, task, trial: int, budget_sec: float, previous=None) -> TrialRun:
         look = "for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; true"
         result = await session.exec(look, timeout=30)
         self.found.append(result.output.strip())
@@ -323,3 +327,98 @@ async def test_eval_agents_never_see_the_images_set_up_leftovers(
     assert [(r["tests_passed"], r["passed"], r["failure_type"]) for r in rows] == [
         (True, True, None)
     ] * 2
+
+
+CREATE, APPEND = "Create /app/notes.txt", "Append the line"
+"""Pieces of the two step instructions of the Harbor 1.4 ``multi-step`` fixture."""
+
+
+class RecordingPolicy(PolicyAgent):
+    """The policy agent, keeping each step's run and the ``previous`` it was handed."""
+
+    def __init__(self, engine, config: EvalConfig) -> None:
+        super().__init__(engine, config)
+        self.calls: list[tuple[TrialRun | None, TrialRun]] = []
+
+    async def act(self, session, task, trial, budget_sec, previous=None) -> TrialRun:
+        run = await super().act(session, task, trial, budget_sec, previous)
+        self.calls.append((previous, run))
+        return run
+
+
+@pytest.mark.podman
+async def test_policy_agent_continues_one_conversation_across_the_steps(
+    base_images, tiny_tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Step 1: one command, then done; step 2 likewise. Both solve their step.
+    policy = StepsPolicy(
+        tiny_tokenizer,
+        {
+            CREATE: [bash_call("echo first > /app/notes.txt"), DONE],
+            APPEND: [bash_call("echo second >> /app/notes.txt"), DONE],
+        },
+    )
+    config = EvalConfig(agent="policy", model="steps-policy", max_turns=3, progress=False)
+    agent = RecordingPolicy(policy, config)
+    monkeypatch.setattr("components.eval.trials.make_agent", lambda config, engine: agent)
+    [row] = await run_trials(config, [read_task_folder(HARBOR14 / "multi-step")], engine=policy)
+    assert (row["passed"], row["reward"], row["failure_type"]) == (True, 1.0, None), row
+    assert row["test_output"].count("=== step ") == 2 and row["turns"] == 4
+
+    [(first_previous, first), (second_previous, second)] = agent.calls
+    assert first_previous is None and second_previous is first  # step 2 was handed step 1's run
+    # Chunks number on across the steps: one stream, 0..3.
+    assert [c.chunk_index for c in first.chunks + second.chunks] == [0, 1, 2, 3]
+    # One conversation: one system prompt; step 2's instruction is a user turn after step 1's
+    # turns (its command, the output, its done), followed by step 2's own turns.
+    messages = second.episode.messages
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",  # step 1's instruction
+        "assistant",  # echo first
+        "user",  # its output
+        "assistant",  # done
+        "user",  # step 2's instruction
+        "assistant",  # echo second
+        "user",  # its output
+    ]
+    assert CREATE in messages[1]["content"] and APPEND in messages[5]["content"]
+    assert "echo first" in messages[2]["content"] and '"done"' in messages[4]["content"]
+    assert first.episode.messages is messages  # the same conversation, extended
+    # Token for token: step 2's first prompt extends everything step 1 fed and sampled.
+    step1_last, step2_first = policy.fed[1], policy.fed[2]
+    assert step2_first[: len(step1_last)] == step1_last
+    assert APPEND in tiny_tokenizer.decode(step2_first[len(step1_last) :])
+    # The row counts the one stream once, not step by step.
+    assert (
+        row["episode_tokens"]
+        == second.episode_tokens
+        == len(policy.fed[-1]) + len(second.chunks[-1].response_ids)
+    )
+
+
+class FailingAgent:
+    """An agent whose every step fails (an engine error, say); notes the steps it was given."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    async def act(self, session, task, trial: int, budget_sec: float, previous=None) -> TrialRun:
+        self.steps.append(task.instruction)
+        return TrialRun(stop_reason="error", failure_type="ModelError", error="the model broke")
+
+
+@pytest.mark.podman
+async def test_a_step_whose_agent_failed_is_scored_and_ends_the_trial(
+    base_images, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = read_task_folder(HARBOR14 / "multi-step")
+    ungated = dataclasses.replace(task, steps=[{**s, "min_reward": None} for s in task.steps])
+    agent = FailingAgent()
+    monkeypatch.setattr("components.eval.trials.make_agent", lambda config, engine: agent)
+    [row] = await run_trials(EvalConfig(agent="nop", progress=False), [ungated])
+    assert len(agent.steps) == 1 and CREATE in agent.steps[0]  # step 2 never ran ...
+    assert row["test_output"].count("=== step ") == 1  # ... after step 1 was scored
+    assert (row["failure_type"], row["passed"], row["tests_passed"]) == ("ModelError", False, False)
