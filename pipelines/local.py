@@ -7,7 +7,9 @@
     cache_dir/     kfp's local cache (shared by runs, so a second run reuses the first's outputs)
 
 kfp.local runs every task as a subprocess of this interpreter
-(``SubprocessRunner(use_venv=False)``) and reports through its log lines. The
+(``SubprocessRunner(use_venv=False)``), or, given kfp's ``DockerRunner``
+(``pipelines.docker_runner``), in a container of the task's image, and reports
+through its log lines. The
 runner reads those lines from stdout (kfp writes its log there, and the
 stages' streamed output), keeps them all in ``run.log`` and turns them into
 one line per stage; cache hits arrive as log records outside kfp's own
@@ -310,8 +312,12 @@ def run_pipeline_locally(
     shape: dict[str, Any] | None = None,
     echo: Callable[[str], None] | None = None,
     verbose: bool = False,
+    runner: Any = None,
 ) -> RunRecord:
     """Run ``pipeline`` with kfp's local runner (subprocesses of this venv, caching on).
+
+    ``runner``: a kfp local runner instead (``pipelines.docker_runner.docker_runner``:
+    each stage in a container of its image); the caller sets up what it needs.
 
     Returns the record (also written to ``run_dir/run.json``); ``record.ok`` is
     False when a task failed, whose log tail was echoed. ``echo`` gets the
@@ -339,7 +345,7 @@ def run_pipeline_locally(
         started=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
     local.init(
-        runner=local.SubprocessRunner(use_venv=False),
+        runner=runner if runner is not None else local.SubprocessRunner(use_venv=False),
         pipeline_root=str(run_dir / "artifacts"),
         raise_on_error=False,
         enable_caching=True,

@@ -6,6 +6,7 @@ command group, adds them (``main.add_command(run)`` and so on).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -128,6 +129,22 @@ def _sandbox_fields(placement: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _runner_context(
+    runner: str, image: str | None, socket: str | None, network: str, mounts: tuple[str, ...]
+) -> contextlib.AbstractContextManager[object]:
+    """The kfp runner of ``termrl run --runner``: None (kfp's subprocesses) or ``stage_containers``."""
+    if runner == "subprocess":
+        return contextlib.nullcontext(None)
+    from pipelines.docker_runner import stage_containers
+
+    return stage_containers(
+        image or "",
+        Path(socket) if socket else None,
+        network,
+        mounts=tuple(Path(m) for m in mounts),
+    )
+
+
 def _summary_lines(record: RunRecord) -> list[str]:
     """The report's path and the table of every evaluated policy on the held-out tasks."""
     from pipelines.curriculum import REPORT
@@ -174,6 +191,42 @@ def _summary_lines(record: RunRecord) -> list[str]:
     "(repeatable), e.g. --set synth_count=24 --set train.negative_weight=0.5.",
 )
 @click.option("--verbose", is_flag=True, help="Stream every stage's own output.")
+@click.option(
+    "--runner",
+    type=click.Choice(["subprocess", "docker"]),
+    default="subprocess",
+    show_default=True,
+    help="subprocess: every stage in this venv. docker: every stage in the stage image, through "
+    "kfp's DockerRunner over podman's Docker-compatible socket, as a cluster pod runs it (a local "
+    "stand-in for the cluster, not a Kubernetes backend).",
+)
+@click.option(
+    "--image",
+    default=None,
+    help="--runner docker: the stage image of every stage (default: localhost/termrl/stage-cpu "
+    "tagged with this source's code version, as `termrl images build` tags it).",
+)
+@click.option(
+    "--podman-socket",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--runner docker: a podman API socket to use (default: a `podman system service` "
+    "started for the run).",
+)
+@click.option(
+    "--container-network",
+    default="none",
+    show_default=True,
+    help="--runner docker: the stage containers' network (bridge for API models).",
+)
+@click.option(
+    "--mount",
+    "mounts",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="--runner docker: a host folder a setting names (base_model=PATH), mounted read-only at "
+    "its own path in every stage container (repeatable).",
+)
 def run(
     runs_dir: str,
     name: str | None,
@@ -182,29 +235,51 @@ def run(
     phase2_iterations: int,
     settings: tuple[str, ...],
     verbose: bool,
+    runner: str,
+    image: str | None,
+    podman_socket: str | None,
+    container_network: str,
+    mounts: tuple[str, ...],
 ) -> None:
     """Run the curriculum on kfp's local runner with the embedded defaults (cached stages are reused)."""
     from pipelines.curriculum import CurriculumShape, build_curriculum
     from pipelines.local import pipeline_defaults, run_pipeline_locally
 
+    code_version = source_version()
     try:
-        shape = CurriculumShape(phase1_iterations, phase2_iterations, code_version=source_version())
+        images = {}
+        if runner == "docker":
+            from pipelines.images import STAGE_IMAGES
+
+            image = image or STAGE_IMAGES["stage-cpu"].local_tag(code_version)
+            images = {"cpu_image": image, "gpu_image": image}
+        shape = CurriculumShape(
+            phase1_iterations, phase2_iterations, code_version=code_version, **images
+        )
         pipeline = build_curriculum(shape)
         arguments = pipeline_arguments(pipeline_defaults(pipeline), settings)
         run_dir = Path(runs_dir) / (name or time.strftime("%Y%m%d-%H%M%S"))
-        click.echo(f"run folder: {run_dir.resolve()}  (log: run.log)")
-        record = run_pipeline_locally(
-            pipeline,
-            arguments,
-            run_dir=run_dir,
-            cache_dir=cache_dir or Path(runs_dir) / ".cache",
-            shape={
-                "phase1_iterations": phase1_iterations,
-                "phase2_iterations": phase2_iterations,
-                "code_version": shape.code_version,
-            },
-            verbose=verbose,
+        # The two runners keep apart caches: a cache hit would hide which runner ran a stage.
+        default_cache = Path(runs_dir) / (
+            ".cache" if runner == "subprocess" else f".cache-{runner}"
         )
+        with _runner_context(runner, image, podman_socket, container_network, mounts) as kfp_runner:
+            click.echo(f"run folder: {run_dir.resolve()}  (log: run.log)")
+            record = run_pipeline_locally(
+                pipeline,
+                arguments,
+                run_dir=run_dir,
+                cache_dir=cache_dir or default_cache,
+                shape={
+                    "phase1_iterations": phase1_iterations,
+                    "phase2_iterations": phase2_iterations,
+                    "code_version": shape.code_version,
+                    "runner": runner,
+                    **images,
+                },
+                verbose=verbose,
+                runner=kfp_runner,
+            )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     executed = record.executed()

@@ -32,6 +32,18 @@ stage ARG (uv otherwise ignores the system CA store), and a task's recorded
 build-time installers (``termrl.sandbox.build_tools``) served from a folder
 mounted over ``/usr/local/sbin``; none of these is stored in the image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag, e.g.
 a Terminal-Bench stand-in) is built first when missing.
+
+Remote mode (``CONTAINER_HOST`` set: ``podman`` talks to a podman service through
+its socket, as the sandbox stages do in a stage container under ``termrl run
+--runner docker``): the containers run on the service's host, where this process
+sees neither their processes nor their mounts. So a session's output comes over
+the attach stream (``--log-driver=none``: podman refuses ``passthrough`` remotely),
+there is no root of termrl's own (no disk limit), no private binds (the tests are
+uploaded, as on Kubernetes), and stopping the agent's processes and killing a timed-out
+fresh process run helpers inside the container (``STOP_HELPER``, ``KILL_HELPER``)
+through ``podman exec``. A ``--volume`` path is resolved on the service's host: the
+files passed so (the host CA bundle, build-time installers) live under the termrl
+cache, which ``--runner docker`` mounts at the same path on both sides.
 """
 
 from __future__ import annotations
@@ -69,12 +81,13 @@ from termrl.sandbox.fresh import (
     split_pid_line,
     user_ids,
 )
+from termrl.sandbox.kubernetes import STOP_HELPER
 from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
 
-__all__ = ["BUILD_NETWORK", "EGRESS_NETWORK", "PodmanBackend", "PodmanSandbox"]
+__all__ = ["BUILD_NETWORK", "EGRESS_NETWORK", "PodmanBackend", "PodmanSandbox", "remote_engine"]
 
 BUILD_NETWORK = {"podman": "private", "docker": "default"}
 """Builds run on the engine's bridge: out to the registries, never the host's 127.0.0.1 (``host`` would)."""
@@ -85,6 +98,12 @@ Docker has no such driver: its egress sessions share its default bridge."""
 LABEL = "termrl.sandbox"
 BUILD_ARGS = {"UV_NATIVE_TLS": "1"}
 """In every RUN step of a build that gets the host CAs (as ARGs: not kept in the image)."""
+
+
+def remote_engine(binary: str, environ: dict[str, str] | None = None) -> bool:
+    """Whether ``binary`` is a podman client of a podman service elsewhere (``CONTAINER_HOST`` set)."""
+    environ = os.environ if environ is None else environ
+    return Path(binary).name == "podman" and bool(environ.get("CONTAINER_HOST"))
 
 
 def base_image_refs(spec: SandboxSpec) -> list[str]:
@@ -178,8 +197,11 @@ class PodmanSandbox(Sandbox):
         *,
         image_user: str | None = None,
         layer: DiskLayer | None = None,
+        remote: bool = False,
     ):
         self.binary = binary
+        self.remote = remote
+        """The containers run on a podman service's host (``remote_engine``): the helpers act from inside."""
         self.image_user = image_user
         """The image's own USER, for fresh processes, when the shell runs as another (``SandboxSpec.user``):
         ``podman exec`` would otherwise default to the shell's user. None: the container's user is the image's."""
@@ -248,8 +270,9 @@ class PodmanSandbox(Sandbox):
 
     @property
     def private_binds(self) -> bool:  # type: ignore[override]
-        # Entering a container's namespaces from the host takes the host's root (rootful podman).
-        return os.geteuid() == 0
+        # Entering a container's namespaces from the host takes the host's root (rootful podman),
+        # and the container's processes on this host (not a remote service's).
+        return os.geteuid() == 0 and not self.remote
 
     async def exec_fresh(
         self,
@@ -301,6 +324,10 @@ class PodmanSandbox(Sandbox):
         inner, head = split_pid_line(mark, head)
 
         def kill() -> None:
+            # Remote: the process is on the service's host; KILL_HELPER reaches it from inside.
+            if self.remote:
+                process.kill()
+                return
             # Under load `podman exec` may not have printed the pid yet: then the process still
             # carries the mark among its arguments.
             if inner is not None:
@@ -315,6 +342,8 @@ class PodmanSandbox(Sandbox):
         output, code, timed_out, truncated = await collect(
             process, remaining, output_limit, kill, head=head
         )
+        if timed_out and self.remote and inner is not None:
+            await self.signal(inner, "KILL", "all")
         if code in (125, 126, 127) and not await self.alive():
             raise SandboxDied(f"container {self.name} is gone")
         return output, code, timed_out, truncated
@@ -375,7 +404,12 @@ class PodmanSandbox(Sandbox):
             **{p: "A" for p in diff.get("added") or []},
         }
 
-    async def stop_agent_processes(self, shell_pid: int | None) -> list[procs.StoppedProcess]:
+    async def stop_agent_processes(self, shell_pid: int | None) -> object:
+        if self.remote:  # as on Kubernetes: STOP_HELPER in the container, PID:START of each stopped
+            settled = [] if shell_pid is None else [str(shell_pid)]
+            argv = [self.binary, "exec", self.name, "bash", "-c", STOP_HELPER, "termrl", "stop"]
+            _, out = await _run([*argv, str(math.ceil(procs.SERVICE_GRACE_SEC)), *settled])
+            return out.decode(errors="replace").split()
         init, _ = await self._inspect()  # the supervisor is init here
 
         def stop() -> list[procs.StoppedProcess]:
@@ -385,6 +419,11 @@ class PodmanSandbox(Sandbox):
         return await asyncio.to_thread(stop)
 
     async def resume_agent_processes(self, stopped: object) -> None:
+        if self.remote:
+            if stopped:
+                argv = [self.binary, "exec", self.name, "bash", "-c", STOP_HELPER, "termrl", "cont"]
+                await _run([*argv, *stopped])  # type: ignore[misc]
+            return
         await asyncio.to_thread(procs.resume, stopped)  # type: ignore[arg-type]
 
     async def enter_target(self) -> int | None:
@@ -422,8 +461,11 @@ class PodmanBackend(Backend):
         self.conmon_dir.mkdir(parents=True, exist_ok=True)
         self.layers_dir = self.conmon_dir / "roots"
         """Session roots (``disk_layer``), one folder per container name."""
-        self.own_roots = self.name == "podman" and os.geteuid() == 0
-        """Whether sessions run on a root termrl mounts (the disk limit); needs root and ``podman image mount``."""
+        self.remote = remote_engine(binary)
+        """The CLI drives a podman service elsewhere (``CONTAINER_HOST``): see the module docstring."""
+        self.own_roots = self.name == "podman" and os.geteuid() == 0 and not self.remote
+        """Whether sessions run on a root termrl mounts (the disk limit); needs root, ``podman image mount``
+        and the containers on this host."""
         self._images: dict[str, tuple[Path, dict]] = {}
         self._image_locks: dict[str, asyncio.Lock] = {}
         self._engine_ok = False
@@ -583,7 +625,8 @@ class PodmanBackend(Backend):
             "--rm",
             "--name",
             name,
-            "--log-driver=passthrough",
+            # remote: the attach stream carries the shell; no log keeps a copy of its output
+            "--log-driver=none" if self.remote else "--log-driver=passthrough",
             "--hostname",
             "sandbox",
             "--cpus",
@@ -706,7 +749,9 @@ class PodmanBackend(Backend):
                 (config or {}).get("User") if layer is not None else await self._image_user(image)
             )
             image_user = image_user or "0"
-        sandbox = PodmanSandbox(self.binary, name, channel, image_user=image_user, layer=layer)
+        sandbox = PodmanSandbox(
+            self.binary, name, channel, image_user=image_user, layer=layer, remote=self.remote
+        )
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         setup = hostca.install_command() if spec.network == "egress" else ""
         try:
@@ -748,7 +793,7 @@ class PodmanBackend(Backend):
         code, out = await _run(
             [self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"]
         )
-        if code == 0:
+        if code == 0 and not self.remote:  # remote: the roots would be the service host's
             live = set(out.decode(errors="replace").split())
             await asyncio.to_thread(remove_stale, self.layers_dir, live)
         return len(stale)

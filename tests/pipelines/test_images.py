@@ -46,6 +46,18 @@ def test_base_images_are_pushed_under_the_registry_with_their_own_names():
     assert len(targets) == len(BASE_IMAGES)
 
 
+def test_debs_are_fetched_for_the_base_image_s_debian_release():
+    # fetch_debs refuses a host whose apt serves another release than the base image's
+    assert images._codename('NAME="Debian"\nVERSION_CODENAME=bookworm\n') == "bookworm"
+    assert images._codename('VERSION_CODENAME="trixie"') == "trixie"
+    assert images._codename("ID=alpine\n") == ""
+    assert "podman" in images.DEB_PACKAGES
+    dockerfile = (images.ROOT / "images/stage-cpu/Dockerfile").read_text()
+    assert (
+        "dpkg -i /tmp/debs/*.deb" in dockerfile
+    )  # the client the sandbox stages use in a container
+
+
 def test_an_unknown_stage_image_is_refused():
     with pytest.raises(ConfigError, match="unknown stage image"):
         images.build_stage_image("stage-tpu", "1")

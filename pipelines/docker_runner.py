@@ -1,0 +1,211 @@
+"""``termrl run --runner docker``: every stage in its stage image, through kfp's DockerRunner over podman.
+
+    podman system service ─ socket ─┬─► kfp.local.DockerRunner (DOCKER_HOST=unix://SOCKET): one
+                                    │   container per task, from the task's image, with its compiled
+                                    │   command and executor input; kfp mounts the pipeline root at
+                                    │   its own path, so artifacts pass as on a cluster's volume
+                                    └─► mounted into every stage container at SOCKET_IN_CONTAINER,
+                                        CONTAINER_HOST pointing at it: the sandbox stages start their
+                                        sandboxes on the host's podman (``termrl.sandbox.podman``'s
+                                        remote mode); the stage image carries the podman client
+
+The termrl cache (``TERMRL_CACHE``) is mounted at the same path inside and out:
+the model cache is shared with the host, and a file the podman backend hands
+the service by path (a ``--volume`` of the host CA bundle, build-time
+installers) is where the service, which resolves it on the host, looks.
+
+This is a local stand-in for a Kubernetes backend, not one: the stages see the
+host's podman rather than sandbox pods, there are no resource requests,
+accelerators or retries per pod, and a path given as a parameter (a model
+folder) is seen inside only under the pipeline root, the termrl cache or a
+folder mounted on purpose (``--mount``).
+kfp's DockerRunner tries to pull an image that is missing; with no registry
+that fails, so ``require_image`` checks the stage image first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket as sockets
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from termrl.errors import ConfigError, SandboxUnavailable
+
+__all__ = [
+    "SOCKET_IN_CONTAINER",
+    "ContainerSettings",
+    "container_run_args",
+    "docker_host",
+    "docker_runner",
+    "podman_service",
+    "require_image",
+    "stage_containers",
+]
+
+SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
+"""Where a stage container sees the host's podman socket."""
+
+
+@dataclass(frozen=True)
+class ContainerSettings:
+    """How the stage containers are run."""
+
+    socket: Path
+    """The host's podman API socket (``podman system service``)."""
+    cache: Path
+    """The host's termrl cache: mounted at the same path, and the stages' ``TERMRL_CACHE``."""
+    network: str = "none"
+    """The stage containers' network: none, as in an air-gapped cluster (the sandboxes reach the
+    host's podman through the socket, not the network); ``bridge`` for API models."""
+    mounts: tuple[Path, ...] = ()
+    """Host folders a parameter names (a ``base_model`` folder), mounted read-only at their own path."""
+
+
+def container_run_args(settings: ContainerSettings) -> dict[str, Any]:
+    """The ``docker`` SDK's ``containers.run`` arguments of every stage (kfp adds image, command and
+    the pipeline root): the socket and the cache mounted, the podman client pointed at the socket."""
+    from docker.types import Mount
+
+    cache = str(settings.cache.resolve())
+    return {
+        "mounts": [
+            Mount(SOCKET_IN_CONTAINER, str(settings.socket), type="bind"),
+            Mount(cache, cache, type="bind"),
+            *(
+                Mount(str(p.resolve()), str(p.resolve()), type="bind", read_only=True)
+                for p in settings.mounts
+            ),
+        ],
+        "environment": {
+            "CONTAINER_HOST": f"unix://{SOCKET_IN_CONTAINER}",
+            "TERMRL_CACHE": cache,
+        },
+        "network_mode": settings.network,
+    }
+
+
+def docker_runner(settings: ContainerSettings) -> Any:
+    """kfp's ``DockerRunner`` with ``container_run_args``; ``ConfigError`` without the ``docker`` package."""
+    try:
+        from kfp import local
+    except ImportError as exc:  # pragma: no cover - kfp is a dependency
+        raise ConfigError(f"kfp.local is unavailable: {exc}") from exc
+    try:
+        return local.DockerRunner(**container_run_args(settings))
+    except ImportError as exc:
+        raise ConfigError(
+            "--runner docker needs the `docker` Python package: pip install 'termrl[docker]'"
+        ) from exc
+
+
+def _listening(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket ``path``."""
+    if not path.is_socket():
+        return False
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as client:
+        client.settimeout(5)
+        try:
+            client.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def podman_service(
+    socket: Path | None = None, *, binary: str = "podman", timeout: float = 60
+) -> Iterator[Path]:
+    """A podman API service's socket: ``socket`` when something listens there, else a service started
+    for the block (``podman system service --time=0``, on ``socket`` or a fresh temporary path) and
+    stopped after it."""
+    if socket is not None and _listening(socket):
+        yield socket
+        return
+    if shutil.which(binary) is None:
+        raise SandboxUnavailable(f"{binary} is not installed")
+    # A short path: a unix socket's path has at most 107 bytes.
+    folder = None if socket is not None else Path(tempfile.mkdtemp(prefix="termrl-podman-"))
+    path = socket if socket is not None else folder / "podman.sock"  # type: ignore[operator]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)  # a socket nothing listens on any more
+    service = subprocess.Popen(
+        [binary, "system", "service", "--time=0", f"unix://{path}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not _listening(path):
+            if service.poll() is not None or time.monotonic() > deadline:
+                error = service.stderr.read().decode(errors="replace") if service.stderr else ""
+                raise SandboxUnavailable(
+                    f"{binary} system service did not listen on {path}", log_tail=error[-2000:]
+                )
+            time.sleep(0.1)
+        yield path
+    finally:
+        service.terminate()
+        try:
+            service.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def docker_host(socket: Path) -> Iterator[None]:
+    """``DOCKER_HOST`` pointing at ``socket`` for the block: where kfp's ``docker.from_env()`` connects."""
+    saved = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = f"unix://{socket}"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = saved
+
+
+def require_image(image: str, *, binary: str = "podman") -> None:
+    """``ConfigError`` unless ``image`` is in podman's local storage (nothing is pulled)."""
+    try:
+        found = subprocess.run(
+            [binary, "image", "exists", image], capture_output=True, timeout=120
+        ).returncode
+    except FileNotFoundError as exc:
+        raise SandboxUnavailable(f"{binary} is not installed") from exc
+    if found != 0:
+        raise ConfigError(
+            f"the stage image {image} is not in {binary}'s local storage: build it with "
+            "`termrl images build` (it is tagged with the code version of this source), "
+            "or name another with --image"
+        )
+
+
+@contextlib.contextmanager
+def stage_containers(
+    image: str,
+    socket: Path | None = None,
+    network: str = "none",
+    *,
+    mounts: tuple[Path, ...] = (),
+    cache: Path | None = None,
+) -> Iterator[Any]:
+    """kfp's DockerRunner for the block, over a podman service (``podman_service``) with ``DOCKER_HOST``
+    set; ``image`` (the stage image) must be local. ``cache``: the termrl cache (default: this host's)."""
+    from termrl.sandbox.base_images import cache_root
+
+    require_image(image)
+    with podman_service(socket) as path, docker_host(path):
+        yield docker_runner(ContainerSettings(path, cache or cache_root(), network, mounts))

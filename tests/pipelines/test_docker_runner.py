@@ -1,0 +1,216 @@
+"""``termrl run --runner docker``: the stages in their image, through kfp's DockerRunner over podman.
+
+The slow test builds the CPU stage image (podman reuses its dependency layers:
+only the source layer is rebuilt after a code change; the image is kept, tagged
+``pytest-docker-runner``) and runs prepare → synthesize → verify → curate, the
+curriculum's own components with their compiled commands, each in a container
+with no network: artifacts pass through the pipeline root kfp mounts, and
+verify starts its sandboxes on this host's podman through the mounted socket.
+"""
+
+# No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
+import os
+import shutil
+import socket as sockets
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kfp import dsl
+
+from pipelines import docker_runner
+from pipelines.docker_runner import (
+    SOCKET_IN_CONTAINER,
+    ContainerSettings,
+    container_run_args,
+    docker_host,
+    podman_service,
+)
+from termrl.errors import ConfigError
+
+needs_podman = pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
+
+
+def test_stage_containers_get_the_socket_and_the_cache_at_its_own_path(tmp_path):
+    args = container_run_args(ContainerSettings(Path("/run/x/podman.sock"), tmp_path))
+    mounts = {m["Target"]: (m["Source"], m["Type"]) for m in args["mounts"]}
+    assert mounts == {
+        SOCKET_IN_CONTAINER: ("/run/x/podman.sock", "bind"),
+        str(tmp_path): (str(tmp_path), "bind"),  # a --volume path the service resolves on the host
+    }
+    assert args["environment"] == {
+        "CONTAINER_HOST": f"unix://{SOCKET_IN_CONTAINER}",
+        "TERMRL_CACHE": str(tmp_path),
+    }
+    assert args["network_mode"] == "none"
+    runner = docker_runner.docker_runner(ContainerSettings(Path("/s"), tmp_path, "bridge"))
+    assert runner.container_run_args["network_mode"] == "bridge"
+
+
+def test_docker_host_is_set_for_the_block_only(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://before:2375")
+    with docker_host(Path("/tmp/p.sock")):
+        assert os.environ["DOCKER_HOST"] == "unix:///tmp/p.sock"
+    assert os.environ["DOCKER_HOST"] == "tcp://before:2375"
+
+
+def test_a_listening_socket_is_used_as_it_is(tmp_path):
+    path = tmp_path / "api.sock"
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen()
+        with podman_service(path, binary="no-such-podman") as found:  # nothing is started
+            assert found == path
+
+
+@pytest.mark.podman
+@needs_podman
+def test_a_service_is_started_for_the_block_and_stopped_after():
+    with podman_service() as path:
+        version = subprocess.run(
+            ["podman", "--url", f"unix://{path}", "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert version.returncode == 0 and version.stdout.strip(), version.stderr
+    assert not path.exists()
+
+
+@pytest.mark.podman
+@needs_podman
+def test_a_missing_stage_image_is_refused_before_anything_runs():
+    with pytest.raises(ConfigError, match="termrl images build"):
+        docker_runner.require_image("localhost/termrl/stage-cpu:no-such-version")
+
+
+@needs_podman
+def test_run_refuses_a_docker_run_without_the_stage_image(tmp_path):
+    from pipelines.pipeline_cli import run
+
+    result = CliRunner().invoke(
+        run,
+        ["--runs-dir", str(tmp_path), "--runner", "docker", "--image", "localhost/none:x"],
+    )
+    assert result.exit_code != 0 and "termrl images build" in result.output
+
+
+# --- the stages in containers --------------------------------------------------------------------
+
+TAG = "pytest-docker-runner"
+
+
+def _smoke_pipeline(image: str):
+    """prepare → synthesize → verify → curate: the curriculum's components, placed as it places them."""
+    from pipelines.curriculum import CurriculumShape, apply_platform, make_ops
+
+    shape = CurriculumShape(cpu_image=image, gpu_image=image)
+    ops = make_ops(image, image)
+
+    @dsl.pipeline(name="docker-runner-smoke")
+    def smoke(code_version: str = "pytest-docker"):
+        model = apply_platform(
+            ops.prepare_model(code_version=code_version), "prepare_model", "prepare", shape
+        )
+        tasks = apply_platform(
+            ops.synthesize(code_version=code_version, count=4, seed=0),
+            "synthesize",
+            "synthesize",
+            shape,
+        )
+        verified = apply_platform(
+            ops.verify(
+                code_version=code_version,
+                tasks=tasks.outputs["tasks"],
+                judge_model=model.outputs["model"],
+                judges="",
+            ),
+            "verify",
+            "verify",
+            shape,
+        )
+        apply_platform(
+            ops.curate(
+                code_version=code_version,
+                admitted=verified.outputs["admitted"],
+                verdicts=verified.outputs["verdicts"],
+                expert_count=1,
+            ),
+            "curate",
+            "curate",
+            shape,
+        )
+
+    return smoke
+
+
+@pytest.fixture(scope="module")
+def stage_image(base_images: str) -> str:
+    """The CPU stage image of this source, built (its dependency layers reused) and kept."""
+    if shutil.which("podman") is None:
+        pytest.skip("needs podman")
+    from pipelines.images import build_stage_image
+
+    (image,) = build_stage_image("stage-cpu", TAG, latest=False)
+    return image
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_synthesize_verify_curate_run_in_the_stage_image(tmp_path, stage_image):
+    from pipelines.local import run_pipeline_locally
+    from termrl.artifacts.tasks import load_tasks
+    from termrl.artifacts.verdicts import read_verdicts
+
+    image = stage_image
+    lines: list[str] = []
+    with docker_runner.stage_containers(image) as runner:
+        record = run_pipeline_locally(
+            _smoke_pipeline(image),
+            {},
+            run_dir=tmp_path / "run",
+            cache_dir=tmp_path / "cache",
+            echo=lines.append,
+            runner=runner,
+        )
+    log = (tmp_path / "run" / "run.log").read_text()
+    assert record.ok, "\n".join(lines) + log[-6000:]
+    assert set(record.executed()) == {"prepare-model", "synthesize", "verify", "curate"}
+    assert (
+        f"Found image '{image}'" in log
+    )  # kfp's DockerRunner ran the containers, from local storage
+    verify = record.tasks["verify"].outputs
+    admitted = load_tasks(verify["admitted"])
+    verdicts = read_verdicts(verify["verdicts"]).to_pylist()
+    assert len(verdicts) == 4 and len(admitted) >= 2
+    assert {v["task_id"] for v in verdicts if v["admitted"]} == {t.id for t in admitted}
+    # ground truth passed and the no-op failed in real sandboxes started on the host's podman
+    assert all(v["ground_truth_passed"] and not v["noop_passed"] for v in verdicts if v["admitted"])
+    curated = record.tasks["curate"].outputs
+    pools = [load_tasks(curated[k]) for k in ("imitation_pool", "train_pool", "expert_pool")]
+    assert sum(len(p) for p in pools[:2]) == len(admitted) and len(pools[2]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_the_tiny_curriculum_runs_with_the_docker_runner(tmp_path, stage_image, tiny_model_dir):
+    """`termrl run --runner docker`: the ci curriculum (tests/pipelines/test_local.py's TINY shape), all
+    its stages in containers; the tiny model reaches them through --mount."""
+    from pipelines.local import RunRecord
+    from pipelines.pipeline_cli import run
+    from tests.pipelines.test_local import STAGES, TINY
+
+    args = ["--runs-dir", str(tmp_path), "--name", "docker", "--runner", "docker"]
+    args += ["--image", stage_image, "--mount", str(tiny_model_dir)]
+    result = CliRunner().invoke(run, [*args, "--set", f"base_model={tiny_model_dir}", *TINY])
+    record_path = tmp_path / "docker"
+    log = (record_path / "run.log").read_text() if (record_path / "run.log").exists() else ""
+    assert result.exit_code == 0, result.output + repr(result.exception) + log[-6000:]
+    record = RunRecord.load(record_path)
+    assert record.ok and len(record.executed()) == STAGES
+    assert record.shape["runner"] == "docker" and record.shape["gpu_image"] == stage_image
+    assert log.count(f"Found image '{stage_image}'") == STAGES
+    assert "held-out tasks: base vs imitation vs phase1 vs final policy" in result.output
+    assert (record_path / "report.html").is_file()
+    assert (tmp_path / ".cache-docker").is_dir() and not (tmp_path / ".cache").exists()
