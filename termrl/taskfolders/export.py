@@ -7,12 +7,21 @@ layout, commands, scoring, seed, perturbations, adaptations) go into
 implies; top-level keys that are not Harbor's go into ``[metadata.termrl.extra]``
 (``termrl.taskfolders.schema``), so Harbor's linter finds only its own fields — so exporting a Harbor task gives back its own ``task.toml`` keys,
 and import → export → import gives identical rows for every task.
+
+Harbor runs ``tests/test.sh`` and reads /logs/verifier/reward.txt; a task whose
+tests run another way (a Terminal-Bench 1.0 task's ``bash /tests/run-tests.sh``,
+scored by pytest's report) gets a generated ``tests/test.sh`` that runs them so
+and writes the reward (``termrl.taskfolders.layout.harbor_test_sh``), marked
+``generated_test_sh = true`` so that import leaves it out again. A task that
+ships its own ``tests/test.sh`` keeps it (a warning says Harbor runs that file,
+not the task's test command).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -23,10 +32,24 @@ from typing import Any
 import tomli_w
 
 from termrl.artifacts.tasks import Task, TaskFile
-from termrl.taskfolders.layout import HARBOR_SOLUTION_COMMAND, HARBOR_TEST_COMMAND
+from termrl.taskfolders.layout import (
+    HARBOR_SOLUTION_COMMAND,
+    HARBOR_TEST_COMMAND,
+    harbor_test_sh,
+)
 from termrl.taskfolders.schema import TERMRL_TABLE, split_extra
 
-__all__ = ["export_task", "export_tasks", "task_toml"]
+__all__ = ["export_task", "export_tasks", "generated_test_sh", "task_toml"]
+
+log = logging.getLogger(__name__)
+
+
+def generated_test_sh(task: Task) -> TaskFile | None:
+    """The ``tests/test.sh`` Harbor needs to run ``task``'s tests; None when it has its own."""
+    own = any(f.path == "test.sh" for f in task.test_files)
+    if task.test_command == HARBOR_TEST_COMMAND or task.steps or own:
+        return None
+    return TaskFile("test.sh", harbor_test_sh(task.test_command, task.scoring), 0o755)
 
 
 def task_toml(task: Task) -> dict[str, Any]:
@@ -92,6 +115,8 @@ def task_toml(task: Task) -> dict[str, Any]:
         ours["perturbations"] = list(task.perturbations)
     if task.adaptations:
         ours["adaptations"] = json.dumps(task.adaptations, sort_keys=True)
+    if generated_test_sh(task) is not None:
+        ours["generated_test_sh"] = True
     if extra:
         ours["extra"] = extra
     if ours:
@@ -146,7 +171,15 @@ def export_task(task: Task, out_dir: str | os.PathLike, *, overwrite: bool = Fal
         (staging / "task.toml").write_bytes(tomli_w.dumps(task_toml(task)).encode())
         _write_files(staging / "environment", task.environment_files)
         _write_files(staging / "solution", task.solution_files)
-        _write_files(staging / "tests", task.test_files)
+        test_sh = generated_test_sh(task)
+        own = any(f.path == "test.sh" for f in task.test_files)
+        if own and task.test_command != HARBOR_TEST_COMMAND:
+            log.warning(
+                "task %s: Harbor will run its own tests/test.sh, not its test command %r",
+                task.id,
+                task.test_command,
+            )
+        _write_files(staging / "tests", task.test_files + ([test_sh] if test_sh else []))
         _write_files(staging / "steps", task.step_files)
         os.chmod(staging, 0o755)
         if final.exists():

@@ -35,6 +35,7 @@ from termrl.taskfolders.layout import (
     LEGACY_SOLUTION_COMMAND,
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
+    harbor_test_sh,
 )
 from termrl.taskfolders.runconfig import pop_field, run_config
 from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
@@ -190,12 +191,39 @@ def _number(folder: Path, where: str, value: Any, kind: type) -> Any:
     return kind(value)
 
 
-def _memory_mb(text: str) -> int | None:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+def _size_mb(text: Any) -> int | None:
+    """Megabytes in a size string such as "512M" or "2G" (Harbor's rule: 1G = 1024 MB); None if not one."""
+    if not isinstance(text, str):
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:i?B)?\s*", text, re.IGNORECASE)
     if not match:
         return None
-    scale = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}[match.group(2).upper()]
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}[match.group(2).upper()]
     return int(float(match.group(1)) * scale)
+
+
+def _resource_mb(folder: Path, rest: dict[str, Any], name: str) -> int | None:
+    """``[environment].<name>_mb``, or Harbor's deprecated ``<name> = "2G"``; both keys are consumed.
+
+    The row keeps only the megabytes, so export writes ``<name>_mb`` alone (Harbor
+    refuses the two keys side by side when they disagree, and so does this).
+    """
+    where = f"[environment].{name}"
+    mb = _number(folder, f"{where}_mb", pop_field(rest, "environment", f"{name}_mb"), int)
+    text = pop_field(rest, "environment", name)
+    if text is None:
+        return mb
+    size = _size_mb(text)
+    if size is None:
+        raise TaskFormatError(
+            str(folder), f'task.toml: {where} must be a size such as "512M" or "2G", got {text!r}'
+        )
+    if mb is not None and mb != size:
+        raise TaskFormatError(
+            str(folder),
+            f"task.toml: {where} = {text!r} ({size} MB) conflicts with {where}_mb = {mb}",
+        )
+    return size
 
 
 def _read_harbor(folder: Path) -> Task:
@@ -266,19 +294,9 @@ def _read_harbor(folder: Path) -> Task:
         "cpus": _number(
             folder, "[environment].cpus", pop_field(rest, "environment", "cpus"), float
         ),
-        "memory_mb": _number(
-            folder, "[environment].memory_mb", pop_field(rest, "environment", "memory_mb"), int
-        ),
-        "storage_mb": _number(
-            folder, "[environment].storage_mb", pop_field(rest, "environment", "storage_mb"), int
-        ),
+        "memory_mb": _resource_mb(folder, rest, "memory"),
+        "storage_mb": _resource_mb(folder, rest, "storage"),
     }
-    if (
-        values["memory_mb"] is None
-        and isinstance(rest.get("environment"), dict)
-        and "memory" in rest["environment"]
-    ):
-        values["memory_mb"] = _memory_mb(rest["environment"]["memory"])
     run["allow_internet"] = bool(
         HARBOR_DEFAULTS["allow_internet"]
         if run["allow_internet"] is None
@@ -291,6 +309,7 @@ def _read_harbor(folder: Path) -> Task:
     if unknown:
         raise TaskFormatError(where, f"task.toml: unknown [termrl] keys {sorted(unknown)}")
     has_solution = (folder / "solution" / "solve.sh").is_file()
+    test_files = _test_files(folder, ours)
     return Task(
         id=folder.name,
         instruction=instruction,
@@ -306,7 +325,7 @@ def _read_harbor(folder: Path) -> Task:
             "solution_command", HARBOR_SOLUTION_COMMAND if has_solution else None
         )
         or None,
-        test_files=_files(folder, folder / "tests"),
+        test_files=test_files,
         test_command=ours.get("test_command", HARBOR_TEST_COMMAND),
         scoring=ours.get("scoring", "reward-file"),
         agent_timeout_sec=values["agent_timeout_sec"],
@@ -322,6 +341,37 @@ def _read_harbor(folder: Path) -> Task:
         step_files=step_files,
         **run,
     )
+
+
+def _test_files(folder: Path, ours: dict[str, Any]) -> list[TaskFile]:
+    """The task's test files: ``tests/``, less the ``tests/test.sh`` export generated for Harbor.
+
+    That file is left out only when ``[metadata.termrl]`` says it was generated and
+    its bytes are exactly what export writes for the task's test command and scoring;
+    anything else there is the task's own and is refused rather than dropped.
+    """
+    files = _files(folder, folder / "tests")
+    marker = ours.get("generated_test_sh", False)
+    if marker is False:
+        return files
+    if marker is not True or "test_command" not in ours:
+        raise TaskFormatError(
+            str(folder),
+            "task.toml: [metadata.termrl].generated_test_sh must be true, and only beside a test_command",
+        )
+    try:
+        expected = harbor_test_sh(str(ours["test_command"]), ours.get("scoring", "reward-file"))
+    except ValueError as exc:
+        raise TaskFormatError(str(folder), f"task.toml: [metadata.termrl]: {exc}") from exc
+    test_sh = next((f for f in files if f.path == "test.sh"), None)
+    if test_sh is not None and test_sh.data != expected:
+        raise TaskFormatError(
+            str(folder),
+            "tests/test.sh is not the one termrl generated for this task's test_command "
+            "(edited?): restore it, or drop generated_test_sh from [metadata.termrl] to keep it "
+            "as a test file",
+        )
+    return [f for f in files if f is not test_sh]
 
 
 def _read_legacy(folder: Path) -> Task:

@@ -54,6 +54,45 @@ def test_harbor_defaults_apply_when_task_toml_is_silent_and_memory_strings_are_r
     assert task.build_timeout_sec == 600.0 and task.cpus == 1.0
 
 
+def test_harbor_deprecated_memory_and_storage_strings_become_megabytes_and_leave_the_metadata():
+    task = read_task_folder(FIXTURES.parent / "tb-corpus" / "python-on-path")
+    assert (task.memory_mb, task.storage_mb) == (1024, 2048)  # memory = "1G", storage = "2G"
+    assert "environment" not in task.metadata  # only the *_mb fields say it (export writes them)
+
+
+@pytest.mark.parametrize(
+    ("environment", "problem"),
+    [
+        (
+            'memory = "1G"\nmemory_mb = 2048',
+            "[environment].memory = '1G' (1024 MB) conflicts with [environment].memory_mb = 2048",
+        ),
+        (
+            'storage = "2G"\nstorage_mb = 10240',
+            "[environment].storage = '2G' (2048 MB) conflicts with [environment].storage_mb = 10240",
+        ),
+        (
+            'memory = "lots"',
+            '[environment].memory must be a size such as "512M" or "2G", got \'lots\'',
+        ),
+        ("storage = 2048", '[environment].storage must be a size such as "512M" or "2G", got 2048'),
+    ],
+)
+def test_harbor_memory_and_storage_strings_that_conflict_or_do_not_parse_are_refused(
+    tmp_path, environment, problem
+):
+    folder = make_harbor(tmp_path / "sized", toml=f"[environment]\n{environment}\n")
+    with pytest.raises(TaskFormatError) as info:
+        read_task_folder(folder)
+    assert problem in str(info.value)
+
+
+def test_harbor_memory_string_that_agrees_with_memory_mb_is_accepted(tmp_path):
+    toml = '[environment]\nmemory = "512M"\nmemory_mb = 512\nstorage = "1.5G"\n'
+    task = read_task_folder(make_harbor(tmp_path / "sized", toml=toml))
+    assert (task.memory_mb, task.storage_mb, task.metadata) == (512, 1536, {})
+
+
 def test_binary_files_nested_paths_and_executable_bits_are_kept_exactly():
     blob = read_task_folder(FIXTURES / "harbor" / "archives" / "extract-blob")
     env = files_by_path(blob.environment_files)
