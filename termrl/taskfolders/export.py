@@ -14,7 +14,11 @@ scored by pytest's report) gets a generated ``tests/test.sh`` that runs them so
 and writes the reward (``termrl.taskfolders.layout.harbor_test_sh``), marked
 ``generated_test_sh = true`` so that import leaves it out again. A task that
 ships its own ``tests/test.sh`` keeps it (a warning says Harbor runs that file,
-not the task's test command).
+not the task's test command). Harbor's oracle runs only ``solution/solve.sh``: a
+task whose solution runs another way (a legacy ``bash /solution/solution.sh``, or
+a ``solution.yaml`` of commands) gets a generated one that runs it as termrl does
+(``termrl.taskfolders.layout.harbor_solve_sh``), marked ``generated_solve_sh =
+true``; a task's own ``solution/solve.sh`` is kept, with the same kind of warning.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from termrl.artifacts.tasks import Task, TaskFile
 from termrl.taskfolders.layout import (
     HARBOR_SOLUTION_COMMAND,
     HARBOR_TEST_COMMAND,
+    harbor_solve_sh,
     harbor_test_sh,
 )
 from termrl.taskfolders.schema import TERMRL_TABLE, split_extra
+from termrl.taskrun import solution_steps
 
-__all__ = ["export_task", "export_tasks", "generated_test_sh", "task_toml"]
+__all__ = ["export_task", "export_tasks", "generated_solve_sh", "generated_test_sh", "task_toml"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,23 @@ def generated_test_sh(task: Task) -> TaskFile | None:
     if task.test_command == HARBOR_TEST_COMMAND or task.steps or own:
         return None
     return TaskFile("test.sh", harbor_test_sh(task.test_command, task.scoring), 0o755)
+
+
+def generated_solve_sh(task: Task) -> TaskFile | None:
+    """The ``solution/solve.sh`` Harbor's oracle needs to run ``task``'s solution.
+
+    None when it has its own, when its solution is already ``bash /solution/solve.sh``,
+    and when it has none (no command, or a ``solution.yaml`` termrl cannot read either).
+    """
+    own = any(f.path == "solve.sh" for f in task.solution_files)
+    if task.solution_command == HARBOR_SOLUTION_COMMAND or task.steps or own:
+        return None
+    try:
+        commands = solution_steps(task)
+    except ValueError as exc:
+        log.warning("task %s: no solution/solve.sh for Harbor: %s", task.id, exc)
+        return None
+    return TaskFile("solve.sh", harbor_solve_sh(commands), 0o755) if commands else None
 
 
 def task_toml(task: Task) -> dict[str, Any]:
@@ -97,7 +120,8 @@ def task_toml(task: Task) -> dict[str, Any]:
     if task.reward_strategy is not None:
         config["multi_step_reward_strategy"] = task.reward_strategy
 
-    has_solve = any(f.path == "solve.sh" for f in task.solution_files)
+    solve_sh = generated_solve_sh(task)
+    has_solve = solve_sh is not None or any(f.path == "solve.sh" for f in task.solution_files)
     ours: dict[str, Any] = {}
     if task.source != "terminal-bench":
         ours["source"] = task.source
@@ -117,6 +141,8 @@ def task_toml(task: Task) -> dict[str, Any]:
         ours["adaptations"] = json.dumps(task.adaptations, sort_keys=True)
     if generated_test_sh(task) is not None:
         ours["generated_test_sh"] = True
+    if solve_sh is not None:
+        ours["generated_solve_sh"] = True
     if extra:
         ours["extra"] = extra
     if ours:
@@ -158,6 +184,25 @@ def _write_files(base: Path, files: Iterable[TaskFile]) -> None:
         os.chmod(target, file.mode)
 
 
+def _warn_of_own_scripts(task: Task) -> None:
+    """Warn when Harbor will run a task's own solve.sh or test.sh rather than its command."""
+    solution = task.solution_files, task.solution_command, HARBOR_SOLUTION_COMMAND
+    tests = task.test_files, task.test_command, HARBOR_TEST_COMMAND
+    for kind, script, (files, command, harbor) in (
+        ("solution", "solution/solve.sh", solution),
+        ("test", "tests/test.sh", tests),
+    ):
+        own = any(f.path == script.split("/", 1)[1] for f in files)
+        if own and command != harbor:
+            log.warning(
+                "task %s: Harbor will run its own %s, not its %s command %r",
+                task.id,
+                script,
+                kind,
+                command,
+            )
+
+
 def export_task(task: Task, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``task`` as the Harbor folder ``out_dir/<task.id>``; returns its path."""
     out_dir = Path(out_dir)
@@ -170,15 +215,9 @@ def export_task(task: Task, out_dir: str | os.PathLike, *, overwrite: bool = Fal
         (staging / "instruction.md").write_text(task.instruction, encoding="utf-8")
         (staging / "task.toml").write_bytes(tomli_w.dumps(task_toml(task)).encode())
         _write_files(staging / "environment", task.environment_files)
-        _write_files(staging / "solution", task.solution_files)
-        test_sh = generated_test_sh(task)
-        own = any(f.path == "test.sh" for f in task.test_files)
-        if own and task.test_command != HARBOR_TEST_COMMAND:
-            log.warning(
-                "task %s: Harbor will run its own tests/test.sh, not its test command %r",
-                task.id,
-                task.test_command,
-            )
+        solve_sh, test_sh = generated_solve_sh(task), generated_test_sh(task)
+        _warn_of_own_scripts(task)
+        _write_files(staging / "solution", task.solution_files + ([solve_sh] if solve_sh else []))
         _write_files(staging / "tests", task.test_files + ([test_sh] if test_sh else []))
         _write_files(staging / "steps", task.step_files)
         os.chmod(staging, 0o755)

@@ -17,8 +17,8 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,12 @@ from termrl.taskfolders.layout import (
     LEGACY_SOLUTION_COMMAND,
     LEGACY_TEST_COMMAND,
     TERMRL_KEYS,
+    harbor_solve_sh,
     harbor_test_sh,
 )
 from termrl.taskfolders.runconfig import pop_field, run_config
 from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
+from termrl.taskrun import solution_steps
 from termrl.tbcompat.adapt import with_adaptations
 
 __all__ = ["ImportReport", "find_task_folders", "import_task_folders", "read_task_folder"]
@@ -310,7 +312,7 @@ def _read_harbor(folder: Path) -> Task:
         raise TaskFormatError(where, f"task.toml: unknown [termrl] keys {sorted(unknown)}")
     has_solution = (folder / "solution" / "solve.sh").is_file()
     test_files = _test_files(folder, ours)
-    return Task(
+    task = Task(
         id=folder.name,
         instruction=instruction,
         source=ours.get("source", "terminal-bench"),
@@ -341,37 +343,70 @@ def _read_harbor(folder: Path) -> Task:
         step_files=step_files,
         **run,
     )
+    return replace(task, solution_files=_solution_files(folder, ours, task))
 
 
 def _test_files(folder: Path, ours: dict[str, Any]) -> list[TaskFile]:
-    """The task's test files: ``tests/``, less the ``tests/test.sh`` export generated for Harbor.
+    """The task's test files: ``tests/``, less the ``tests/test.sh`` export generated for Harbor."""
+    return _without_generated(
+        folder,
+        ours,
+        _files(folder, folder / "tests"),
+        "tests/test.sh",
+        "test_command",
+        lambda: harbor_test_sh(str(ours["test_command"]), ours.get("scoring", "reward-file")),
+    )
 
-    That file is left out only when ``[metadata.termrl]`` says it was generated and
-    its bytes are exactly what export writes for the task's test command and scoring;
-    anything else there is the task's own and is refused rather than dropped.
+
+def _solution_files(folder: Path, ours: dict[str, Any], task: Task) -> list[TaskFile]:
+    """``task``'s solution files, less the ``solution/solve.sh`` export generated for Harbor."""
+    return _without_generated(
+        folder,
+        ours,
+        task.solution_files,
+        "solution/solve.sh",
+        "solution_command",
+        lambda: harbor_solve_sh(solution_steps(task)),  # solution_steps never reads solve.sh
+    )
+
+
+def _without_generated(
+    folder: Path,
+    ours: dict[str, Any],
+    files: list[TaskFile],
+    script: str,
+    command: str,
+    expected: Callable[[], bytes],
+) -> list[TaskFile]:
+    """``files`` less ``script`` (``tests/test.sh``, ``solution/solve.sh``) where export generated it.
+
+    It is left out only when ``[metadata.termrl]`` says it was generated
+    (``generated_test_sh``, ``generated_solve_sh``) and its bytes are exactly what
+    export writes for the task's ``command`` (``expected()``); anything else there
+    is the task's own and is refused rather than dropped.
     """
-    files = _files(folder, folder / "tests")
-    marker = ours.get("generated_test_sh", False)
+    key = f"generated_{script.split('/')[1].replace('.', '_')}"
+    marker = ours.get(key, False)
     if marker is False:
         return files
-    if marker is not True or "test_command" not in ours:
+    if marker is not True or command not in ours:
         raise TaskFormatError(
             str(folder),
-            "task.toml: [metadata.termrl].generated_test_sh must be true, and only beside a test_command",
+            f"task.toml: [metadata.termrl].{key} must be true, and only beside a {command}",
         )
     try:
-        expected = harbor_test_sh(str(ours["test_command"]), ours.get("scoring", "reward-file"))
+        data = expected()
     except ValueError as exc:
-        raise TaskFormatError(str(folder), f"task.toml: [metadata.termrl]: {exc}") from exc
-    test_sh = next((f for f in files if f.path == "test.sh"), None)
-    if test_sh is not None and test_sh.data != expected:
+        raise TaskFormatError(str(folder), f"cannot check {script} ({key}): {exc}") from exc
+    found = next((f for f in files if f.path == script.split("/")[1]), None)
+    if found is not None and found.data != data:
         raise TaskFormatError(
             str(folder),
-            "tests/test.sh is not the one termrl generated for this task's test_command "
-            "(edited?): restore it, or drop generated_test_sh from [metadata.termrl] to keep it "
-            "as a test file",
+            f"{script} is not the one termrl generated for this task's {command} "
+            f"(edited?): restore it, or drop {key} from [metadata.termrl] to keep it "
+            "as the task's own file",
         )
-    return [f for f in files if f is not test_sh]
+    return [f for f in files if f is not found]
 
 
 def _read_legacy(folder: Path) -> Task:
