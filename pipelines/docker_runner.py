@@ -21,6 +21,10 @@ folder) is seen inside only under the pipeline root, the termrl cache or a
 folder mounted on purpose (``--mount``).
 kfp's DockerRunner tries to pull an image that is missing; with no registry
 that fails, so ``require_image`` checks the stage image first.
+
+``RunnerChoice`` is ``--runner`` and the options above as ``termrl run`` and
+``termrl rerun`` take them: a run records its choice in ``run.json``'s shape,
+and a rerun makes the same one unless told otherwise, in the same cache.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +45,9 @@ from termrl.errors import ConfigError, SandboxUnavailable
 
 __all__ = [
     "SOCKET_IN_CONTAINER",
+    "RUNNERS",
     "ContainerSettings",
+    "RunnerChoice",
     "container_run_args",
     "docker_host",
     "docker_runner",
@@ -52,6 +58,9 @@ __all__ = [
 
 SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
 """Where a stage container sees the host's podman socket."""
+
+RUNNERS = ("subprocess", "docker")
+"""``--runner``: every stage a subprocess of this venv, or in its stage image (this module)."""
 
 
 @dataclass(frozen=True)
@@ -209,3 +218,84 @@ def stage_containers(
     require_image(image)
     with podman_service(socket) as path, docker_host(path):
         yield docker_runner(ContainerSettings(path, cache or cache_root(), network, mounts))
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where the stages of a local run execute: ``--runner`` and the docker runner's options.
+
+    ``None`` is unset: ``termrl run`` sets ``runner``; ``termrl rerun`` leaves it unset to make the
+    choice the run recorded (``or_recorded``).
+    """
+
+    runner: str | None = None
+    """One of ``RUNNERS``."""
+    image: str | None = None
+    """docker: the stage image of every stage (default: the stage-cpu image of this source)."""
+    socket: Path | None = None
+    """docker: a podman API socket (default: a service started for the run)."""
+    network: str | None = None
+    """docker: the stage containers' network (default: ``ContainerSettings.network``)."""
+    mounts: tuple[Path, ...] = ()
+    """docker: host folders mounted read-only at their own path (``ContainerSettings.mounts``)."""
+
+    def or_recorded(self, shape: dict[str, Any]) -> RunnerChoice:
+        """This choice, what it leaves unset taken from a run's recorded ``shape`` (a run recorded
+        without a runner ran as subprocesses); the image, network and mounts only from a run made
+        by the same runner, the mounts added to this choice's."""
+        recorded = shape.get("runner", "subprocess")
+        runner = self.runner or recorded
+        if runner != "docker" or recorded != "docker":
+            return replace(self, runner=runner)
+        mounts = (*map(Path, shape.get("mounts", ())), *self.mounts)
+        return replace(
+            self,
+            runner=runner,
+            image=self.image or shape.get("cpu_image"),
+            network=self.network or shape.get("container_network"),
+            mounts=tuple(dict.fromkeys(mounts)),
+        )
+
+    def with_image(self, code_version: str) -> RunnerChoice:
+        """docker: the image given, or the stage-cpu image ``termrl images build`` tags ``code_version``."""
+        if self.runner != "docker" or self.image:
+            return self
+        from pipelines.images import STAGE_IMAGES
+
+        return replace(self, image=STAGE_IMAGES["stage-cpu"].local_tag(code_version))
+
+    def images(self) -> dict[str, str]:
+        """The shape's image fields: the docker runner runs every stage in its one image."""
+        return {"cpu_image": self.image, "gpu_image": self.image} if self.image else {}
+
+    def shape_fields(self) -> dict[str, Any]:
+        """What a run records of this choice in its shape (what ``or_recorded`` reads back)."""
+        if self.runner != "docker":
+            return {"runner": self.runner}
+        return {
+            "runner": self.runner,
+            **self.images(),
+            "container_network": self.network,
+            "mounts": [str(p.resolve()) for p in self.mounts],
+        }
+
+    def cache_dir(self, runs_dir: Path) -> Path:
+        """kfp's cache of this runner's runs in ``runs_dir``: one per runner, since a cache hit
+        would hide which runner ran a stage."""
+        return runs_dir / (".cache" if self.runner == "subprocess" else f".cache-{self.runner}")
+
+    def kfp_runner(self, inputs: tuple[Path, ...] = ()) -> contextlib.AbstractContextManager[Any]:
+        """kfp's runner for a block: None (its subprocesses) or ``stage_containers``; ``inputs``
+        (artifacts from outside the pipeline root: a rerun's imports) are mounted like ``mounts``."""
+        if self.runner == "subprocess":
+            return contextlib.nullcontext(None)
+        if self.runner != "docker":
+            raise ConfigError(f"unknown runner {self.runner!r}: one of {', '.join(RUNNERS)}")
+        if not self.image:
+            raise ConfigError("the docker runner needs a stage image (RunnerChoice.with_image)")
+        return stage_containers(
+            self.image,
+            self.socket,
+            self.network or ContainerSettings.network,
+            mounts=tuple(dict.fromkeys((*self.mounts, *inputs))),
+        )

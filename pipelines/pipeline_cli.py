@@ -6,7 +6,6 @@ command group, adds them (``main.add_command(run)`` and so on).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import click
 
 from components.images import CPU_IMAGE, GPU_IMAGE
 from pipelines import cluster as manifests
+from pipelines.docker_runner import RUNNERS, ContainerSettings, RunnerChoice
 from pipelines.options import pipeline_arguments
 from pipelines.placement import cluster_images, local_images, parse_gpu_placement
 from pipelines.versioning import source_version
@@ -129,20 +129,75 @@ def _sandbox_fields(placement: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _runner_context(
-    runner: str, image: str | None, socket: str | None, network: str, mounts: tuple[str, ...]
-) -> contextlib.AbstractContextManager[object]:
-    """The kfp runner of ``termrl run --runner``: None (kfp's subprocesses) or ``stage_containers``."""
-    if runner == "subprocess":
-        return contextlib.nullcontext(None)
-    from pipelines.docker_runner import stage_containers
+def _runner_options(*, rerun: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--runner`` and the docker runner's options, shared by ``run`` and ``rerun``.
 
-    return stage_containers(
-        image or "",
-        Path(socket) if socket else None,
-        network,
-        mounts=tuple(Path(m) for m in mounts),
-    )
+    They reach the command as one ``RunnerChoice``, ``runner``; a rerun's unset ones are the run's.
+    """
+    names = ("runner", "image", "podman_socket", "container_network", "mounts")
+    recorded = "; default: the run's" if rerun else ""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def with_runner(**kwargs: Any) -> None:
+            kind, image, socket, network, mounts = (kwargs.pop(name) for name in names)
+            choice = RunnerChoice(
+                kind,
+                image,
+                Path(socket) if socket else None,
+                network,
+                tuple(Path(m) for m in mounts),
+            )
+            command(runner=choice, **kwargs)
+
+        options = [
+            click.option(
+                "--runner",
+                type=click.Choice(RUNNERS),
+                default=None if rerun else "subprocess",
+                show_default=not rerun,
+                help="subprocess: every stage in this venv. docker: every stage in the stage image, "
+                "through kfp's DockerRunner over podman's Docker-compatible socket, as a cluster pod "
+                "runs it (a local stand-in for the cluster, not a Kubernetes backend)"
+                + (". Default: the runner the run recorded, in its cache." if rerun else "."),
+            ),
+            click.option(
+                "--image",
+                default=None,
+                help="--runner docker: the stage image of every stage (default: "
+                + ("the run's, else " if rerun else "")
+                + "localhost/termrl/stage-cpu tagged with this source's code version, as "
+                "`termrl images build` tags it).",
+            ),
+            click.option(
+                "--podman-socket",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="--runner docker: a podman API socket to use (default: a `podman system "
+                "service` started for the command).",
+            ),
+            click.option(
+                "--container-network",
+                default=None if rerun else ContainerSettings.network,
+                show_default=not rerun,
+                help=f"--runner docker: the stage containers' network (bridge for API models{recorded}).",
+            ),
+            click.option(
+                "--mount",
+                "mounts",
+                multiple=True,
+                type=click.Path(exists=True),
+                help="--runner docker: a host folder a setting names (base_model=PATH), mounted "
+                "read-only at its own path in every stage container (repeatable"
+                + ("; added to the run's" if rerun else "")
+                + ").",
+            ),
+        ]
+        for option in reversed(options):
+            with_runner = option(with_runner)
+        return with_runner
+
+    return decorate
 
 
 def _summary_lines(record: RunRecord) -> list[str]:
@@ -191,42 +246,7 @@ def _summary_lines(record: RunRecord) -> list[str]:
     "(repeatable), e.g. --set synth_count=24 --set train.negative_weight=0.5.",
 )
 @click.option("--verbose", is_flag=True, help="Stream every stage's own output.")
-@click.option(
-    "--runner",
-    type=click.Choice(["subprocess", "docker"]),
-    default="subprocess",
-    show_default=True,
-    help="subprocess: every stage in this venv. docker: every stage in the stage image, through "
-    "kfp's DockerRunner over podman's Docker-compatible socket, as a cluster pod runs it (a local "
-    "stand-in for the cluster, not a Kubernetes backend).",
-)
-@click.option(
-    "--image",
-    default=None,
-    help="--runner docker: the stage image of every stage (default: localhost/termrl/stage-cpu "
-    "tagged with this source's code version, as `termrl images build` tags it).",
-)
-@click.option(
-    "--podman-socket",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="--runner docker: a podman API socket to use (default: a `podman system service` "
-    "started for the run).",
-)
-@click.option(
-    "--container-network",
-    default="none",
-    show_default=True,
-    help="--runner docker: the stage containers' network (bridge for API models).",
-)
-@click.option(
-    "--mount",
-    "mounts",
-    multiple=True,
-    type=click.Path(exists=True),
-    help="--runner docker: a host folder a setting names (base_model=PATH), mounted read-only at "
-    "its own path in every stage container (repeatable).",
-)
+@_runner_options(rerun=False)
 def run(
     runs_dir: str,
     name: str | None,
@@ -235,47 +255,33 @@ def run(
     phase2_iterations: int,
     settings: tuple[str, ...],
     verbose: bool,
-    runner: str,
-    image: str | None,
-    podman_socket: str | None,
-    container_network: str,
-    mounts: tuple[str, ...],
+    runner: RunnerChoice,
 ) -> None:
     """Run the curriculum on kfp's local runner with the embedded defaults (cached stages are reused)."""
     from pipelines.curriculum import CurriculumShape, build_curriculum
     from pipelines.local import pipeline_defaults, run_pipeline_locally
 
     code_version = source_version()
+    runner = runner.with_image(code_version)
     try:
-        images = {}
-        if runner == "docker":
-            from pipelines.images import STAGE_IMAGES
-
-            image = image or STAGE_IMAGES["stage-cpu"].local_tag(code_version)
-            images = {"cpu_image": image, "gpu_image": image}
         shape = CurriculumShape(
-            phase1_iterations, phase2_iterations, code_version=code_version, **images
+            phase1_iterations, phase2_iterations, code_version=code_version, **runner.images()
         )
         pipeline = build_curriculum(shape)
         arguments = pipeline_arguments(pipeline_defaults(pipeline), settings)
         run_dir = Path(runs_dir) / (name or time.strftime("%Y%m%d-%H%M%S"))
-        # The two runners keep apart caches: a cache hit would hide which runner ran a stage.
-        default_cache = Path(runs_dir) / (
-            ".cache" if runner == "subprocess" else f".cache-{runner}"
-        )
-        with _runner_context(runner, image, podman_socket, container_network, mounts) as kfp_runner:
+        with runner.kfp_runner() as kfp_runner:
             click.echo(f"run folder: {run_dir.resolve()}  (log: run.log)")
             record = run_pipeline_locally(
                 pipeline,
                 arguments,
                 run_dir=run_dir,
-                cache_dir=cache_dir or default_cache,
+                cache_dir=cache_dir or runner.cache_dir(Path(runs_dir)),
                 shape={
                     "phase1_iterations": phase1_iterations,
                     "phase2_iterations": phase2_iterations,
                     "code_version": shape.code_version,
-                    "runner": runner,
-                    **images,
+                    **runner.shape_fields(),
                 },
                 verbose=verbose,
                 runner=kfp_runner,
@@ -375,24 +381,36 @@ def compile_command(
 )
 @click.option("--no-cache", is_flag=True, help="Execute even if this exact rerun ran before.")
 @click.option("--verbose", is_flag=True, help="Stream the stage's own output.")
+@_runner_options(rerun=True)
 def rerun(
-    stage: str, run_dir: str, settings: tuple[str, ...], no_cache: bool, verbose: bool
+    stage: str,
+    run_dir: str,
+    settings: tuple[str, ...],
+    no_cache: bool,
+    verbose: bool,
+    runner: RunnerChoice,
 ) -> None:
-    """Rerun STAGE (e.g. train-2, evaluate) on an earlier run's upstream artifacts."""
+    """Rerun STAGE (e.g. train-2, evaluate) on an earlier run's upstream artifacts, by the run's runner."""
     from pipelines.rerun import rerun_stage
 
     try:
-        plan, record = rerun_stage(run_dir, stage, settings, cache=not no_cache, verbose=verbose)
+        plan, record = rerun_stage(
+            run_dir, stage, settings, runner=runner, cache=not no_cache, verbose=verbose
+        )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"upstream stages not executed; inputs imported from {run_dir}:")
     for name, (uri, _) in plan.artifacts.items():
         click.echo(f"  {name} <- {uri}")
+    how = f"{plan.runner.runner} runner" + (f", {plan.runner.image}" if plan.runner.image else "")
+    if plan.runner.runner != plan.recorded_runner:
+        how += f"; the run used the {plan.recorded_runner} runner"
     executed = [t for t in record.tasks.values() if not t.name.startswith("importer")]
     for task in executed:
-        click.echo(f"{task.display_name}: {task.state}")
+        click.echo(f"{task.display_name}: {task.state} ({how})")
         for key, uri in task.outputs.items():
             click.echo(f"  {key} -> {uri}")
+    click.echo(f"cache: {record.cache_dir}")
     if not record.ok:
         raise click.ClickException(f"the rerun failed; see {Path(record.run_dir) / 'run.log'}")
 

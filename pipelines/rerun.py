@@ -8,8 +8,15 @@ parameters of the stage's component go into its ``options`` dict, which
 reaches any field of the stage's config. The rerun runs on kfp's local runner
 like the original (cached: the same rerun twice executes once) and writes its
 own record under ``RUN_DIR/reruns/``.
+
+It runs by the runner the run recorded (``RunnerChoice.or_recorded``), in the
+run's cache: a ``--runner docker`` run's stage reruns in the stage image, its
+imported inputs mounted read-only at their own paths (outside the rerun's
+pipeline root, which kfp mounts). Another runner, asked for, runs in its own
+cache beside the run folder.
 """
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -21,12 +28,14 @@ from kfp.dsl import types as kfp_types
 from kfp.local import executor_output_utils
 
 from pipelines.curriculum import CurriculumShape, build_curriculum, make_ops
+from pipelines.docker_runner import RunnerChoice
 from pipelines.local import RunRecord, run_pipeline_locally
 from pipelines.options import stage_options
+from pipelines.versioning import source_version
 from termrl.errors import ConfigError
 from termrl.settings import parse_typed
 
-__all__ = ["RerunPlan", "plan_rerun", "rerun_stage"]
+__all__ = ["RerunPlan", "plan_rerun", "rerun_cache_dir", "rerun_stage"]
 
 _PARAMETER_TYPES = {
     1: float,
@@ -37,7 +46,8 @@ _PARAMETER_TYPES = {
 
 
 class RerunPlan:
-    """What a rerun of ``task`` needs: its component, parameters and input artifact URIs."""
+    """What a rerun of ``task`` needs: its component, parameters and input artifact URIs, and
+    where it runs (``runner``; ``recorded_runner`` ran the run)."""
 
     def __init__(
         self,
@@ -46,14 +56,23 @@ class RerunPlan:
         component: Any,
         parameters: dict[str, Any],
         artifacts: dict[str, tuple[str, type]],
+        runner: RunnerChoice,
+        recorded_runner: str,
     ):
         self.task, self.kind, self.component = task, kind, component
         self.parameters, self.artifacts = parameters, artifacts
+        self.runner, self.recorded_runner = runner, recorded_runner
+
+
+def _shape(record: RunRecord) -> CurriculumShape:
+    """The run's curriculum shape (its record also holds the runner's fields, which are not)."""
+    names = {f.name for f in dataclasses.fields(CurriculumShape)}
+    return CurriculumShape(**{k: v for k, v in record.shape.items() if k in names})
 
 
 def _pipeline_for(record: RunRecord) -> Any:
     if record.pipeline == "termrl-curriculum":
-        return build_curriculum(CurriculumShape(**record.shape))
+        return build_curriculum(_shape(record))
     if record.pipeline == "termrl-nightly-eval":
         from pipelines.nightly_eval import build_nightly_eval
 
@@ -61,8 +80,14 @@ def _pipeline_for(record: RunRecord) -> Any:
     raise ConfigError(f"cannot rerun stages of pipeline {record.pipeline!r}")
 
 
-def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPlan:
-    """Resolve ``task`` of ``record`` into a rerun plan (every problem reported at once)."""
+def plan_rerun(
+    record: RunRecord, task: str, settings: Iterable[str], runner: RunnerChoice | None = None
+) -> RerunPlan:
+    """Resolve ``task`` of ``record`` into a rerun plan (every problem reported at once); ``runner``:
+    what it leaves unset is the run's."""
+    choice = (runner or RunnerChoice()).or_recorded(record.shape)
+    if choice.runner == "docker" and not choice.image:
+        choice = choice.with_image(source_version())
     pipeline = _pipeline_for(record)
     spec = pipeline.pipeline_spec
     by_local = {
@@ -75,7 +100,8 @@ def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPl
     _, task_spec = by_local[task]
     component_spec = spec.components[task_spec.component_ref.name]
     kind = re.sub(r"-\d+$", "", task).replace("-", "_")
-    ops = make_ops(CurriculumShape().cpu_image, CurriculumShape().gpu_image).by_name
+    shape = _shape(record)
+    ops = make_ops(choice.image or shape.cpu_image, choice.image or shape.gpu_image).by_name
     problems: list[str] = []
 
     parameters: dict[str, Any] = {}
@@ -136,7 +162,8 @@ def plan_rerun(record: RunRecord, task: str, settings: Iterable[str]) -> RerunPl
         )
     if problems:
         raise ConfigError(problems)
-    return RerunPlan(task, kind, ops[kind], parameters, artifacts)
+    recorded = record.shape.get("runner", "subprocess")
+    return RerunPlan(task, kind, ops[kind], parameters, artifacts, choice, recorded)
 
 
 def _key(item: str) -> str:
@@ -154,29 +181,42 @@ def _one_stage_pipeline(plan: RerunPlan, *, cache: bool) -> Callable[..., Any]:
     return rerun
 
 
+def rerun_cache_dir(record: RunRecord, plan: RerunPlan) -> Path:
+    """The run's cache when the rerun runs by the run's runner, else that runner's beside the run."""
+    if plan.runner.runner == plan.recorded_runner and record.cache_dir:
+        return Path(record.cache_dir)
+    return plan.runner.cache_dir(Path(record.run_dir).parent)
+
+
 def rerun_stage(
     run_dir: str | Path,
     task: str,
     settings: Iterable[str],
     *,
+    runner: RunnerChoice | None = None,
     cache_dir: str | Path | None = None,
     cache: bool = True,
     echo: Callable[[str], None] | None = None,
     verbose: bool = False,
 ) -> tuple[RerunPlan, RunRecord]:
-    """Rerun ``task`` of the run in ``run_dir``; returns the plan and the rerun's record."""
+    """Rerun ``task`` of the run in ``run_dir``; returns the plan and the rerun's record.
+
+    ``runner``: what it leaves unset is the run's; ``cache_dir`` (default: ``rerun_cache_dir``).
+    """
     record = RunRecord.load(run_dir)
-    plan = plan_rerun(record, task, settings)
+    plan = plan_rerun(record, task, settings, runner)
     pipeline = _one_stage_pipeline(plan, cache=cache)
     out = Path(run_dir) / "reruns" / f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cache_dir = cache_dir or record.cache_dir or Path(record.run_dir).parent / ".cache"
-    result = run_pipeline_locally(
-        pipeline,
-        {},
-        run_dir=out,
-        cache_dir=cache_dir,
-        shape={"rerun_of": record.run_dir, "task": task},
-        echo=echo,
-        verbose=verbose,
-    )
+    inputs = tuple(Path(uri) for uri, _ in plan.artifacts.values())
+    with plan.runner.kfp_runner(inputs) as kfp_runner:
+        result = run_pipeline_locally(
+            pipeline,
+            {},
+            run_dir=out,
+            cache_dir=cache_dir or rerun_cache_dir(record, plan),
+            shape={"rerun_of": record.run_dir, "task": task, **plan.runner.shape_fields()},
+            echo=echo,
+            verbose=verbose,
+            runner=kfp_runner,
+        )
     return plan, result

@@ -6,6 +6,8 @@ only the source layer is rebuilt after a code change; the image is kept, tagged
 curriculum's own components with their compiled commands, each in a container
 with no network: artifacts pass through the pipeline root kfp mounts, and
 verify starts its sandboxes on this host's podman through the mounted socket.
+A ``termrl rerun curate`` of that run, given no runner, reruns curate in the
+same image against the same cache.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -156,25 +158,34 @@ def stage_image(base_images: str) -> str:
     return image
 
 
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, stage_image):
+    """The smoke pipeline, run once in the stage image: its record and progress lines."""
+    from pipelines.local import run_pipeline_locally
+
+    runs = tmp_path_factory.mktemp("runs")
+    lines: list[str] = []
+    with docker_runner.stage_containers(stage_image) as runner:
+        record = run_pipeline_locally(
+            _smoke_pipeline(stage_image),
+            {},
+            run_dir=runs / "run",
+            cache_dir=runs / ".cache-docker",
+            echo=lines.append,
+            runner=runner,
+        )
+    return record, lines
+
+
 @pytest.mark.slow
 @pytest.mark.podman
-def test_synthesize_verify_curate_run_in_the_stage_image(tmp_path, stage_image):
-    from pipelines.local import run_pipeline_locally
+def test_synthesize_verify_curate_run_in_the_stage_image(smoke_run, stage_image):
     from termrl.artifacts.tasks import load_tasks
     from termrl.artifacts.verdicts import read_verdicts
 
     image = stage_image
-    lines: list[str] = []
-    with docker_runner.stage_containers(image) as runner:
-        record = run_pipeline_locally(
-            _smoke_pipeline(image),
-            {},
-            run_dir=tmp_path / "run",
-            cache_dir=tmp_path / "cache",
-            echo=lines.append,
-            runner=runner,
-        )
-    log = (tmp_path / "run" / "run.log").read_text()
+    record, lines = smoke_run
+    log = (Path(record.run_dir) / "run.log").read_text()
     assert record.ok, "\n".join(lines) + log[-6000:]
     assert set(record.executed()) == {"prepare-model", "synthesize", "verify", "curate"}
     assert (
@@ -190,6 +201,51 @@ def test_synthesize_verify_curate_run_in_the_stage_image(tmp_path, stage_image):
     curated = record.tasks["curate"].outputs
     pools = [load_tasks(curated[k]) for k in ("imitation_pool", "train_pool", "expert_pool")]
     assert sum(len(p) for p in pools[:2]) == len(admitted) and len(pools[2]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_a_stage_of_a_docker_run_reruns_in_the_stage_image(tmp_path, smoke_run, stage_image):
+    """`termrl rerun curate` of a docker run, no --runner: curate again in the stage image, on the
+    run's verify outputs (mounted: they are outside the rerun's pipeline root), in the run's cache."""
+    from pipelines.curriculum import CurriculumShape, build_curriculum
+    from pipelines.docker_runner import RunnerChoice
+    from pipelines.local import RunRecord, pipeline_defaults
+    from pipelines.pipeline_cli import rerun
+    from termrl.artifacts.tasks import load_tasks
+
+    smoke, _ = smoke_run
+    assert smoke.ok
+    # The smoke run recorded as a docker curriculum run: its verify and curate are the curriculum's.
+    choice = RunnerChoice("docker", stage_image, network="none")
+    curriculum = build_curriculum(CurriculumShape(**choice.images()))
+    RunRecord(
+        str(tmp_path),
+        "termrl-curriculum",
+        {**pipeline_defaults(curriculum), "code_version": "pytest-docker"},
+        shape={"code_version": "pytest-docker", **choice.shape_fields()},
+        cache_dir=smoke.cache_dir,
+        tasks=smoke.tasks,
+        ok=True,
+    ).save()
+
+    args = ["curate", "--run", str(tmp_path), "--set", "expert_count=1"]
+    result = CliRunner().invoke(rerun, args)
+    reruns = list((tmp_path / "reruns").iterdir())
+    log = (reruns[0] / "run.log").read_text() if reruns else ""
+    assert result.exit_code == 0, result.output + repr(result.exception) + log[-6000:]
+    assert f"rerun · curate: executed (docker runner, {stage_image})" in result.output
+    assert f"Found image '{stage_image}'" in log  # in a container of the stage image
+    record = RunRecord.load(reruns[0])
+    assert record.shape["runner"] == "docker" and record.cache_dir == smoke.cache_dir
+    stage = next(t for t in record.tasks.values() if not t.name.startswith("importer"))
+    admitted = load_tasks(smoke.tasks["verify"].outputs["admitted"])
+    pools = [load_tasks(stage.outputs[k]) for k in ("imitation_pool", "train_pool", "expert_pool")]
+    assert sum(len(p) for p in pools[:2]) == len(admitted) and len(pools[2]) == 1
+
+    again = CliRunner().invoke(rerun, args)  # the same cache: a hit
+    assert again.exit_code == 0, again.output
+    assert "rerun · curate: cached (docker runner" in again.output
 
 
 @pytest.mark.slow
