@@ -143,10 +143,7 @@ class PolicyAgent:
             sampling=SamplingParams(
                 max_new_tokens=c.max_new_tokens, temperature=c.temperature, seed=seed
             ),
-            lifetime_sec=budget_sec,
-            default_timeout_sec=min(AgentConfig.default_timeout_sec, budget_sec),
-            max_timeout_sec=min(AgentConfig.max_timeout_sec, budget_sec),
-        )
+        ).within(budget_sec)
 
     async def act(
         self,

@@ -190,7 +190,7 @@ def roll_managed_step(
         after: Any = None,
         budget_sec: float | None = None,
     ) -> Any:
-        config = agent if budget_sec is None else _within(agent, budget_sec)
+        config = agent if budget_sec is None else agent.within(budget_sec)
         if ids.anchor <= 1 or after is not None:
             return await run_episode(engine, recorder, task.instruction, config, after=after)
         expert = list((demonstrations or {}).get(task.id, ()))[: ids.anchor - 1]
@@ -212,17 +212,6 @@ def roll_managed_step(
         return result
 
     return step
-
-
-def _within(agent: AgentConfig, budget_sec: float) -> AgentConfig:
-    """``agent`` with its lifetime and command timeouts capped at ``budget_sec`` (eval's
-    ``PolicyAgent.agent_config`` does the same with a trial's budget)."""
-    return replace(
-        agent,
-        lifetime_sec=min(agent.lifetime_sec or budget_sec, budget_sec),
-        default_timeout_sec=min(agent.default_timeout_sec, budget_sec),
-        max_timeout_sec=min(agent.max_timeout_sec, budget_sec),
-    )
 
 
 class SandboxEpisodeRunner:

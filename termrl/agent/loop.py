@@ -115,6 +115,16 @@ class AgentConfig:
         if problems:
             raise ConfigError(problems)
 
+    def within(self, budget_sec: float) -> AgentConfig:
+        """These settings with the episode's lifetime and command timeouts capped at
+        ``budget_sec``: an agent never outlives the task's (or step's) time budget."""
+        return replace(
+            self,
+            lifetime_sec=min(self.lifetime_sec or budget_sec, budget_sec),
+            default_timeout_sec=min(self.default_timeout_sec, budget_sec),
+            max_timeout_sec=min(self.max_timeout_sec, budget_sec),
+        )
+
 
 @dataclass
 class Chunk:

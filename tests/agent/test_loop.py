@@ -264,3 +264,22 @@ async def test_an_episode_that_failed_does_not_continue(tiny_tokenizer) -> None:
     failed = await run_episode(engine, DyingSession(), "t", AgentConfig())
     with pytest.raises(ValueError, match="did not stop with error"):
         await run_episode(engine, DyingSession(), "next", AgentConfig(), after=failed)
+
+
+def test_within_caps_lifetime_and_timeouts_at_the_budget_and_keeps_the_rest() -> None:
+    config = AgentConfig(max_turns=5, default_timeout_sec=60.0, max_timeout_sec=600.0)
+
+    capped = config.within(30.0)
+    assert (capped.lifetime_sec, capped.default_timeout_sec, capped.max_timeout_sec) == (
+        30.0,
+        30.0,
+        30.0,
+    )
+    assert capped.max_turns == 5
+
+    roomy = AgentConfig(lifetime_sec=100.0).within(1000.0)
+    assert (roomy.lifetime_sec, roomy.default_timeout_sec, roomy.max_timeout_sec) == (
+        100.0,
+        60.0,
+        600.0,
+    )
