@@ -12,16 +12,19 @@ attempt, so every attempt of one task finds the same folder:
 On a cluster the cache is the model-cache PVC (``termrl compile
 --model-cache-pvc``), which every attempt mounts; without one the folder is
 pod-local and a retry starts over. A stage drops the folder once its artifact
-is written.
+is written. Train keeps its whole output folder there (step checkpoints with the
+optimizer state, what a retry resumes from) and moves it onto the artifact path
+when done (``move_onto``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["progress_folder"]
+__all__ = ["move_onto", "progress_folder"]
 
 
 def progress_folder(stage: str, output_uri: str) -> Path:
@@ -29,3 +32,15 @@ def progress_folder(stage: str, output_uri: str) -> Path:
     cache = os.environ.get("TERMRL_CACHE")
     root = Path(cache).expanduser() if cache else Path.home() / ".cache" / "termrl"
     return root / "progress" / stage / hashlib.sha256(output_uri.encode()).hexdigest()[:24]
+
+
+def move_onto(folder: Path, artifact_path: str) -> None:
+    """Put ``folder`` at ``artifact_path`` (an output path kfp may have created empty): a rename
+    where both are on one filesystem, else a copy; ``folder`` is gone afterwards."""
+    target = Path(artifact_path)
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(folder), str(target))

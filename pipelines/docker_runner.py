@@ -15,12 +15,22 @@ the service by path (a ``--volume`` of the host CA bundle, build-time
 installers) is where the service, which resolves it on the host, looks.
 
 This is a local stand-in for a Kubernetes backend, not one: the stages see the
-host's podman rather than sandbox pods, there are no resource requests,
-accelerators or retries per pod, and a path given as a parameter (a model
+host's podman rather than sandbox pods, there are no resource requests or
+accelerators (kfp's local runner does retry a failed task, in a new container
+with the same executor input, as a cluster does), and a path given as a parameter (a model
 folder) is seen inside only under the pipeline root, the termrl cache or a
 folder mounted on purpose (``--mount``).
 kfp's DockerRunner tries to pull an image that is missing; with no registry
 that fails, so ``require_image`` checks the stage image first.
+
+A stage container killed from outside (the OOM killer, ``podman kill``) must
+fail its task, so that kfp retries it (the stages resume from their progress
+folders, ``components.progress``) and never caches its missing outputs. kfp
+2.17's DockerRunner runs containers with auto-remove and, when the container is
+gone before its exit status is read, assumes success (or, where podman answers
+500 for a removed container, crashes the run). For the block,
+``stage_containers`` puts ``_run_stage_container`` in its place: the container
+is kept until its status is read, and a container that vanished is a failure.
 
 ``RunnerChoice`` is ``--runner`` and the options above as ``termrl run`` and
 ``termrl rerun`` take them: a run records its choice in ``run.json``'s shape,
@@ -202,6 +212,51 @@ def require_image(image: str, *, binary: str = "podman") -> None:
         )
 
 
+def _run_stage_container(
+    client: Any, image: str, command: list[str], volumes: dict[str, Any], **run_args: Any
+) -> int:
+    """kfp's ``run_docker_container`` (same arguments, same log lines), with the exit status read
+    from a container kept until then; one that vanished first returns 137, never success."""
+    import docker
+    from kfp.local import docker_task_handler
+
+    image = docker_task_handler.add_latest_tag_if_not_present(image=image)
+    print(f"Found image {image!r}\n")  # require_image checked it: nothing is pulled
+    container = client.containers.run(
+        image=image,
+        command=command,
+        detach=True,
+        stdout=True,
+        stderr=True,
+        volumes=volumes,
+        auto_remove=False,
+        **run_args,
+    )
+    try:
+        for line in container.logs(stream=True):
+            print(line.decode(errors="replace"), end="")
+        return int(container.wait()["StatusCode"])
+    except docker.errors.APIError as exc:  # NotFound included
+        print(f"stage container {container.short_id} vanished before its exit status: {exc}")
+        return 137
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+
+
+@contextlib.contextmanager
+def _exit_status_from_containers() -> Iterator[None]:
+    """kfp's DockerRunner with ``_run_stage_container`` for the block (see the module docstring)."""
+    from kfp.local import docker_task_handler
+
+    saved = docker_task_handler.run_docker_container
+    docker_task_handler.run_docker_container = _run_stage_container
+    try:
+        yield
+    finally:
+        docker_task_handler.run_docker_container = saved
+
+
 @contextlib.contextmanager
 def stage_containers(
     image: str,
@@ -216,7 +271,7 @@ def stage_containers(
     from termrl.sandbox.base_images import cache_root
 
     require_image(image)
-    with podman_service(socket) as path, docker_host(path):
+    with podman_service(socket) as path, docker_host(path), _exit_status_from_containers():
         yield docker_runner(ContainerSettings(path, cache or cache_root(), network, mounts))
 
 

@@ -116,6 +116,7 @@ def rollout(
     os.replace(out, trajectories.path)
     values = {
         "rollout/episodes": float(summary.episodes),
+        "rollout/finished_now": float(summary.finished_now),  # fewer: a retry resumed the rest
         "rollout/rows": float(summary.rows),
         "rollout/dropped_groups": float(len(summary.dropped_groups)),
         "rollout/wall_sec": summary.wall_sec,

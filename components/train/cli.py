@@ -119,4 +119,6 @@ def train(
         if last
         else "no trainable episodes"
     )
+    if result["resumed_at_step"]:
+        summary += f"; resumed at step {result['resumed_at_step']}"
     click.echo(f"trained {result['steps']} step(s) -> {result['out']} ({summary})")

@@ -3,7 +3,11 @@
 Imports live inside the function (it runs in the stage image). ``code_version``
 only feeds the cache key. The checkpoint artifact is the trainer's output folder:
 the final Hugging Face model at its root (what the next rollout and eval load),
-step checkpoints under ``checkpoints/`` and ``train_metrics.parquet``.
+step checkpoints under ``checkpoints/`` and ``train_metrics.parquet``. The
+trainer writes that folder where every attempt of the task finds it
+(``components.progress``) and it is moved onto the artifact path when training
+is done, so a retry resumes from the last step checkpoint (every
+``save_every_steps``) with its optimizer state, as ``termrl stage train --resume``.
 """
 
 from typing import Optional
@@ -48,17 +52,20 @@ def train(
     import json
     import pathlib
 
+    from components.progress import move_onto, progress_folder
     from components.train.config import TrainConfig
     from components.train.trainer import train as run_training
     from termrl.settings import build_config
 
+    work = progress_folder("train", checkpoint.uri)
     result = run_training(
         build_config(
             TrainConfig,
             dict(
                 trajectories=trajectories.path,
                 model=policy.path,
-                out=checkpoint.path,
+                out=str(work),
+                resume=True,  # from the folder's last step checkpoint, if an attempt left one
                 mode=mode,
                 demonstrations=demonstrations.path if demonstrations is not None else None,
                 finetune=finetune,
@@ -78,6 +85,7 @@ def train(
             options,
         )
     )
+    move_onto(work, checkpoint.path)
     last = result["last"] or {}
     values = {
         f"train/{k}": float(v)
@@ -85,5 +93,6 @@ def train(
         if isinstance(v, int | float) and v is not None
     }
     values["train/steps"] = float(result["steps"])
+    values["train/resumed_at_step"] = float(result["resumed_at_step"])  # 0: a fresh start
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

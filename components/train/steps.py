@@ -133,6 +133,7 @@ class StepRunner:
         return {
             "out": self.out,
             "steps": len(self.metrics),
+            "resumed_at_step": self.start_step,
             "last": self.metrics[-1] if self.metrics else None,
         }
 

@@ -11,10 +11,14 @@ same image against the same cache.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
+import json
 import os
 import shutil
 import socket as sockets
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,6 +100,47 @@ def test_run_refuses_a_docker_run_without_the_stage_image(tmp_path):
         ["--runs-dir", str(tmp_path), "--runner", "docker", "--image", "localhost/none:x"],
     )
     assert result.exit_code != 0 and "termrl images build" in result.output
+
+
+@pytest.mark.podman
+@needs_podman
+def test_a_stage_container_reports_its_own_exit_status_and_a_killed_one_fails(base_images, capsys):
+    """kfp's DockerRunner, as ``stage_containers`` runs it: the status is the container's own, a
+    container killed from outside is a failure (kfp 2.17 alone may take it for a success), and
+    no container is left behind."""
+    import docker
+
+    label = {"termrl.test": f"exit-status-{os.getpid()}"}
+
+    def kill_when_running() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            listed = subprocess.run(
+                ["podman", "ps", "-q", "--filter", f"label=termrl.test={label['termrl.test']}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            if listed:
+                subprocess.run(["podman", "kill", "--signal", "KILL", *listed], check=False)
+                return
+            time.sleep(0.05)
+
+    with podman_service() as path, docker_host(path):
+        client = docker.from_env()
+        run = docker_runner._run_stage_container
+        assert run(client, base_images, ["sh", "-c", "echo out; exit 3"], {}, labels=label) == 3
+        assert "out" in capsys.readouterr().out
+        killer = threading.Thread(target=kill_when_running)
+        killer.start()
+        status = run(client, base_images, ["sh", "-c", "sleep 120"], {}, labels=label)
+        killer.join()
+        assert status != 0
+        left = subprocess.run(
+            ["podman", "ps", "-aq", "--filter", f"label=termrl.test={label['termrl.test']}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert left == []
 
 
 # --- the stages in containers --------------------------------------------------------------------
@@ -270,3 +315,167 @@ def test_the_tiny_curriculum_runs_with_the_docker_runner(tmp_path, stage_image, 
     assert "held-out tasks: base vs imitation vs phase1 vs final policy" in result.output
     assert (record_path / "report.html").is_file()
     assert (tmp_path / ".cache-docker").is_dir() and not (tmp_path / ".cache").exists()
+
+
+# --- a killed stage container, retried --------------------------------------------------------
+
+
+def _retried_pipeline(image: str, model_dir: Path):
+    """prepare (the tiny model) → synthesize → demonstrate ─┬► rollout (retried)
+                                                            └► train on the demonstrations (retried)
+    The curriculum's components, placed (and so retried) as it places them."""
+    from pipelines.curriculum import CurriculumShape, apply_platform, make_ops
+
+    shape = CurriculumShape(cpu_image=image, gpu_image=image)
+    ops = make_ops(image, image)
+
+    @dsl.pipeline(name="docker-runner-retry")
+    def retried(code_version: str = "pytest-docker-retry"):
+        model = apply_platform(
+            ops.prepare_model(code_version=code_version, source=str(model_dir)),
+            "prepare_model",
+            "prepare",
+            shape,
+        )
+        tasks = apply_platform(
+            ops.synthesize(code_version=code_version, count=2, seed=0, families="text-processing"),
+            "synthesize",
+            "synthesize",
+            shape,
+        )
+        demos = apply_platform(
+            ops.demonstrate(
+                code_version=code_version,
+                tasks=tasks.outputs["tasks"],
+                policy=model.outputs["model"],
+            ),
+            "demonstrate",
+            "demonstrate",
+            shape,
+        )
+        apply_platform(
+            ops.rollout(
+                code_version=code_version,
+                tasks=tasks.outputs["tasks"],
+                policy=model.outputs["model"],
+                groups=4,
+                group_size=2,
+                concurrency=1,
+                max_turns=2,
+                max_new_tokens=16,
+            ),
+            "rollout",
+            "rollout",
+            shape,
+        )
+        apply_platform(
+            ops.train(
+                code_version=code_version,
+                trajectories=demos.outputs["demonstrations"],
+                policy=model.outputs["model"],
+                finetune="full",
+                learning_rate=1e-4,
+                epochs=60,
+                grad_accum_steps=1,
+                options={"save_every_steps": 1},
+            ),
+            "train",
+            "train",
+            shape,
+        )
+
+    return retried
+
+
+def _stage_container(function: str) -> str | None:
+    """The id of the running container of the component ``function``, if there is one."""
+    listed = subprocess.run(
+        ["podman", "ps", "--format", "json"], capture_output=True, text=True, timeout=60
+    )
+    for container in json.loads(listed.stdout or "[]"):
+        command = container.get("Command") or []
+        for i, word in enumerate(command[:-1]):
+            if word == "--function_to_execute" and command[i + 1] == function:
+                return container["Id"]
+    return None
+
+
+def _kill_when(function: str, ready: Callable[[], bool], timeout_sec: float = 900) -> str:
+    """Wait until ``ready()``, then SIGKILL the container of ``function``; what was seen."""
+    deadline = time.monotonic() + timeout_sec
+    while time.monotonic() < deadline:
+        if ready():
+            cid = _stage_container(function)
+            if cid is None:
+                return f"{function}: progress seen but no running container"
+            subprocess.run(["podman", "kill", "--signal", "KILL", cid], timeout=60, check=False)
+            return f"{function}: killed {cid[:12]}"
+        time.sleep(0.05)
+    return f"{function}: nothing to kill within {timeout_sec} s"
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_a_killed_stage_container_is_retried_and_resumes_its_partial_progress(
+    tmp_path, stage_image, tiny_model_dir
+):
+    """Issue 17 item 3, as a cluster pod would live it: rollout's and train's containers are
+    killed (SIGKILL) once they have written partial progress; kfp's retry starts a new container
+    with the same executor input, which finds that progress in the termrl cache and resumes."""
+    from pipelines.local import run_pipeline_locally
+    from termrl.artifacts.trajectories import read_trajectories
+    from termrl.sandbox.base_images import cache_root
+
+    progress = cache_root() / "progress"
+    before = {p for stage in ("rollout", "train") for p in (progress / stage).glob("*")}
+
+    def new_folders(stage: str) -> list[Path]:
+        return [p for p in (progress / stage).glob("*") if p not in before]
+
+    def an_episode_written() -> bool:
+        return any(any(f.glob("ep-*.parquet")) for f in new_folders("rollout"))
+
+    def a_checkpoint_written() -> bool:
+        return any(any((f / "checkpoints").glob("step-*")) for f in new_folders("train"))
+
+    seen: list[str] = []
+
+    def watch(stage: str, ready: Callable[[], bool]) -> None:
+        seen.append(_kill_when(stage, ready))
+
+    watchers = [  # the stages may run in either order
+        threading.Thread(target=watch, args=pair, daemon=True)
+        for pair in (("rollout", an_episode_written), ("train", a_checkpoint_written))
+    ]
+    lines: list[str] = []
+    for watcher in watchers:
+        watcher.start()
+    with docker_runner.stage_containers(stage_image, mounts=(tiny_model_dir,)) as runner:
+        record = run_pipeline_locally(
+            _retried_pipeline(stage_image, tiny_model_dir),
+            {},
+            run_dir=tmp_path / "run",
+            cache_dir=tmp_path / ".cache-docker",
+            echo=lines.append,
+            runner=runner,
+        )
+    for watcher in watchers:
+        watcher.join(timeout=60)
+    log = (Path(record.run_dir) / "run.log").read_text()
+    assert record.ok, "\n".join(lines + seen) + log[-6000:]
+    assert sorted(s.split(":")[1].split()[0] for s in seen) == ["killed", "killed"], seen
+    assert any("rollout: attempt 1/3 failed, retrying" in line for line in lines), lines
+    assert any("train: attempt 1/2 failed, retrying" in line for line in lines), lines
+
+    rollout = record.tasks["rollout"].outputs
+    numbers = json.loads(Path(rollout["metrics"]).read_text())
+    episodes = read_trajectories(rollout["trajectories"]).to_pylist()
+    assert len({r["episode_id"] for r in episodes}) == 8  # 4 groups of 2, none lost or doubled
+    assert 1 <= numbers["rollout/finished_now"] < 8  # the retry ran only what the kill left
+
+    train = record.tasks["train"].outputs
+    numbers = json.loads(Path(train["metrics"]).read_text())
+    assert numbers["train/resumed_at_step"] >= 1  # from the killed attempt's checkpoint
+    assert numbers["train/resumed_at_step"] < numbers["train/steps"]
+    assert (Path(train["checkpoint"]) / "config.json").is_file()  # the artifact loads as a model
+    assert not new_folders("train") and not new_folders("rollout")  # progress dropped when done

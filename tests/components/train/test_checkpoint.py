@@ -104,6 +104,7 @@ def test_kill_and_resume_matches_uninterrupted(tiny_model_dir, tmp_path, finetun
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"trained {STEPS} step(s)" in resumed.stdout
+    assert f"resumed at step {done_before}" in resumed.stdout
 
     reference = tmp_path / "reference"
     train(
