@@ -18,8 +18,9 @@ from components.rollout.cli import rollout
 from components.synthesize.cli import synthesize
 from components.train.cli import train
 from components.verify.cli import verify
+from pipelines.cluster_cli import cluster, schedule
 from pipelines.images_cli import images_group
-from pipelines.pipeline_cli import cluster, compile_command, rerun, run, schedule
+from pipelines.pipeline_cli import compile_command, rerun, run
 from pipelines.tbcompat_cli import tbcompat
 from termrl import __version__
 from termrl.llm.cli import model

@@ -1,4 +1,4 @@
-"""``termrl run | compile | rerun | schedule | cluster``: the pipelines' command line.
+"""``termrl run | compile | rerun``: the pipelines' command line on this machine and its compile.
 
 Each command is a thin call into ``pipelines.*``; ``pipelines.cli``, the root
 command group, adds them (``main.add_command(run)`` and so on).
@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from components.images import CPU_IMAGE, GPU_IMAGE
-from pipelines import cluster as manifests
+from pipelines.cli_options import placement_fields, placement_options, sandbox_fields
 from pipelines.docker_runner import RUNNERS, ContainerSettings, RunnerChoice
 from pipelines.options import pipeline_arguments
-from pipelines.placement import cluster_images, local_images, parse_gpu_placement
 from pipelines.versioning import source_version
 from termrl.errors import TermrlError
 
@@ -27,106 +25,7 @@ if TYPE_CHECKING:
 
 # kfp (and what it pulls in) is imported inside the commands: `termrl --help` stays quick.
 
-__all__ = ["cluster", "compile_command", "rerun", "run", "schedule"]
-
-_PLACEMENT_OPTIONS = (
-    "registry",
-    "cpu_image",
-    "gpu_image",
-    "image_pull_secrets",
-    "gpu_tolerations",
-    "gpu_node_selector",
-)
-
-
-def _placement_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options that let a cluster pull and place the stages, shared by every command that targets one.
-
-    They reach ``command`` as one dict, ``placement``, which ``_placement_fields`` turns into shape fields.
-    """
-
-    @functools.wraps(command)
-    def with_placement(**kwargs: Any) -> None:
-        command(placement={name: kwargs.pop(name) for name in _PLACEMENT_OPTIONS}, **kwargs)
-
-    options = [
-        click.option(
-            "--registry",
-            default=None,
-            metavar="REG",
-            help="Registry the cluster pulls the stage images from: "
-            "REG/termrl/stage-cpu:<code version> and REG/termrl/stage-gpu:<code version>.",
-        ),
-        click.option(
-            "--cpu-image",
-            default=None,
-            help=f"Full name of the CPU stages' image (wins over --registry; {CPU_IMAGE} is local).",
-        ),
-        click.option(
-            "--gpu-image",
-            default=None,
-            help=f"Full name of the image of rollout, train and eval (wins over --registry; "
-            f"{GPU_IMAGE} is local).",
-        ),
-        click.option(
-            "--image-pull-secret",
-            "image_pull_secrets",
-            multiple=True,
-            metavar="NAME",
-            help="Secret every stage pulls its image with (a private registry; repeatable).",
-        ),
-        click.option(
-            "--gpu-toleration",
-            "gpu_tolerations",
-            multiple=True,
-            metavar="KEY[=VALUE][:EFFECT]",
-            help="Taint of the GPU nodes that rollout, train and eval tolerate (repeatable), e.g. "
-            "nvidia.com/gpu:NoSchedule; without VALUE any value (Exists), without EFFECT any effect.",
-        ),
-        click.option(
-            "--gpu-node-selector",
-            multiple=True,
-            metavar="LABEL=VALUE",
-            help="Node label that rollout, train and eval require (repeatable), e.g. "
-            "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.",
-        ),
-    ]
-    for option in reversed(options):
-        with_placement = option(with_placement)
-    return with_placement
-
-
-def _placement_fields(placement: dict[str, Any], tag: str) -> dict[str, Any]:
-    """Shape fields from the placement options; refuses images a cluster cannot pull (one line)."""
-    cpu, gpu = cluster_images(
-        placement["registry"], placement["cpu_image"], placement["gpu_image"], tag
-    )
-    if local := local_images([cpu, gpu]):
-        raise click.ClickException(
-            f"{' and '.join(local)}: a cluster cannot pull a local or unqualified image name; "
-            "pass --registry REG or full image names (--cpu-image, --gpu-image)"
-        )
-    tolerations, node_selector = parse_gpu_placement(
-        placement["gpu_tolerations"], placement["gpu_node_selector"]
-    )
-    return {
-        "cpu_image": cpu,
-        "gpu_image": gpu,
-        "image_pull_secrets": placement["image_pull_secrets"],
-        "gpu_tolerations": tolerations,
-        "gpu_node_selector": node_selector,
-    }
-
-
-def _sandbox_fields(placement: dict[str, Any]) -> dict[str, str]:
-    """A cluster's sandboxes: pods (the kubernetes backend) pulling task environments from --registry
-    with the first --image-pull-secret; each is a pipeline parameter the UI can change."""
-    secrets = placement["image_pull_secrets"]
-    return {
-        "sandbox_backend": "kubernetes",
-        "sandbox_registry": placement["registry"] or "",
-        "sandbox_pull_secret": secrets[0] if secrets else "",
-    }
+__all__ = ["compile_command", "rerun", "run"]
 
 
 def _runner_options(*, rerun: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -317,7 +216,7 @@ def run(
 )
 @click.option("--phase1-iterations", type=int, default=1, show_default=True)
 @click.option("--phase2-iterations", type=int, default=1, show_default=True)
-@_placement_options
+@placement_options
 @click.option(
     "--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE)."
 )
@@ -350,8 +249,8 @@ def compile_command(
             model_cache_pvc=model_cache_pvc,
             api_key_secret=api_key_secret,
             **({"api_key_env": api_key_env} if api_key_env else {}),
-            **_placement_fields(placement, code_version),
-            **_sandbox_fields(placement),
+            **placement_fields(placement, code_version),
+            **sandbox_fields(placement),
         )
         path = compile_pipeline(name, out, shape)
         spec, _ = read_compiled(path)
@@ -413,178 +312,3 @@ def rerun(
     click.echo(f"cache: {record.cache_dir}")
     if not record.ok:
         raise click.ClickException(f"the rerun failed; see {Path(record.run_dir) / 'run.log'}")
-
-
-@click.group("schedule")
-def schedule() -> None:
-    """Schedule recurring pipelines."""
-
-
-@schedule.command("nightly-eval")
-@click.option(
-    "--cron", required=True, help="Five-field cron, e.g. '0 3 * * *' (03:00 every night)."
-)
-@click.option(
-    "--host",
-    default=None,
-    help="KFP API endpoint (e.g. http://localhost:8080): create a recurring run.",
-)
-@click.option(
-    "--argo",
-    "argo_out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write an Argo WorkflowTemplate + CronWorkflow YAML here instead (kubectl apply -f it).",
-)
-@click.option(
-    "--results-pvc",
-    default="",
-    help="--argo: PVC keeping each night's results and report (default: the model cache PVC).",
-)
-@click.option(
-    "--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE)."
-)
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE", help="Nightly-eval pipeline parameter."
-)
-@click.option("--experiment", default="termrl", show_default=True)
-@click.option("--namespace", default=None, help="KFP namespace (multi-user) / Argo namespace.")
-@_placement_options
-def schedule_nightly(
-    cron: str,
-    host: str | None,
-    argo_out: str | None,
-    settings: tuple[str, ...],
-    experiment: str,
-    namespace: str | None,
-    placement: dict[str, Any],
-    results_pvc: str,
-    model_cache_pvc: str,
-) -> None:
-    """Run the nightly eval on a cron schedule (KFP recurring run, or Argo with --argo)."""
-    from pipelines.curriculum import CurriculumShape
-    from pipelines.local import pipeline_defaults
-    from pipelines.nightly_eval import build_nightly_eval
-    from pipelines.schedule import ARGO_FIXED, nightly_argo, round_trip, schedule_kfp
-
-    if (host is None) == (argo_out is None):
-        raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
-    if host is not None and results_pvc:
-        raise click.UsageError("--results-pvc is for --argo: KFP keeps results as run artifacts")
-    code_version = source_version()
-    try:
-        fields = _placement_fields(placement, code_version)
-        defaults = pipeline_defaults(build_nightly_eval())
-        params = pipeline_arguments(defaults, settings)
-        if host is not None:
-            shape = CurriculumShape(
-                code_version=code_version,
-                model_cache_pvc=model_cache_pvc,
-                **fields,
-                **_sandbox_fields(placement),
-            )
-            job = schedule_kfp(
-                host, cron, params=params, experiment=experiment, namespace=namespace, shape=shape
-            )
-            click.echo(f"recurring run {job} created on {host} (cron {cron})")
-            return
-        fixed = sorted(set(params) & set(ARGO_FIXED))
-        if fixed:
-            raise click.UsageError(
-                f"--argo: {', '.join(fixed)} cannot be set on the Argo nightly (sandboxes are pods, "
-                "the GPU request and code version are the images'); drop it or schedule on KFP"
-            )
-        sandbox = _sandbox_fields(placement)
-        template, workflow = nightly_argo(
-            cron,
-            {
-                **defaults,
-                "sandbox_registry": sandbox["sandbox_registry"],
-                "sandbox_pull_secret": sandbox["sandbox_pull_secret"],
-                **params,
-            },
-            namespace=namespace or "default",
-            results_pvc=results_pvc,
-            model_cache_pvc=model_cache_pvc,
-            **fields,
-        )
-        text, _ = round_trip(template, workflow)
-    except TermrlError as exc:
-        raise click.ClickException(str(exc)) from exc
-    Path(argo_out).write_text(text)
-    click.echo(
-        f"wrote {argo_out} (WorkflowTemplate {template.name} and the CronWorkflow running it, "
-        f"schedule {cron}); kubectl apply -f {argo_out}"
-    )
-
-
-@click.group("cluster")
-def cluster() -> None:
-    """What a Kubernetes cluster needs once before the pipeline runs there."""
-
-
-@cluster.command("manifests")
-@click.option(
-    "--namespace",
-    default=manifests.NAMESPACE,
-    show_default=True,
-    help="Namespace the pipeline's pods run in (standalone KFP: kubeflow; multi-user: your profile's).",
-)
-@click.option(
-    "--sandbox-namespace",
-    default=manifests.SANDBOX_NAMESPACE,
-    show_default=True,
-    help="Namespace of the sandbox pods (the kubernetes sandbox backend's).",
-)
-@click.option(
-    "--service-account",
-    default=manifests.SERVICE_ACCOUNT,
-    show_default=True,
-    help="Service account the pipeline's pods run as (standalone KFP: pipeline-runner; "
-    "multi-user: default-editor).",
-)
-@click.option(
-    "--existing-account",
-    is_flag=True,
-    help="NAMESPACE and SERVICE_ACCOUNT exist already (KFP's): leave them out of the output.",
-)
-@click.option(
-    "--sandbox-pods",
-    type=int,
-    default=manifests.SandboxQuota.pods,
-    show_default=True,
-    help="Most sandbox pods at once (ResourceQuota).",
-)
-@click.option(
-    "--sandbox-cpu",
-    default=manifests.SandboxQuota.cpu,
-    show_default=True,
-    help="Most CPU all sandbox pods request and use together.",
-)
-@click.option(
-    "--sandbox-memory",
-    default=manifests.SandboxQuota.memory,
-    show_default=True,
-    help="Most memory all sandbox pods request and use together.",
-)
-def cluster_manifests(
-    namespace: str,
-    sandbox_namespace: str,
-    service_account: str,
-    existing_account: bool,
-    sandbox_pods: int,
-    sandbox_cpu: str,
-    sandbox_memory: str,
-) -> None:
-    """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies and ResourceQuota (kubectl apply -f -)."""
-    try:
-        documents = manifests.cluster_manifests(
-            namespace=namespace,
-            sandbox_namespace=sandbox_namespace,
-            service_account=service_account,
-            quota=manifests.SandboxQuota(pods=sandbox_pods, cpu=sandbox_cpu, memory=sandbox_memory),
-            existing_account=existing_account,
-        )
-    except TermrlError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(manifests.to_yaml(documents), nl=False)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from kubernetes.client import ApiClient
 
 from pipelines.cluster import SANDBOX_NAMESPACE, SandboxQuota, cluster_manifests, to_yaml
-from pipelines.pipeline_cli import cluster
+from pipelines.cluster_cli import cluster
 from termrl.errors import ConfigError
 from termrl.sandbox.kubernetes import KubernetesBackend, pod_manifest
 from termrl.sandbox.spec import SandboxSpec

@@ -16,8 +16,8 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipelines.cluster import SERVICE_ACCOUNT
+from pipelines.cluster_cli import schedule
 from pipelines.local import spec_defaults
-from pipelines.pipeline_cli import schedule
 from pipelines.schedule import ARGO_PARAMETERS, argo_cron, kfp_cron, nightly_argo, round_trip
 from pipelines.versioning import source_version
 from termrl.errors import ConfigError
