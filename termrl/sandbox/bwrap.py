@@ -76,6 +76,33 @@ from termrl.sandbox.spec import SandboxSpec
 __all__ = ["DOCKER_CAPS", "BwrapBackend", "BwrapSandbox"]
 
 # Docker's default capability set (moby oci/caps/defaults.go).
+# SUPERVISOR for an agent user (``SandboxSpec.user``): bwrap over the root-owned overlay runs
+# as root, so the supervisor stays root and each inner shell drops to the user with the image's
+# own setpriv. $1 token, $2 user (a name or uid), $3 root's set-up, run once before any agent
+# process exists. The ids are asked of the sandbox's own ``id`` (fresh.IDS_OF_COMMAND's rule: a
+# uid with no passwd entry is itself, its gid the same); HOME is the user's passwd home.
+# Leaving uid 0 clears every capability, and bwrap's no_new_privs keeps setuid binaries
+# (sudo, su) from giving any back.
+SUPERVISOR_AS_USER = r"""
+exec 2>/dev/null
+trap 'exit 0' TERM
+token=$1 u=$2
+eval "$3"
+if ! command -v setpriv >/dev/null; then
+  echo "termrl: the image has no setpriv (util-linux): the bwrap backend cannot run the agent as $u"
+  exit 1
+elif uid=$(id -u -- "$u") && gid=$(id -g -- "$u"); then groups=--init-groups
+elif [ -n "$u" ] && [ -z "${u//[0-9]/}" ]; then uid=$u gid=$u groups=--clear-groups
+else echo "termrl: no such user in the image: $u"; exit 1; fi
+home=$(getent passwd "$uid" | cut -d: -f6)
+export HOME=${home:-/} USER=$u LOGNAME=$u
+while :; do
+  setpriv --reuid="$uid" --regid="$gid" $groups --inh-caps=-all -- bash --noprofile --norc
+  printf '\n%s%s %d\n' __TERMRL_EXIT_ "$token" "$?"
+  read -r _ || exit 0
+done
+"""
+
 DOCKER_CAPS = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -494,8 +521,11 @@ class BwrapBackend(Backend):
         workdir: str,
         token: str,
         extra: tuple[str, ...] = (),
+        setup: str = "",
     ) -> list[str]:
-        """The bwrap command line of one session (public for tests); ``extra`` follows the mounts."""
+        """The bwrap command line of one session (public for tests); ``extra`` follows the mounts.
+        With ``spec.user`` the supervisor runs ``setup`` as root, then the agent's shells as the
+        user (``SUPERVISOR_AS_USER``); without, ``setup`` is the shell's own first line."""
         argv = [
             "bwrap",
             "--bind",
@@ -527,15 +557,22 @@ class BwrapBackend(Backend):
         for key, value in sorted({**env, **spec.env}.items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", workdir if (lower / workdir.lstrip("/")).is_dir() else "/"]
+        if spec.user:
+            return [
+                *argv,
+                "bash",
+                "-c",
+                SUPERVISOR_AS_USER,
+                "termrl-supervisor",
+                token,
+                spec.user,
+                setup,
+            ]
         return [*argv, "bash", "-c", SUPERVISOR, "termrl-supervisor", token]
 
     async def start(
         self, spec: SandboxSpec, image: str, output_limit: int
     ) -> tuple[BwrapSandbox, Shell]:
-        if spec.user:  # bwrap over a root-owned overlay runs as root; only fresh processes change user (enter.py)
-            raise EnvInitFailed(
-                f"the bwrap backend cannot run the agent as user {spec.user!r}: use podman"
-            )
         egress = spec.network == "egress"
         if egress and shutil.which("slirp4netns") is None:
             raise SandboxUnavailable(
@@ -568,8 +605,10 @@ class BwrapBackend(Backend):
         os.lseek(seccomp_fd, 0, os.SEEK_SET)
         extra += ["--seccomp", str(seccomp_fd)]
         argv = self.bwrap_argv(
-            spec, session_dir / "merged", lower, env, workdir, token, tuple(extra)
+            spec, session_dir / "merged", lower, env, workdir, token, tuple(extra), setup
         )
+        if spec.user:
+            setup = ""  # root's set-up runs in the supervisor, before the user's shell
         try:
             process = await asyncio.create_subprocess_exec(
                 *DEFAULT_SIGINT,

@@ -158,16 +158,18 @@ def credentials(pid):
 
 def cut_privileges(creds, seccomp, machine):
     """Become the target's user with the target's capability sets, then seccomp (irreversible)."""
-    check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps")
-    os.setgroups(creds["groups"])
-    os.setresgid(creds["gid"], creds["gid"], creds["gid"])
-    os.setresuid(creds["uid"], creds["uid"], creds["uid"])
-    # The bounding set limits what an exec can grant: no more than the target holds.
+    # The bounding set limits what an exec can grant: no more than the target holds. Dropped
+    # first, while this process still holds CAP_SETPCAP: a setuid away from root clears the
+    # effective set, and a non-root user's entry would then fail here.
     bounding = creds["CapBnd"] & (creds["CapPrm"] | creds["CapInh"])
     for cap in range(CAP_LAST + 1):
         dropped = bounding & (1 << cap) or libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0
         if not dropped and ctypes.get_errno() != 22:  # EINVAL: past the kernel's last capability
             check(-1, f"drop capability {cap} from the bounding set")
+    check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps")
+    os.setgroups(creds["groups"])
+    os.setresgid(creds["gid"], creds["gid"], creds["gid"])
+    os.setresuid(creds["uid"], creds["uid"], creds["uid"])
     header = CapHeader(CAPABILITY_VERSION_3, 0)
     data = (CapData * 2)()
     for word in (0, 1):

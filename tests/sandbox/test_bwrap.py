@@ -296,3 +296,30 @@ async def test_the_host_keyring_and_other_masked_proc_files_are_out_of_reach(bwr
         # Threads still start: clone3 answers ENOSYS and libc falls back to clone.
         threads = "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread ran\",)); t.start(); t.join()'"
         assert (await session.exec(threads)).output == "thread ran\n"
+
+
+async def test_the_agent_shell_runs_as_the_spec_user_without_privileges(bwrap, base_images):
+    async with await bwrap.create(SandboxSpec(image=base_images, user="nobody")) as session:
+        who = await session.exec("id -un; echo $HOME; grep CapEff /proc/self/status | cut -f2")
+        name, home, caps = who.output.split()
+        assert (name, home, int(caps, 16)) == ("nobody", "/nonexistent", 0)
+        # Root-owned files stay out of reach, and no setuid binary gives root back.
+        assert (await session.exec("touch /etc/planted")).exit_code != 0
+        assert (await session.exec("su -c true root </dev/null")).exit_code != 0
+        # A shell the agent exits is started again as the user, not as the root supervisor.
+        await session.exec("exit 3")
+        assert (await session.exec("id -u")).output == "65534\n"
+        # Fresh processes (the tests) run as root unless asked otherwise.
+        assert (await session.exec_fresh("id -un")).output == "root\n"
+        fresh = await session.exec_fresh("id -un; grep CapEff /proc/self/status", user="nobody")
+        assert fresh.output.split()[::2] == ["nobody", "0000000000000000"]
+    async with await bwrap.create(SandboxSpec(image=base_images, user="4321")) as session:
+        assert (await session.exec("id -u; id -g")).output == "4321\n4321\n"  # no passwd entry
+
+
+async def test_an_agent_user_the_image_lacks_is_a_clear_start_failure(bwrap, base_images):
+    with pytest.raises(EnvInitFailed) as failed:
+        await bwrap.create(SandboxSpec(image=base_images, user="no-such-user"))
+    assert "no such user in the image: no-such-user" in (failed.value.log_tail or "") + str(
+        failed.value
+    )

@@ -229,16 +229,19 @@ async def test_host_wide_kernel_settings_are_read_only(podman, base_images):
         assert (await session.exec("cat /proc/keys 2>/dev/null | wc -c")).output == "0\n"
 
 
-def _loop_devices() -> int:
-    return len(
-        subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
-    )
+def _loop_backing_files() -> set[str]:
+    """The files behind this host's loop devices (other runs' sandboxes may come and go)."""
+    listed = subprocess.run(
+        ["losetup", "--list", "--noheadings", "--output", "BACK-FILE"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {line.strip().removesuffix(" (deleted)") for line in listed.splitlines()}
 
 
 async def test_disk_fill_fails_that_sandbox_alone(podman, base_images):
     if os.geteuid() != 0:
         pytest.skip("the podman disk limit mounts the container's root itself: rootful podman only")
-    before = _loop_devices()
     spec = SandboxSpec(image=base_images, storage_mb=64)
     async with await podman.create(spec) as full, await podman.create(spec) as other:
         fill = await full.exec(
@@ -257,8 +260,10 @@ async def test_disk_fill_fails_that_sandbox_alone(podman, base_images):
         assert (
             layer is not None and (layer.directory / "disk.img").stat().st_blocks * 512 < 80 * 2**20
         )  # sparse
+        images = {str(s.sandbox.layer.directory / "disk.img") for s in (full, other)}
+        assert images <= _loop_backing_files()  # each sandbox's disk is a loop device
     assert not layer.directory.exists() and not os.path.ismount(layer.root)
-    assert _loop_devices() == before  # the loop devices went with the sandboxes
+    assert not images & _loop_backing_files()  # the loop devices went with the sandboxes
 
 
 async def test_an_image_keeps_its_environment_workdir_and_user(podman, base_images):

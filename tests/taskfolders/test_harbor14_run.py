@@ -32,13 +32,14 @@ ALL_TASKS = ["agent-user", "multi-step", "separate-verifier"]
 @pytest.mark.slow
 @pytest.mark.podman
 @pytest.mark.parametrize(
-    "task_ids",
+    ("task_ids", "backend"),
     [
-        pytest.param(["separate-verifier"], marks=pytest.mark.ci, id="ci"),
-        pytest.param(ALL_TASKS, id="all"),
+        pytest.param(["separate-verifier"], "podman", marks=pytest.mark.ci, id="ci"),
+        pytest.param(ALL_TASKS, "podman", id="all"),
+        pytest.param(["agent-user"], "bwrap", id="agent-user-bwrap"),
     ],
 )
-def test_oracle_passes_and_nop_fails_on_harbor_1_4_tasks(task_ids, base_images, tmp_path):
+def test_oracle_passes_and_nop_fails_on_harbor_1_4_tasks(task_ids, backend, base_images, tmp_path):
     tasks = {t.id: t for t in import_task_folders([FIXTURES]).tasks}
     assert sorted(tasks) == ALL_TASKS
     rows = {}
@@ -48,6 +49,7 @@ def test_oracle_passes_and_nop_fails_on_harbor_1_4_tasks(task_ids, base_images, 
             agent=agent,
             out=str(tmp_path / f"{agent}.parquet"),
             task_ids=task_ids,
+            backend=backend,
             progress=False,
         )
         main(config)
