@@ -113,7 +113,7 @@ RESOURCES = {
 RETRIED = {"verify": 2, "demonstrate": 2, "rollout": 2, "evaluate": 2, "train": 1}
 """Retries per stage. Sandbox stages fail transiently (a node loses its sandboxes, a
 build times out) and rollout resumes from the episodes already written; a train
-retry mostly survives a pre-empted node."""
+retry (a pre-empted node) resumes from its last step checkpoint (``components.progress``)."""
 
 GPU_STAGES = ("rollout", "train", "evaluate")
 SECRET_STAGES = ("synthesize", "verify", "evaluate")
