@@ -67,7 +67,14 @@ from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import hostca, procs, seccomp
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, cache_root, rootfs_tarball
-from termrl.sandbox.fresh import UnknownUser, enter, fresh_argv, fresh_env, user_ids
+from termrl.sandbox.fresh import (
+    IDS_OF_COMMAND,
+    UnknownUser,
+    enter,
+    fresh_argv,
+    fresh_env,
+    user_ids,
+)
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import DEFAULT_SIGINT, SUPERVISOR, ProcessChannel, Shell
@@ -75,34 +82,35 @@ from termrl.sandbox.spec import SandboxSpec
 
 __all__ = ["DOCKER_CAPS", "BwrapBackend", "BwrapSandbox"]
 
-# Docker's default capability set (moby oci/caps/defaults.go).
 # SUPERVISOR for an agent user (``SandboxSpec.user``): bwrap over the root-owned overlay runs
 # as root, so the supervisor stays root and each inner shell drops to the user with the image's
-# own setpriv. $1 token, $2 user (a name or uid), $3 root's set-up, run once before any agent
-# process exists. The ids are asked of the sandbox's own ``id`` (fresh.IDS_OF_COMMAND's rule: a
-# uid with no passwd entry is itself, its gid the same); HOME is the user's passwd home.
-# Leaving uid 0 clears every capability, and bwrap's no_new_privs keeps setuid binaries
-# (sudo, su) from giving any back.
+# own setpriv. $1 token, $2 user (a name or uid), $3 fresh.IDS_OF_COMMAND (the user's ids as
+# the sandbox's own ``id`` reports them, the rule ``enter`` follows too), $4 root's set-up, run
+# once before any agent process exists. HOME is the user's passwd home. Leaving uid 0 clears
+# every capability, and bwrap's no_new_privs keeps setuid binaries (sudo, su) from giving any back.
 SUPERVISOR_AS_USER = r"""
 exec 2>/dev/null
 trap 'exit 0' TERM
 token=$1 u=$2
-eval "$3"
+eval "$4"
 if ! command -v setpriv >/dev/null; then
   echo "termrl: the image has no setpriv (util-linux): the bwrap backend cannot run the agent as $u"
   exit 1
-elif uid=$(id -u -- "$u") && gid=$(id -g -- "$u"); then groups=--init-groups
-elif [ -n "$u" ] && [ -z "${u//[0-9]/}" ]; then uid=$u gid=$u groups=--clear-groups
-else echo "termrl: no such user in the image: $u"; exit 1; fi
+elif ! ids=$(TERMRL_USER=$u bash --noprofile --norc -c "$3"); then
+  echo "termrl: no such user in the image: $u"; exit 1
+fi
+read -r uid gid groups <<< "$ids"
+if [ -n "$groups" ]; then groups=--groups=${groups// /,}; else groups=--clear-groups; fi
 home=$(getent passwd "$uid" | cut -d: -f6)
 export HOME=${home:-/} USER=$u LOGNAME=$u
 while :; do
-  setpriv --reuid="$uid" --regid="$gid" $groups --inh-caps=-all -- bash --noprofile --norc
+  setpriv --reuid="$uid" --regid="$gid" "$groups" --inh-caps=-all -- bash --noprofile --norc
   printf '\n%s%s %d\n' __TERMRL_EXIT_ "$token" "$?"
   read -r _ || exit 0
 done
 """
 
+# Docker's default capability set (moby oci/caps/defaults.go).
 DOCKER_CAPS = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -557,18 +565,12 @@ class BwrapBackend(Backend):
         for key, value in sorted({**env, **spec.env}.items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", workdir if (lower / workdir.lstrip("/")).is_dir() else "/"]
-        if spec.user:
-            return [
-                *argv,
-                "bash",
-                "-c",
-                SUPERVISOR_AS_USER,
-                "termrl-supervisor",
-                token,
-                spec.user,
-                setup,
-            ]
-        return [*argv, "bash", "-c", SUPERVISOR, "termrl-supervisor", token]
+        supervisor = (
+            [SUPERVISOR_AS_USER, "termrl-supervisor", token, spec.user, IDS_OF_COMMAND, setup]
+            if spec.user
+            else [SUPERVISOR, "termrl-supervisor", token]
+        )
+        return [*argv, "bash", "-c", *supervisor]
 
     async def start(
         self, spec: SandboxSpec, image: str, output_limit: int
