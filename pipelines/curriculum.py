@@ -43,9 +43,9 @@ The parameter defaults are sized for ``termrl run`` on a small CPU-only machine
 (SmolLM2-135M): 72 easy procedural training tasks (at 48 the final policy passed 60 %
 of the held-out tasks and the RL rounds added 4 points over imitation alone; at 72, 76 %
 and 8 points: more distinct tasks per family, in both the imitation and the RL pools),
-16 groups of 4 episodes of 3 turns of at most 128 tokens, 28 held-out tasks. Phase 1 samples at temperature 0.7 (at 1.0 the
-imitated policy solved 6 % of unseen training tasks, at 0.7 16 %: more groups with a
-success to learn from); phase 2 at 1.0, because after phase 1 the policy at 0.7 solves a
+16 groups of 4 episodes of 3 turns of at most 128 tokens, 28 held-out tasks. Phase 1
+samples at temperature 0.7 (at 1.0 the imitated policy solved 6 % of unseen training
+tasks, at 0.7 16 %: more groups with a success to learn from); phase 2 at 1.0, because after phase 1 the policy at 0.7 solves a
 task in all four episodes or in none (run 11's cache: 1 of 16 phase-2 groups had
 differing rewards at 0.7, 8 of 16 at 1.0), and its pool holds 16 tasks, one per group.
 16 groups rather than 8 because this policy's success on a task is close to all or
