@@ -23,7 +23,8 @@ pool). After every round a health step (``components/health``) reads the
 round's rollout and train metrics: healthy, mitigate (the next rounds get
 settings such as tighter clipping, a length mask or a lower learning rate) or
 roll back (the next round starts again from the last policy a rollout measured
-without a collapse, with culprit tasks quarantined); the report shows each
+without a collapse, with culprit tasks quarantined: a ``dsl.If``/``dsl.Else`` on
+the verdict, ``branch_on_verdict``); the report shows each
 verdict with its reasons. Every policy is evaluated on the same held-out tasks (greedy
 decoding), and the compare step reports each pass rate with its interval and
 the paired difference vs base; the held-out family is never trained on.
@@ -54,6 +55,7 @@ loss. Raise them on a cluster.
 """
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,7 +65,7 @@ from kfp.dsl.pipeline_task import PipelineTask
 
 from components.demonstrate.component import demonstrate
 from components.eval.component import evaluate
-from components.health.component import health
+from components.health.component import continue_from, health
 from components.images import CPU_IMAGE, GPU_IMAGE
 from components.rollout.component import rollout
 from components.synthesize.component import synthesize
@@ -84,6 +86,7 @@ __all__ = [
     "CurriculumShape",
     "Ops",
     "apply_platform",
+    "branch_on_verdict",
     "build_curriculum",
     "make_ops",
 ]
@@ -108,6 +111,7 @@ RESOURCES = {
     "evaluate": ("4", "16Gi", "32Gi"),
     "compare": ("1", "2Gi", "4Gi"),
     "health": ("1", "1Gi", "2Gi"),
+    "continue_from": ("1", "1Gi", "2Gi"),
 }
 
 RETRIED = {"verify": 2, "demonstrate": 2, "rollout": 2, "evaluate": 2, "train": 1}
@@ -184,6 +188,7 @@ class Ops:
     evaluate: BaseComponent
     compare: BaseComponent
     health: BaseComponent
+    continue_from: BaseComponent
     by_name: dict[str, BaseComponent] = field(default_factory=dict)
 
 
@@ -204,6 +209,7 @@ def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
         "demonstrate": demonstrate,
         "compare": compare,
         "health": health,
+        "continue_from": continue_from,
     }
     gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
     by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
@@ -255,6 +261,34 @@ def apply_platform(
             secret_key_to_env={k: k for k in shape.api_key_env},
         )
     return task
+
+
+def branch_on_verdict(
+    continue_from: Callable[..., PipelineTask],
+    place: Callable[[PipelineTask, str, str], PipelineTask],
+    verdict: object,
+    *,
+    checkpoint: object,
+    policy: object,
+    fallback: object,
+    names: tuple[str, str],
+) -> tuple[object, object]:
+    """The next round's policy and rollback target: a ``dsl.If``/``dsl.Else`` on a health verdict.
+
+    On ``rollback`` both are ``fallback``, the last policy a rollout measured without a collapse;
+    otherwise the round's new ``checkpoint``, and ``policy``, the one its rollout just measured.
+    Each branch runs ``continue_from`` (which takes ``policy`` and ``fallback`` and hands them on);
+    the results are ``dsl.OneOf`` the two branches' outputs. ``names``: the two tasks' display
+    names (roll back, go on).
+    """
+    with dsl.If(verdict == "rollback", name="rollback"):
+        back = place(continue_from(policy=fallback, fallback=fallback), "continue_from", names[0])
+    with dsl.Else(name="go on"):
+        on = place(continue_from(policy=checkpoint, fallback=policy), "continue_from", names[1])
+    return (
+        dsl.OneOf(back.outputs["next_policy"], on.outputs["next_policy"]),
+        dsl.OneOf(back.outputs["next_fallback"], on.outputs["next_fallback"]),
+    )
 
 
 def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., object]:
@@ -487,9 +521,10 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
 
         schedule = [(1, i, n1, "positive-only", "train_pool") for i in range(1, n1 + 1)]
         schedule += [(2, j, n2, "full", "expert_pool") for j in range(1, n2 + 1)]
-        # The health step after each round hands on the next round's policy (the new checkpoint,
-        # or the last policy measured healthy on a collapse) and options (the run's, plus every
-        # mitigation so far); see components/health/component.py for why it is not a dsl.If.
+        # The health step after each round returns its verdict and the next round's options (the
+        # run's, plus every mitigation so far). The next round's policy is a branch on the verdict:
+        # after a rollback, the last policy a rollout measured without a collapse; otherwise the
+        # new checkpoint (which becomes the rollback target once the next rollout has measured it).
         fallback, report = policy, None
         rollout_opts, train_opts = rollout_options, train_options
         for version, (phase, i, total, mode, pool) in enumerate(schedule, start=1):
@@ -549,7 +584,6 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     rollout_metrics=rolled.outputs["rollout_metrics"],
                     policy=policy,
                     checkpoint=trained.outputs["checkpoint"],
-                    fallback=fallback,
                     train_options=train_opts,
                     rollout_options=rollout_opts,
                     thresholds=health_thresholds,
@@ -558,7 +592,18 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 "health",
                 f"phase {phase} · health {i}/{total}",
             )
-            policy, fallback = checked.outputs["next_policy"], checked.outputs["next_fallback"]
+            policy, fallback = branch_on_verdict(
+                functools.partial(ops.continue_from, code_version=code_version),
+                place,
+                checked.outputs["verdict"],
+                checkpoint=trained.outputs["checkpoint"],
+                policy=policy,
+                fallback=fallback,
+                names=(
+                    f"phase {phase} · roll back {i}/{total}",
+                    f"phase {phase} · go on {i}/{total}",
+                ),
+            )
             report = checked.outputs["report"]
             train_opts, rollout_opts = (
                 checked.outputs["next_train_options"],

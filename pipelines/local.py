@@ -15,6 +15,14 @@ stages' streamed output), keeps them all in ``run.log`` and turns them into
 one line per stage; cache hits arrive as log records outside kfp's own
 handler. A cached task's outputs are read from its cache entry, so the run
 record names the outputs of every task, executed or not: ``rerun`` needs them.
+A task in a ``dsl.If``/``dsl.Else`` branch that was not taken is recorded as
+``skipped``.
+
+kfp's local runner resolves a ``dsl.OneOf`` over parameters but refuses one
+over artifacts ("Expected 1 artifact in ArtifactSelectorSpec"), which the
+curriculum's rollback branch hands on. ``run_pipeline_locally`` resolves it the
+same way for artifacts: the output of the one branch that ran
+(``_artifact_one_of``, patched in for the run).
 
 ``summary_lines(record, report)`` is what ``termrl run`` prints at the end:
 the compare task's report and its table of policies.
@@ -36,12 +44,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kfp import local
-from kfp.local import executor_output_utils, graph_utils
+from kfp.local import executor_output_utils
+
+from pipelines.spec_tasks import leaf_tasks
 
 __all__ = [
     "RunRecord",
     "TaskRecord",
-    "display_names",
     "pipeline_defaults",
     "run_pipeline_locally",
     "spec_defaults",
@@ -56,6 +65,7 @@ _OUTPUT_KEY = re.compile(r"^\s{4}(\w+): \w+\( name=")
 _OUTPUT_URI = re.compile(r"uri='(.*)',$")
 _CACHE_HIT = re.compile(r"Task (\S+) cache hit \(key=([0-9a-f]+)\)")
 _RETRY = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
+_SKIPPED = re.compile(r"Skipping conditional task (\S+) ")
 _NUMBER_INTEGER = 2  # pipeline_spec_pb2.ParameterType.NUMBER_INTEGER
 _QUIET_WARNINGS = (r".*have no effect in the current local runner.*", r".*non-Python base image.*")
 
@@ -66,7 +76,7 @@ class TaskRecord:
 
     name: str
     display_name: str
-    state: str = "pending"  # pending | running | executed | cached | failed | imported
+    state: str = "pending"  # pending | running | executed | cached | failed | imported | skipped
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time of the stage's process tree (sandboxes run under podman, not counted)."""
@@ -91,6 +101,9 @@ class RunRecord:
     def executed(self) -> list[str]:
         return [t.name for t in self.tasks.values() if t.state == "executed"]
 
+    def count(self, state: str) -> int:
+        return sum(t.state == state for t in self.tasks.values())
+
     def save(self) -> Path:
         path = Path(self.run_dir) / "run.json"
         data = asdict(self)
@@ -113,16 +126,6 @@ class RunRecord:
         data = json.loads(path.read_text())
         data["tasks"] = {name: TaskRecord(**task) for name, task in data["tasks"].items()}
         return cls(**data)
-
-
-def display_names(pipeline: Any) -> dict[str, str]:
-    """Local task name (the component name without ``comp-``) -> display name, in DAG order."""
-    tasks = pipeline.pipeline_spec.root.dag.tasks
-    order = list(reversed(graph_utils.topological_sort_tasks(tasks)))  # kfp pops from the end
-    return {
-        tasks[name].component_ref.name.removeprefix("comp-"): tasks[name].task_info.name or name
-        for name in order
-    }
 
 
 def pipeline_defaults(pipeline: Any) -> dict[str, Any]:
@@ -159,9 +162,12 @@ class _Progress:
         echo: Callable[[str], None],
         verbose: bool,
         cache_dir: Path,
+        branches: dict[str, list[str]] | None = None,
     ):
         self.record, self.log, self.echo, self.verbose = record, log, echo, verbose
         self.cache_dir = cache_dir
+        self.branches = branches or {}
+        """A ``dsl.If``/``dsl.Else`` branch's condition task -> the tasks in it."""
         self.buffer = ""
         self.current: str | None = None
         self.outputs_of: str | None = None
@@ -245,6 +251,13 @@ class _Progress:
         if not self.verbose:
             self.echo(f"{self._position(name)} {task.display_name}: cached (not executed)")
 
+    def skipped(self, branch: str) -> None:
+        for name in self.branches.get(branch, ()):
+            task = self._task(name)
+            task.state = "skipped"
+            if not self.verbose:
+                self.echo(f"{self._position(name)} {task.display_name}: skipped (branch not taken)")
+
     def retry(self, name: str, attempt: str, total: str) -> None:
         self.echo(
             f"{self._position(name)} {self._task(name).display_name}: attempt {attempt}/{total} "
@@ -266,6 +279,8 @@ class _KfpRecords(logging.Handler):
             self.progress.cache_hit(match.group(1), match.group(2))
         elif match := _RETRY.search(message):
             self.progress.retry(*match.groups())
+        elif match := _SKIPPED.search(message):
+            self.progress.skipped(match.group(1))
 
 
 @contextlib.contextmanager
@@ -334,14 +349,18 @@ def run_pipeline_locally(
     run_dir, cache_dir = Path(run_dir).resolve(), Path(cache_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    names = display_names(pipeline)
+    leaves = leaf_tasks(pipeline.pipeline_spec)
+    branches: dict[str, list[str]] = {}
+    for leaf in leaves.values():
+        for branch in leaf.branches:
+            branches.setdefault(branch, []).append(leaf.name)
     record = RunRecord(
         run_dir=str(run_dir),
         pipeline=pipeline.name,
         arguments={**pipeline_defaults(pipeline), **arguments},
         shape=shape or {},
         cache_dir=str(cache_dir),
-        tasks={n: TaskRecord(n, d) for n, d in names.items()},
+        tasks={n: TaskRecord(n, leaf.display_name) for n, leaf in leaves.items()},
         started=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
     local.init(
@@ -353,13 +372,53 @@ def run_pipeline_locally(
     )
     began = time.monotonic()
     with open(run_dir / "run.log", "a", buffering=1) as log, _unbuffered_children():
-        progress = _Progress(record, log, echo, verbose, cache_dir)
-        with _captured(progress):
+        progress = _Progress(record, log, echo, verbose, cache_dir, branches)
+        with _captured(progress), _artifact_one_of():
             pipeline(**arguments)
     record.seconds = time.monotonic() - began
-    record.ok = all(t.state in ("executed", "cached", "imported") for t in record.tasks.values())
+    done = ("executed", "cached", "imported", "skipped")
+    record.ok = all(t.state in done for t in record.tasks.values())
     record.save()
     return record
+
+
+def _dag_output_artifacts(
+    cls: Any, dag_outputs_spec: Any, io_store: Any
+) -> dict[str, Any]:  # kfp calls it by these keywords
+    """kfp's ``OrchestratorUtils.get_dag_output_artifacts``, with a ``dsl.OneOf`` over artifacts
+    (several selectors) resolved as kfp resolves one over parameters: the one branch that ran."""
+    outputs = {}
+    for key, spec in dag_outputs_spec.artifacts.items():
+        found = []
+        for selector in spec.artifact_selectors:
+            try:
+                found.append(
+                    io_store.get_task_output(
+                        selector.producer_subtask, selector.output_artifact_key
+                    )
+                )
+            except (KeyError, ValueError):  # a branch not taken produced nothing
+                continue
+        if len(found) != 1:
+            raise ValueError(
+                f"DAG output artifact {key!r}: {len(found)} of its {len(spec.artifact_selectors)} "
+                "sources produced it, expected exactly one"
+            )
+        outputs[key] = found[0]
+    return outputs
+
+
+@contextlib.contextmanager
+def _artifact_one_of() -> Iterator[None]:
+    """kfp's local runner with ``_dag_output_artifacts`` for the block (see the module docstring)."""
+    from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
+
+    saved = OrchestratorUtils.__dict__["get_dag_output_artifacts"]
+    OrchestratorUtils.get_dag_output_artifacts = classmethod(_dag_output_artifacts)
+    try:
+        yield
+    finally:
+        OrchestratorUtils.get_dag_output_artifacts = saved
 
 
 def summary_lines(record: RunRecord, report: str) -> list[str]:

@@ -187,11 +187,11 @@ def run(
             )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
-    executed = record.executed()
+    counts = f"{record.count('executed')} stage(s) executed, {record.count('cached')} cached"
+    if skipped := record.count("skipped"):
+        counts += f", {skipped} in branches not taken"
     click.echo(
-        f"\n{'finished' if record.ok else 'FAILED'} in {record.seconds / 60:.1f} min: "
-        f"{len(executed)} stage(s) executed, "
-        f"{sum(t.state == 'cached' for t in record.tasks.values())} cached"
+        f"\n{'finished' if record.ok else 'FAILED'} in {record.seconds / 60:.1f} min: {counts}"
     )
     if not record.ok:
         raise click.ClickException(f"a stage failed; see {run_dir / 'run.log'}")
@@ -239,6 +239,7 @@ def compile_command(
     """Compile a pipeline to YAML for the Kubeflow UI (images a cluster can pull: --registry or full names)."""
     from pipelines.compile import compile_pipeline, read_compiled
     from pipelines.curriculum import CurriculumShape
+    from pipelines.spec_tasks import leaf_tasks
 
     code_version = code_version or source_version()
     try:
@@ -256,9 +257,14 @@ def compile_command(
         spec, _ = read_compiled(path)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
+    leaves = leaf_tasks(spec).values()
+    branched = sum(bool(leaf.branches) for leaf in leaves)
+    tasks = f"{len(leaves)} tasks" + (
+        f", {branched} in dsl.If/dsl.Else branches" if branched else ""
+    )
     click.echo(
-        f"wrote {path} ({spec.pipeline_info.name}: {len(spec.root.dag.tasks)} tasks, "
-        f"code_version default {shape.code_version})\nimages: {shape.cpu_image}, {shape.gpu_image}"
+        f"wrote {path} ({spec.pipeline_info.name}: {tasks}, code_version default "
+        f"{shape.code_version})\nimages: {shape.cpu_image}, {shape.gpu_image}"
     )
 
 

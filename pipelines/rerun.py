@@ -31,6 +31,7 @@ from pipelines.curriculum import CurriculumShape, build_curriculum, make_ops
 from pipelines.docker_runner import RunnerChoice
 from pipelines.local import RunRecord, run_pipeline_locally
 from pipelines.options import stage_options
+from pipelines.spec_tasks import leaf_tasks, output_sources
 from pipelines.versioning import source_version
 from termrl.errors import ConfigError
 from termrl.settings import parse_typed
@@ -90,14 +91,12 @@ def plan_rerun(
         choice = choice.with_image(source_version())
     pipeline = _pipeline_for(record)
     spec = pipeline.pipeline_spec
-    by_local = {
-        t.component_ref.name.removeprefix("comp-"): (name, t)
-        for name, t in spec.root.dag.tasks.items()
-    }
-    if task not in by_local:
-        kinds = sorted(by_local)
+    # The stages that always run; a dsl.If branch's hand-on is no stage of its own.
+    stages = {name: leaf.task for name, leaf in leaf_tasks(spec).items() if not leaf.branches}
+    if task not in stages:
+        kinds = sorted(stages)
         raise ConfigError(f"no stage {task!r} in {record.run_dir}; stages: {', '.join(kinds)}")
-    _, task_spec = by_local[task]
+    task_spec = stages[task]
     component_spec = spec.components[task_spec.component_ref.name]
     kind = re.sub(r"-\d+$", "", task).replace("-", "_")
     shape = _shape(record)
@@ -142,18 +141,18 @@ def plan_rerun(
 
     artifacts: dict[str, tuple[str, type]] = {}
     for name, value in task_spec.inputs.artifacts.items():
-        producer = value.task_output_artifact.producer_task
-        key = value.task_output_artifact.output_artifact_key
-        producer_local = spec.root.dag.tasks[producer].component_ref.name.removeprefix("comp-")
-        uri = (
-            record.tasks.get(producer_local).outputs.get(key)
-            if producer_local in record.tasks
-            else None
-        )
+        output = value.task_output_artifact
+        # One source, or one per branch of a dsl.OneOf: the output of the branch that ran.
+        sources = output_sources(spec, output.producer_task, output.output_artifact_key)
+        uris = [
+            record.tasks[local].outputs[key]
+            for local, key in sources
+            if local in record.tasks and key in record.tasks[local].outputs
+        ]
+        uri = uris[0] if len(uris) == 1 else None
         if not uri or not Path(uri).exists():
-            problems.append(
-                f"input {name!r}: output {key!r} of {producer_local!r} is not on disk ({uri})"
-            )
+            which = " or ".join(f"output {key!r} of {local!r}" for local, key in sources)
+            problems.append(f"input {name!r}: {which} is not on disk ({', '.join(uris) or None})")
             continue
         schema = component_spec.input_definitions.artifacts[name].artifact_type.schema_title
         artifacts[name] = (

@@ -1,17 +1,17 @@
-"""The health stage as a KFP component: a typed signature, one call into the stage.
+"""The health stage as KFP components: typed signatures, thin calls into the stage.
 
-Imports live inside the function (it runs in the stage image). ``code_version``
-only feeds the cache key. It judges one iteration: the report of the previous
-health step carries the run's history, and this step's report is the next
-one's ``previous``.
+Imports live inside the functions (they run in the stage image). ``code_version``
+only feeds the cache key. ``health`` judges one iteration: the report of the
+previous health step carries the run's history, and this step's report is the
+next one's ``previous``. It returns the verdict and the options the next
+iteration trains and rolls out with.
 
-The step itself hands on the policy the next iteration starts from
-(``next_policy``: the new checkpoint, or ``fallback`` on a rollback) and the
-options it trains and rolls out with. A ``dsl.If``/``dsl.Else`` pair with
-``dsl.OneOf`` would express the same choice in the graph, but kfp's local
-runner cannot resolve ``dsl.OneOf`` over artifacts ("Expected 1 artifact in
-ArtifactSelectorSpec"), and ``termrl run`` runs the very graph a cluster runs.
-Locally the hand-on is a hard link per file, so it costs no copy.
+Which policy the next iteration starts from is a choice in the graph: the
+curriculum branches on the verdict (``dsl.If(verdict == "rollback")`` /
+``dsl.Else``), and in each branch ``continue_from`` hands on that branch's
+policy (the last healthy one, or the new checkpoint); a ``dsl.OneOf`` over the
+two branches is the next iteration's input. Locally the hand-on is a hard link
+per file, so it costs no copy.
 """
 
 from typing import NamedTuple, Optional
@@ -21,7 +21,7 @@ from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.images import CPU_IMAGE
 
-__all__ = ["health"]
+__all__ = ["continue_from", "health"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
@@ -30,11 +30,8 @@ def health(
     rollout_metrics: Input[Dataset],
     policy: Input[Model],
     checkpoint: Input[Model],
-    fallback: Input[Model],
     report: Output[Artifact],
     metrics: Output[Metrics],
-    next_policy: Output[Model],
-    next_fallback: Output[Model],
     previous: Optional[Input[Artifact]] = None,  # noqa: UP045 - kfp reads Optional[...]
     train_options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
     rollout_options: dict = None,
@@ -49,14 +46,12 @@ def health(
         ("next_rollout_options", dict),
     ],
 ):
-    """The run's health after an iteration -> the policy and options the next iteration starts from.
+    """The run's health after an iteration -> its verdict and the next iteration's options.
 
     Args:
         rollout_metrics: The iteration's rollout metrics (long format); they measure ``policy``.
         policy: The policy the iteration started from (its rollout ran it).
         checkpoint: The iteration's train output (train_metrics.parquet and training_state/ inside).
-        fallback: The newest policy an earlier rollout measured without a collapse (the previous
-            step's ``next_fallback``; the first step gets the starting policy): the rollback target.
         previous: The previous health step's report (the run so far); none for the first iteration.
         train_options: The run's own train options; the verdicts' settings go on top.
         rollout_options: The run's own rollout options; the verdicts' settings go on top.
@@ -64,9 +59,7 @@ def health(
         mitigations: Overrides of the treatments' strengths (``Mitigations`` fields).
 
     Returns:
-        next_policy: ``checkpoint``, or ``fallback`` on a rollback.
-        next_fallback: ``policy`` (just measured without a collapse), or ``fallback`` on a rollback.
-        verdict: healthy, mitigate or rollback.
+        verdict: healthy, mitigate or rollback (the curriculum branches on it).
         rollback_iteration: rollback: the iteration whose checkpoint the run restarts from (−1: the
             starting policy); otherwise the iteration just judged.
         next_train_options: ``train_options`` with every train setting the verdicts made.
@@ -80,7 +73,6 @@ def health(
     from components.health.detectors import Thresholds
     from components.health.stage import main
     from components.health.verdict import Mitigations
-    from termrl.llm.models import place_model
     from termrl.settings import build_config
 
     result = main(
@@ -96,9 +88,6 @@ def health(
     )
     data = result.to_dict()
     last = result.verdicts[-1]
-    rolled_back = last.kind == "rollback"
-    place_model(fallback.path if rolled_back else checkpoint.path, next_policy.path)
-    place_model(fallback.path if rolled_back else policy.path, next_fallback.path)
     values = {
         "health/iteration": float(data["iteration"]),
         "health/findings": float(len(last.findings)),
@@ -119,3 +108,24 @@ def health(
         {**(train_options or {}), **data["options"]["train"]},
         {**(rollout_options or {}), **data["options"]["rollout"]},
     )
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def continue_from(
+    code_version: str,
+    policy: Input[Model],
+    fallback: Input[Model],
+    next_policy: Output[Model],
+    next_fallback: Output[Model],
+) -> None:
+    """Hand on the policy the next iteration starts from, and its rollback target.
+
+    The curriculum runs one of two per iteration, on the health verdict: after a
+    rollback ``policy`` and ``fallback`` are both the last healthy policy; otherwise
+    ``policy`` is the new checkpoint and ``fallback`` the policy the iteration's
+    rollout just measured without a collapse.
+    """
+    from termrl.llm.models import place_model
+
+    place_model(policy.path, next_policy.path)
+    place_model(fallback.path, next_fallback.path)

@@ -17,6 +17,7 @@ from pipelines.compile import compile_pipeline, read_compiled
 from pipelines.curriculum import RESOURCES, RETRIED, CurriculumShape
 from pipelines.local import spec_defaults
 from pipelines.pipeline_cli import compile_command
+from pipelines.spec_tasks import leaf_tasks, output_sources
 from termrl.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "curriculum.yaml"
@@ -43,13 +44,48 @@ def _stage(task_name: str) -> str:
     return base.replace("-", "_")
 
 
+def _origin(spec, leaf: str, name: str) -> list[str]:
+    """The leaves input artifact ``name`` of task ``leaf`` may come from, followed out of the
+    ``dsl.If`` branches it sits in (one leaf, or one per branch of a ``dsl.OneOf``)."""
+
+    def path_to(dag, path):
+        for key, task in dag.tasks.items():
+            here = [*path, (dag, key)]
+            component = spec.components[task.component_ref.name]
+            if component.HasField("dag"):
+                if found := path_to(component.dag, here):
+                    return found
+            elif task.component_ref.name == f"comp-{leaf}":
+                return here
+        return None
+
+    *outer, (dag, key) = path_to(spec.root.dag, [])
+    value = dag.tasks[key].inputs.artifacts[name]
+    for dag, key in reversed(outer):  # a branch's input is its DAG task's
+        if not value.component_input_artifact:
+            break
+        value = dag.tasks[key].inputs.artifacts[value.component_input_artifact]
+    out = value.task_output_artifact
+    return [local for local, _ in output_sources(spec, out.producer_task, out.output_artifact_key)]
+
+
+def _condition(spec, branch: str) -> str:
+    """The trigger condition of the ``dsl.If``/``dsl.Else`` branch task ``branch``."""
+    (task,) = [c.dag.tasks[branch] for c in spec.components.values() if branch in c.dag.tasks]
+    return task.trigger_policy.condition
+
+
 def test_dag_has_every_stage_in_curriculum_order(compiled):
     _, spec, _ = compiled
     tasks = spec.root.dag.tasks
     # prepare, (synthesize + verify) x 2 (training, held-out), curate, demonstrate x 2, imitation,
-    # (rollout + train + health) x (2 + 1), eval x 4 (base, imitation, phase 1, final), compare
-    assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
-    names = {t.task_info.name for t in tasks.values()}
+    # (rollout + train + health + rollback branches) x (2 + 1), eval x 4 (base, imitation,
+    # phase 1, final), compare
+    assert len(tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 4 * 3 + 4 + 1
+    leaves = leaf_tasks(spec)
+    # ... and in each round's branches, one task that hands on the next round's policy
+    assert len(leaves) == len(tasks) - 3 + 2 * 3
+    names = {leaf.display_name for leaf in leaves.values()}
     assert {
         "phase 1 · rollout 1/2",
         "phase 1 · train 2/2 (positive-only)",
@@ -62,6 +98,8 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
         "eval · after phase 1",
         "eval · final policy",
         "report · policies",
+        "phase 1 · roll back 2/2",
+        "phase 2 · go on 1/1",
     } <= names
 
     def producer(task: str, artifact: str) -> str:
@@ -82,24 +120,41 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
         and key("demonstrate-2", "tasks") == "train_pool"
     )
     assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
-    # train N consumes rollout N's trajectories; each round starts from the policy the health
-    # step after the round before handed on (its new checkpoint, or the fallback on a collapse)
+    # train N consumes rollout N's trajectories; each round starts from the policy that the
+    # branch taken on the health verdict of the round before handed on
     assert producer("rollout", "policy") == "train"
-    assert producer("train-3", "policy") == producer("rollout-2", "policy") == "health"
-    assert producer("train-4", "policy") == producer("rollout-3", "policy") == "health-2"
     assert producer("train-3", "trajectories") == "rollout-2"
     assert (
         producer("health-2", "checkpoint") == "train-3"
         and producer("health-2", "rollout_metrics") == "rollout-2"
     )
-    assert producer("health-2", "fallback") == producer("health-2", "previous") == "health"
+    assert producer("health-2", "previous") == "health"
     assert "previous" not in tasks["health"].inputs.artifacts
-    assert (
-        producer("health", "fallback") == producer("health", "policy") == "train"
-    )  # the imitation policy
+    assert producer("health", "policy") == "train"  # the imitation policy
     options = tasks["train-3"].inputs.parameters["options"].task_output_parameter
     assert (options.producer_task, options.output_parameter_key) == ("health", "next_train_options")
     assert producer("compare", "health") == "health-3"
+    # round r (health step h, train step t) branches into "roll back" and "go on"
+    rounds = [("health", "train-2"), ("health-2", "train-3"), ("health-3", "train-4")]
+    started = ["train"]  # the policy the round started from (the imitation policy first)
+    fallback = ["train"]  # the last policy a rollout measured without a collapse
+    for r, (health, train) in enumerate(rounds):
+        back = "continue-from" if r == 0 else f"continue-from-{2 * r + 1}"
+        on = f"continue-from-{2 * r + 2}"
+        assert _condition(spec, leaves[back].branches[-1]) == (
+            f"inputs.parameter_values['pipelinechannel--{health}-verdict'] == 'rollback'"
+        )
+        assert _condition(spec, leaves[on].branches[-1]) == (
+            f"!(inputs.parameter_values['pipelinechannel--{health}-verdict'] == 'rollback')"
+        )
+        assert _origin(spec, back, "policy") == _origin(spec, back, "fallback") == fallback
+        assert _origin(spec, on, "policy") == [train]
+        assert _origin(spec, on, "fallback") == started
+        nxt = [back, on]  # the next round gets the output of whichever branch ran (dsl.OneOf)
+        if r + 1 < len(rounds):
+            assert _origin(spec, rounds[r + 1][1], "policy") == nxt
+            assert _origin(spec, f"rollout-{r + 2}", "policy") == nxt
+        started = fallback = nxt
     assert (
         tasks["rollout-3"].inputs.artifacts["tasks"].task_output_artifact.output_artifact_key
         == "expert_pool"
@@ -121,13 +176,13 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
     }
     evals = {t.task_info.name: t for t in tasks.values() if t.task_info.name.startswith("eval")}
     assert {
-        name: t.inputs.artifacts["policy"].task_output_artifact.producer_task
-        for name, t in evals.items()
-        if name != "eval · base policy"
+        name: _origin(spec, key, "policy")
+        for key, t in tasks.items()
+        if (name := t.task_info.name).startswith("eval") and name != "eval · base policy"
     } == {
-        "eval · after imitation": "train",
-        "eval · after phase 1": "health-2",
-        "eval · final policy": "health-3",
+        "eval · after imitation": ["train"],
+        "eval · after phase 1": ["continue-from-3", "continue-from-4"],
+        "eval · final policy": ["continue-from-5", "continue-from-6"],
     }
     # every policy is evaluated on the same held-out tasks, which training never sees
     assert {
@@ -138,11 +193,14 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
 def test_every_stage_is_cached_named_versioned_and_sized(compiled):
     _, spec, _ = compiled
     executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
-    for name, task in spec.root.dag.tasks.items():
-        stage = _stage(name)
+    for name, leaf in leaf_tasks(spec).items():
+        stage, task = _stage(name), leaf.task
         assert task.caching_options.enable_cache, name
         assert task.task_info.name and task.task_info.name != name, name
-        assert task.inputs.parameters["code_version"].component_input_parameter == "code_version"
+        assert task.inputs.parameters["code_version"].component_input_parameter in (
+            "code_version",
+            "pipelinechannel--code_version",  # in a branch: its DAG's input
+        )
         assert (
             (task.retry_policy.max_retry_count == RETRIED[stage])
             if stage in RETRIED
@@ -187,7 +245,7 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
     executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
         "executors"
     ]
-    assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 3 + 4 + 1
+    assert len(executors) == 1 + 2 * 2 + 1 + 2 + 1 + 5 * 3 + 4 + 1
     for name, config in executors.items():
         assert config["pvcMount"][0]["mountPath"] == "/var/cache/termrl"
         assert (
@@ -261,7 +319,7 @@ def test_compile_command_writes_uploadable_yaml(tmp_path):
     )
     assert result.exit_code == 0, result.output
     spec, _ = read_compiled(out)
-    assert len(spec.root.dag.tasks) == 1 + 2 * 2 + 1 + 2 + 1 + 3 * 4 + 4 + 1
+    assert len(leaf_tasks(spec)) == 1 + 2 * 2 + 1 + 2 + 1 + 5 * 4 + 4 + 1
     code_version = spec.root.input_definitions.parameters["code_version"].default_value.string_value
     assert code_version.startswith("src-")
     # the full name given wins over --registry; the other image is the registry's, tagged by code version
@@ -269,7 +327,7 @@ def test_compile_command_writes_uploadable_yaml(tmp_path):
         "registry.example/termrl/stage-gpu:1",
         f"registry.example/termrl/stage-cpu:{code_version}",
     }
-    assert "termrl-curriculum: 26 tasks" in result.output
+    assert "termrl-curriculum: 34 tasks, 8 in dsl.If/dsl.Else branches" in result.output
 
 
 def _images(path: Path) -> set[str]:
@@ -314,7 +372,7 @@ def test_compile_for_a_registry_references_only_its_images_and_places_gpu_stages
     executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
         "executors"
     ]
-    assert set(executors) == {f"exec-{name}" for name in spec.root.dag.tasks}
+    assert set(executors) == {f"exec-{name}" for name in leaf_tasks(spec)}
     resources = json_format.MessageToDict(spec.deployment_spec)["executors"]
     for name, config in executors.items():
         assert config["imagePullSecret"][0]["secretName"] == "regcred", name
