@@ -47,6 +47,7 @@ from termrl.artifacts.tasks import Task
 from termrl.errors import ConfigError, NetworkError, TermrlError
 from termrl.llm.engine import Engine
 from termrl.llm.proxy import ModelProxy
+from termrl.sandbox.reaping import ended_on_error
 
 __all__ = ["REFERENCE_CLI", "CliEpisodeResult", "cli_native_step"]
 
@@ -236,16 +237,15 @@ async def _run_cli(
     )
     stop_reason, failure = "max-turns", None
     try:
-        out, err = await asyncio.wait_for(process.communicate(), config.episode_lifetime_sec)
-    except TimeoutError:
-        process.kill()
-        out, err = await process.communicate()
-        stop_reason = "lifetime"
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
-        raise
+        async with ended_on_error(process):
+            try:
+                out, err = await asyncio.wait_for(
+                    process.communicate(), config.episode_lifetime_sec
+                )
+            except TimeoutError:
+                process.kill()
+                out, err = await process.communicate()
+                stop_reason = "lifetime"
     finally:
         bridge.sessions.pop(key, None)
     recorded = proxy.sessions.pop(key, None)

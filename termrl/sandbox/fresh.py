@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from termrl.sandbox import procs
+from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.shell import OutputCap
 
 __all__ = [
@@ -171,11 +172,13 @@ async def collect(
     reader = asyncio.ensure_future(pump())
     timed_out = False
     try:
-        await asyncio.wait_for(process.wait(), timeout)
-    except TimeoutError:
-        timed_out = True
-        kill()
-        await process.wait()
+        async with ended_on_error(process, kill):
+            try:
+                await asyncio.wait_for(process.wait(), timeout)
+            except TimeoutError:
+                timed_out = True
+                kill()
+                await process.wait()
     finally:
         # What the command printed last may still be in the pipe; a background child that
         # inherited the pipe must not hold the caller past DRAIN_SEC.
@@ -275,29 +278,29 @@ class Frozen:
         if process.stdout is None:
             raise ValueError("no stdout pipe")
         line = b""
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(), FREEZE_SEC)
-            frozen = tuple(json.loads(line))
-        except (TimeoutError, ValueError) as exc:
-            rest = b""
-            with contextlib.suppress(TimeoutError):
-                rest = await asyncio.wait_for(process.stdout.read(), 1)
-            procs.kill_tree(process.pid)
-            await process.wait()
-            raise OSError(
-                f"cannot freeze {', '.join(names)}: {(line + rest).decode(errors='replace')}"
-            ) from exc
+        async with ended_on_error(process, lambda: procs.kill_tree(process.pid)):
+            try:
+                line = await asyncio.wait_for(process.stdout.readline(), FREEZE_SEC)
+                frozen = tuple(json.loads(line))
+            except (TimeoutError, ValueError) as exc:
+                rest = b""
+                with contextlib.suppress(TimeoutError):
+                    rest = await asyncio.wait_for(process.stdout.read(), 1)
+                raise OSError(
+                    f"cannot freeze {', '.join(names)}: {(line + rest).decode(errors='replace')}"
+                ) from exc
         return cls(process, frozen)
 
     async def thaw(self) -> None:
         """Undo the freeze (the helper detaches its mounts when its stdin closes)."""
         if self.process.stdin is not None:
             self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), FREEZE_SEC)
-        except TimeoutError:
-            procs.kill_tree(self.process.pid)
-            await self.process.wait()
+        async with ended_on_error(self.process, lambda: procs.kill_tree(self.process.pid)):
+            try:
+                await asyncio.wait_for(self.process.wait(), FREEZE_SEC)
+            except TimeoutError:
+                procs.kill_tree(self.process.pid)
+                await self.process.wait()
 
 
 FREEZE_SEC = 30.0

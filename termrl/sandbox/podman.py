@@ -82,6 +82,7 @@ from termrl.sandbox.fresh import (
     user_ids,
 )
 from termrl.sandbox.kubernetes import STOP_HELPER
+from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
@@ -143,12 +144,13 @@ async def _run(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(stdin), timeout)
-    except TimeoutError:
-        process.kill()
-        out, _ = await process.communicate()
-        return 124, out or b""
+    async with ended_on_error(process):
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(stdin), timeout)
+        except TimeoutError:
+            process.kill()
+            out, _ = await process.communicate()
+            return 124, out or b""
     return process.returncode or 0, out
 
 
@@ -174,15 +176,16 @@ async def _read_capped(
                 return True
         return False
 
-    try:
-        over = await asyncio.wait_for(read(), timeout)
-    except TimeoutError:
-        process.kill()
+    async with ended_on_error(process):
+        try:
+            over = await asyncio.wait_for(read(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            return 124, bytes(out), False
+        if over:
+            process.kill()
         await process.wait()
-        return 124, bytes(out), False
-    if over:
-        process.kill()
-    await process.wait()
     return process.returncode or 0, bytes(out), over
 
 
@@ -314,14 +317,10 @@ class PodmanSandbox(Sandbox):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        if process.stdout is None:
+        stdout = process.stdout
+        if stdout is None:
             raise ValueError("no stdout pipe")
-        head = b""
-        with contextlib.suppress(
-            TimeoutError, ValueError
-        ):  # ValueError: a first line past the stream's limit
-            head = await asyncio.wait_for(process.stdout.readline(), timeout)
-        inner, head = split_pid_line(mark, head)
+        inner: int | None = None  # the process's pid inside the container, once it printed it
 
         def kill() -> None:
             # Remote: the process is on the service's host; KILL_HELPER reaches it from inside.
@@ -338,10 +337,17 @@ class PodmanSandbox(Sandbox):
                 procs.kill_tree(target)
             process.kill()
 
-        remaining = max(timeout - (time.monotonic() - started), 0.001)
-        output, code, timed_out, truncated = await collect(
-            process, remaining, output_limit, kill, head=head
-        )
+        async with ended_on_error(process, kill):
+            head = b""
+            with contextlib.suppress(
+                TimeoutError, ValueError
+            ):  # ValueError: a first line past the stream's limit
+                head = await asyncio.wait_for(stdout.readline(), timeout)
+            inner, head = split_pid_line(mark, head)
+            remaining = max(timeout - (time.monotonic() - started), 0.001)
+            output, code, timed_out, truncated = await collect(
+                process, remaining, output_limit, kill, head=head
+            )
         if timed_out and self.remote and inner is not None:
             await self.signal(inner, "KILL", "all")
         if code in (125, 126, 127) and not await self.alive():
@@ -442,6 +448,7 @@ class PodmanSandbox(Sandbox):
             await asyncio.wait_for(self.channel.process.wait(), 10)
         except TimeoutError:
             self.channel.process.kill()
+            await self.channel.process.wait()
         if self.layer is not None:
             await asyncio.to_thread(unmount_layer, self.layer.directory)
             self.layer = None
@@ -729,6 +736,13 @@ class PodmanBackend(Backend):
             spec, image, name, token, rootfs=layer and layer.root, image_config=config
         )
         try:
+            image_user = None
+            if spec.user:  # fresh processes run as the image's USER (root when it names none)
+                image_user = (
+                    (config or {}).get("User")
+                    if layer is not None
+                    else await self._image_user(image)
+                ) or "0"
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -736,19 +750,13 @@ class PodmanBackend(Backend):
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=self.conmon_dir,
             )
-        except OSError as e:
+        except BaseException as e:  # cancelled too: leave no root mounted
             if layer is not None:
                 await asyncio.to_thread(unmount_layer, layer.directory)
-            raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
+            if isinstance(e, OSError):
+                raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
+            raise
         channel = ProcessChannel(process)
-        image_user = None
-        if (
-            spec.user
-        ):  # fresh processes run as the image's USER (root when it names none), not the shell's
-            image_user = (
-                (config or {}).get("User") if layer is not None else await self._image_user(image)
-            )
-            image_user = image_user or "0"
         sandbox = PodmanSandbox(
             self.binary, name, channel, image_user=image_user, layer=layer, remote=self.remote
         )
@@ -759,6 +767,9 @@ class PodmanBackend(Backend):
         except SandboxDied as e:
             await sandbox.destroy()
             raise EnvInitFailed(f"container for {image} did not start", log_tail=e.log_tail) from e
+        except BaseException:  # cancelled: leave no container behind
+            await sandbox.destroy()
+            raise
         return sandbox, shell
 
     async def _image_user(self, image: str) -> str:

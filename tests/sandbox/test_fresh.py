@@ -231,6 +231,27 @@ async def test_a_fresh_process_past_its_timeout_is_killed_with_its_children(loca
         assert (await session.exec("pgrep -f 'sleep 9876[45]' || echo none")).output == "none\n"
 
 
+async def test_a_fresh_process_whose_caller_is_cancelled_is_killed_with_its_children(
+    local, base_images
+):
+    """A trial cancelled mid-test (its TaskGroup failed, the run was interrupted) leaves nothing running."""
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        call = asyncio.ensure_future(
+            session.exec_fresh("sleep 98758 & sleep 98757; wait", timeout=600)
+        )
+        probe = "pgrep -f '^sleep 9875[78]$' | wc -l"
+        for _ in range(600):
+            if (await session.exec(probe)).output == "2\n":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the fresh process did not start")
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert (await session.exec(probe)).output == "0\n"
+
+
 async def test_agent_stopped_freezes_leftovers_but_not_services(local, base_images):
     async with await local.create(SandboxSpec(image=base_images)) as session:
         await session.exec(
