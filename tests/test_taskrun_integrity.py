@@ -301,6 +301,27 @@ async def test_every_task_kind_scores_the_oracle_and_the_no_op(manager, base_ima
         assert not (await _score(manager, base_images, task, [], solve=False)).passed, task.id
 
 
+SERVER_TASK = _task(
+    "test-server",
+    {
+        "test.sh": b"#!/bin/bash\npython3 -m http.server 8765 --bind 127.0.0.1 &\n"
+        b"for _ in $(seq 100); do python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:8765\")' "
+        b"2>/dev/null && break; sleep 0.2; done\n"
+        + f"if {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n".encode()
+    },
+)
+"""The script starts a server for its checks and leaves it running, its output still the script's."""
+
+
+async def test_a_server_the_tests_leave_running_does_not_hold_scoring_to_its_timeout(
+    manager, base_images
+):
+    solved = await _score(manager, base_images, SERVER_TASK, [], solve=True)
+    assert (solved.passed, solved.timed_out) == (True, False), solved.output
+    unsolved = await _score(manager, base_images, SERVER_TASK, [], solve=False)
+    assert (unsolved.passed, unsolved.timed_out) == (False, False), unsolved.output
+
+
 def _writes(reward: str) -> Task:
     """A task whose script leaves ``reward`` at the reward file's path (a shell snippet) and exits 0."""
     return _task(

@@ -26,7 +26,7 @@ import os
 import platform
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from termrl.sandbox import procs
@@ -148,22 +148,21 @@ def split_pid_line(mark: str, head: bytes) -> tuple[int | None, bytes]:
 
 async def collect(
     process: asyncio.subprocess.Process,
+    stdout: asyncio.StreamReader,
     timeout: float,
     output_limit: int,
     kill: Callable[[], None],
     *,
     head: bytes = b"",
 ) -> tuple[str, int | None, bool, bool]:
-    """Read ``process``'s stdout until it exits; at ``timeout`` call ``kill`` (which must end it).
+    """Read ``stdout`` (the process's output) until the process exits; at ``timeout`` call ``kill``
+    (which must end it).
 
     ``head`` is output the caller read already. Returns (output, exit status
     or None when timed out, timed_out, truncated).
     """
-    if process.stdout is None:
-        raise ValueError("the process needs a piped stdout")
     cap = OutputCap(output_limit)
     cap.add(head)
-    stdout = process.stdout
 
     async def pump() -> None:
         while chunk := await stdout.read(65536):
@@ -190,7 +189,37 @@ async def collect(
     return cap.text(), None if timed_out else process.returncode, timed_out, cap.truncated
 
 
-async def _start_helper(config: dict[str, object], stdin: int) -> asyncio.subprocess.Process:
+@contextlib.asynccontextmanager
+async def output_pipe() -> AsyncIterator[tuple[int, asyncio.StreamReader]]:
+    """A pipe for a child's output: (the write end, for the child; a stream of the read end).
+
+    Not asyncio's own PIPE: on Python 3.11 a process's ``wait()`` returns only
+    once every holder of its pipes has closed them, so a background child the
+    command left running (``server &``) would hold the caller until its
+    timeout. The caller closes the write end once the child has started (in a
+    ``finally``: it is the caller's); the read end is closed on leaving, whoever
+    still holds the pipe.
+    """
+    read_fd, write_fd = os.pipe()
+    pipe = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - the transport owns and closes it
+    reader = asyncio.StreamReader()
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except BaseException:
+        pipe.close()
+        os.close(write_fd)
+        raise
+    try:
+        yield write_fd, reader
+    finally:
+        transport.close()
+
+
+async def _start_helper(
+    config: dict[str, object], stdin: int, stdout: int = asyncio.subprocess.PIPE
+) -> asyncio.subprocess.Process:
     """``enter.py`` with ``config``, isolated from the caller's Python (``-I -S``, empty environment)."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -199,7 +228,7 @@ async def _start_helper(config: dict[str, object], stdin: int) -> asyncio.subpro
         ENTER_SCRIPT,
         json.dumps(config),
         stdin=stdin,
-        stdout=asyncio.subprocess.PIPE,
+        stdout=stdout,
         stderr=asyncio.subprocess.STDOUT,
         env={},
         start_new_session=True,
@@ -235,7 +264,16 @@ async def enter(
         "user": user,
         "unfreeze": list(unfreeze) if binds else [],
     }
-    process = await _start_helper(config, stdin=asyncio.subprocess.DEVNULL)
+    async with output_pipe() as (write_fd, stdout):
+        try:
+            process = await _start_helper(config, stdin=asyncio.subprocess.DEVNULL, stdout=write_fd)
+        finally:  # the helper holds its own copy: EOF once it and what it started are done
+            os.close(write_fd)
+        return await collect(process, stdout, timeout, output_limit, _enter_kill(process))
+
+
+def _enter_kill(process: asyncio.subprocess.Process) -> Callable[[], None]:
+    """How ``collect`` ends an ``enter.py`` helper and what it started."""
 
     def kill() -> None:
         # The helper's children first: the helper then removes its pins from the sandbox's mount
@@ -250,7 +288,7 @@ async def enter(
 
         asyncio.get_running_loop().call_later(UNPIN_SEC, kill_helper)
 
-    return await collect(process, timeout, output_limit, kill)
+    return kill
 
 
 SYSTEM_PATHS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")

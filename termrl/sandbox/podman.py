@@ -346,7 +346,7 @@ class PodmanSandbox(Sandbox):
             inner, head = split_pid_line(mark, head)
             remaining = max(timeout - (time.monotonic() - started), 0.001)
             output, code, timed_out, truncated = await collect(
-                process, remaining, output_limit, kill, head=head
+                process, stdout, remaining, output_limit, kill, head=head
             )
         if timed_out and self.remote and inner is not None:
             await self.signal(inner, "KILL", "all")

@@ -252,6 +252,21 @@ async def test_a_fresh_process_whose_caller_is_cancelled_is_killed_with_its_chil
         assert (await session.exec(probe)).output == "0\n"
 
 
+async def test_a_background_child_that_keeps_the_output_open_does_not_hold_the_caller(
+    local, base_images, tmp_path
+):
+    """A test script that leaves a server running (``server &``, its output still the script's) is done
+    when the script is, as under ``docker exec``: not at its timeout, scored as timed out."""
+    binds = _scoring_dirs(tmp_path)
+    async with await local.create(SandboxSpec(image=base_images)) as session:
+        await session.exec("mkdir -p /tests /logs/verifier")
+        for private in ({}, binds):
+            result = await session.exec_fresh(
+                "sleep 98756 & echo started", timeout=120, binds=private or None
+            )
+            assert (result.output, result.exit_code, result.timed_out) == ("started\n", 0, False)
+
+
 async def test_agent_stopped_freezes_leftovers_but_not_services(local, base_images):
     async with await local.create(SandboxSpec(image=base_images)) as session:
         await session.exec(
