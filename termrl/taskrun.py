@@ -49,8 +49,10 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    sandbox while the tests run (``termrl/sandbox/enter.py``): a service cannot
    rename /tests away and put its own in its place. Terminal-Bench's offline
    test kit (uv, the ``env`` file the script sources, the wheels) is mounted
-   the same way, read-only (``termrl.tbcompat.testphase``). Elsewhere
-   (Kubernetes) the tests and the kit are uploaded into the sandbox.
+   the same way, read-only, and so, writable and empty, are uv's cache and a
+   ``.venv`` the test script makes in the working directory
+   (``termrl.tbcompat.testphase``). Elsewhere (Kubernetes) the tests and the
+   kit are uploaded into the sandbox, and uv's cache is emptied.
 4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
    and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
    conftest.py or configuration file from / or the working directory).
@@ -62,11 +64,14 @@ What stays open: on Kubernetes, a process that holds a listening socket
 counts as a service and keeps running, so it could still write the reward
 file or into the tests' output, or replace what they run; everywhere,
 binaries the agent replaced in system paths before scoring (a
-``/usr/local/bin/bash``, a pytest plugin installed into site-packages) run
-during the tests, with no more privilege than the agent had, and are flagged
+``/usr/local/bin/bash``, a pytest plugin installed into site-packages or
+into a ``.venv`` it left in the working directory) run during the tests, with
+no more privilege than the agent had, and are flagged
 (``termrl.tampering.find_tampering``, ``TestOutcome.tampering``); a service
 can still change, while the tests run, files outside the system folders that
-they use (a virtualenv the test script makes in the working directory).
+they use and did not make in a private mount: the project files ``uv init``
+writes into the working directory (a path dependency added to its
+pyproject.toml), a ``.venv`` that was there before the tests.
 
 Tests and the solution are uploaded only here, so they are never inside the
 sandbox while an agent works. So is a Terminal-Bench task's offline test kit

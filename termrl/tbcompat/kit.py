@@ -8,6 +8,7 @@ touching the script:
     <home>/.local/bin/env            the file astral's installer writes (``source $HOME/.local/bin/env``)
     /opt/termrl-testkit/wheels/      wheels of every pinned test requirement and its dependencies
     /opt/termrl-testkit/uv.toml      no index, find-links = the wheels, offline, no Python downloads
+    /opt/termrl-testkit-uv-cache/    uv's cache (``UV_CACHE_DIR``), empty when the tests start
 
 plus ``PIP_NO_INDEX``/``PIP_FIND_LINKS``/``UV_CONFIG_FILE`` in the test
 phase's environment. Where the backend mounts directories for the tests' process
@@ -63,6 +64,7 @@ from termrl.sandbox.build_tools import (
 __all__ = [
     "DEFAULT_UV_VERSION",
     "SANDBOX_KIT_DIR",
+    "SANDBOX_UV_CACHE_DIR",
     "KitSpec",
     "ensure_kit",
     "kit_binds",
@@ -75,6 +77,10 @@ __all__ = [
 DEFAULT_UV_VERSION = "0.7.13"
 """uv for scripts that use uv without a versioned installer line (Terminal-Bench 1.0's pin)."""
 SANDBOX_KIT_DIR = "/opt/termrl-testkit"
+SANDBOX_UV_CACHE_DIR = "/opt/termrl-testkit-uv-cache"
+"""uv's cache in the test phase (``UV_CACHE_DIR``): empty when the tests start, so nothing the agent
+left in a cache is installed, and, where the tests get private mounts, theirs alone
+(``termrl.tbcompat.testphase``)."""
 KIT_FORMAT = 1
 
 
@@ -329,6 +335,10 @@ def test_env(spec: KitSpec) -> dict[str, str]:
         "PIP_NO_INDEX": "1",
         "UV_CONFIG_FILE": f"{SANDBOX_KIT_DIR}/uv.toml",
         "UV_PYTHON_DOWNLOADS": "never",
+        "UV_CACHE_DIR": SANDBOX_UV_CACHE_DIR,
+        # The cache and a private virtualenv are separate mounts: uv would try hard links, fail
+        # across them and print a warning into the tests' output before copying anyway.
+        "UV_LINK_MODE": "copy",
     }
     if spec.groups:
         env["PIP_FIND_LINKS"] = f"{SANDBOX_KIT_DIR}/wheels"

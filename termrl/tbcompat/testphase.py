@@ -10,7 +10,17 @@ has no network.
 With private mounts the kit never enters the sandbox's filesystem, where a
 service the agent left running could swap uv or the ``env`` file the test
 script sources: only empty mount points are made there, and
-``remove_mount_points`` takes away those that did not exist before.
+``remove_mount_points`` takes away those that did not exist before. What the
+tests install is kept out of that reach the same way: uv's cache
+(``SANDBOX_UV_CACHE_DIR``, where ``uvx`` keeps the tools it runs) and, when
+the working directory has no ``.venv`` yet, the virtualenv the test script
+makes there (Terminal-Bench 1.0's ``uv init; uv add pytest; uv run pytest``)
+are empty host folders mounted for the tests alone, so a service cannot put a
+pytest plugin into them while the tests install and run. A ``.venv`` that is
+already there (the image's, or one the agent made) is the task's state and is
+used as it is; a pytest plugin the agent put into it is flagged
+(``termrl.tampering``). Without private mounts the cache is emptied before the
+tests start.
 """
 
 from __future__ import annotations
@@ -24,7 +34,14 @@ from typing import Protocol
 
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import RewardFailed
-from termrl.tbcompat.kit import KitSpec, ensure_kit, kit_binds, kit_files, test_env
+from termrl.tbcompat.kit import (
+    SANDBOX_UV_CACHE_DIR,
+    KitSpec,
+    ensure_kit,
+    kit_binds,
+    kit_files,
+    test_env,
+)
 
 __all__ = ["TestPhase", "prepare_test_phase", "remove_mount_points"]
 
@@ -37,6 +54,8 @@ class _Result(Protocol):
 
 
 class _Session(Protocol):
+    workdir: str
+
     async def exec_fresh(self, command: str, timeout: float = ...) -> _Result: ...
     async def upload_files(self, files: list[TaskFile], dest_dir: str) -> None: ...
 
@@ -86,17 +105,34 @@ async def prepare_test_phase(
     kit_dir = await asyncio.to_thread(ensure_kit, spec, log.info)
     # uv goes where astral's installer would put it: the test user's home (as the tests see
     # it: a fresh process, not the agent's shell, whose HOME the agent may have changed).
-    home = await session.exec_fresh('printf "%s" "$HOME"', timeout=30)
-    home_dir = (
-        home.output.strip()
-        if home.exit_code == 0 and home.output.strip().startswith("/")
-        else "/root"
+    # A private .venv only where none is there yet, and where no link leads to the working
+    # directory (a private mount's path must have none: the tests would not start).
+    probe = await session.exec_fresh(
+        'printf "%s\\n" "$HOME"; [ -e .venv ] || [ -L .venv ] || [ "$(pwd -P)" != "$PWD" ] '
+        "|| echo no-venv",
+        timeout=30,
     )
+    home, *rest = probe.output.splitlines() or [""]
+    home_dir = home if probe.exit_code == 0 and home.startswith("/") else "/root"
     if private_dir is None:
         files = await asyncio.to_thread(kit_files, spec, kit_dir, home_dir)
         await session.upload_files(files, "/")
+        cache = shlex.quote(SANDBOX_UV_CACHE_DIR)
+        emptied = await session.exec_fresh(f"rm -rf -- {cache} && mkdir -m 777 {cache}", timeout=60)
+        if emptied.exit_code != 0:
+            raise RewardFailed(
+                f"task {task.id}: cannot empty uv's cache for the tests",
+                log_tail=emptied.output[-2000:],
+            )
         return TestPhase(test_env(spec))
     binds = await asyncio.to_thread(kit_binds, spec, kit_dir, home_dir, private_dir)
+    scratch = {SANDBOX_UV_CACHE_DIR: private_dir / "uv-cache"}
+    if "no-venv" in rest:
+        scratch[f"{session.workdir.rstrip('/')}/.venv"] = private_dir / "venv"
+    for path, folder in scratch.items():
+        folder.mkdir()
+        folder.chmod(0o777)  # whatever user the tests run as writes there
+        binds[path] = (str(folder), False)
     dirs = [path for path, (host, _) in binds.items() if Path(host).is_dir()]
     files = [path for path in binds if path not in dirs]
     made = await session.exec_fresh(_mount_points_script(dirs, files), timeout=30)

@@ -6,7 +6,7 @@ import pytest
 
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.taskfolders import read_task_folder
-from termrl.tbcompat.kit import SANDBOX_KIT_DIR
+from termrl.tbcompat.kit import SANDBOX_KIT_DIR, SANDBOX_UV_CACHE_DIR
 from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
 
 from .conftest import TB_FIXTURES
@@ -68,7 +68,10 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
         assert set(phase.binds) == {
             SANDBOX_KIT_DIR,
             *(f"/root/.local/bin/{n}" for n in ("uv", "uvx", "env")),
+            SANDBOX_UV_CACHE_DIR,  # what the tests install is theirs alone too
+            "/app/.venv",  # the virtualenv `uv add` makes in the working directory
         }
+        assert not phase.binds["/app/.venv"][1] and not phase.binds[SANDBOX_UV_CACHE_DIR][1]
         exports = " ".join(f"{k}={v}" for k, v in phase.env.items())
         seen = await session.exec_fresh(
             f"source $HOME/.local/bin/env && {exports} uv --version && ls {SANDBOX_KIT_DIR}/wheels | grep -c whl",
@@ -77,11 +80,30 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
         assert (
             seen.output.splitlines()[0] == "uv 0.7.13" and int(seen.output.splitlines()[1]) > 0
         ), seen.output
-        sandbox_view = await session.exec(
-            f"ls -A {SANDBOX_KIT_DIR}; wc -c < ~/.local/bin/uv", timeout=30
+        installed = await session.exec_fresh(
+            f"{exports} bash -c 'source $HOME/.local/bin/env && uv init -q && uv add -q pytest==8.4.1 "
+            'pyyaml==6.0.2 && uv run python -c "import yaml; print(yaml.__file__)"\'',
+            timeout=180,
+            binds=phase.binds,
         )
-        assert sandbox_view.output.split() == ["0"], sandbox_view.output  # empty mount points only
+        assert installed.output.startswith("/app/.venv/lib/"), installed.output
+        sandbox_view = await session.exec(
+            f"ls -A {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} /app/.venv; wc -c < ~/.local/bin/uv",
+            timeout=30,
+        )
+        assert sandbox_view.output.split() == [  # empty mount points only
+            "/app/.venv:",
+            f"{SANDBOX_KIT_DIR}:",
+            f"{SANDBOX_UV_CACHE_DIR}:",
+            "0",
+        ], sandbox_view.output
         assert (await session.exec("cat ~/.local/bin/env")).output == "echo forged\n"  # kept
         await remove_mount_points(session, phase)
-        after = await session.exec(f"ls {SANDBOX_KIT_DIR} ~/.local/bin/uv", timeout=30)
-        assert after.exit_code != 0, after.output
+        after = await session.exec(
+            f"ls -d {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} /app/.venv ~/.local/bin/uv", timeout=30
+        )
+        assert after.output.count("No such file") == 4, after.output
+        # A .venv that is there already is the task's: the tests use it as it is.
+        await session.exec("mkdir /app/.venv", timeout=30)
+        again = await prepare_test_phase(session, task, tmp_path / "again")
+        assert "/app/.venv" not in again.binds and SANDBOX_UV_CACHE_DIR in again.binds
