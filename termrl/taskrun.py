@@ -65,7 +65,8 @@ counts as a service and keeps running, so it could still write the reward
 file or into the tests' output, or replace what they run; everywhere,
 binaries the agent replaced in system paths before scoring (a
 ``/usr/local/bin/bash``, a pytest plugin installed into site-packages or
-into a ``.venv`` it left in the working directory) run during the tests, with
+into a ``.venv`` it left in the working directory, a ``pytest.py`` there that
+``python3 -m pytest`` imports first) run during the tests, with
 no more privilege than the agent had, and are flagged
 (``termrl.tampering.find_tampering``, ``TestOutcome.tampering``); a service
 can still change, while the tests run, files outside the system folders that
