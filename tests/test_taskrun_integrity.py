@@ -591,6 +591,7 @@ FAKE_BASH = (
 FAKE_PYTHON = (
     "printf '#!/bin/sh\\nexit 0\\n' > /tmp/fake && chmod 755 /tmp/fake && "
     "mv /tmp/fake $(readlink -f /usr/bin/python3) && echo '# edited' >> /usr/lib/python3.11/inspect.py"
+    " && echo >> /usr/lib/python3.11/__pycache__/calendar.cpython-311.pyc"
 )
 
 
@@ -602,3 +603,5 @@ async def test_a_replaced_bash_or_python3_is_flagged_from_the_host(manager, base
     python = await _score(manager, base_images, REWARD_TASK, [FAKE_PYTHON], solve=False)
     assert "/usr/bin/python3.11: scoring runs it, changed" in python.tampering, python
     assert "/usr/lib/python3.11/inspect.py: the standard library, changed" in python.tampering
+    pyc = "/usr/lib/python3.11/__pycache__/calendar.cpython-311.pyc"
+    assert f"{pyc}: the standard library, changed" in python.tampering
