@@ -36,9 +36,10 @@ __all__ = ["find_tampering"]
 
 # Args "A path" / "C path": prints each changed file that replaces a command on this PATH, or
 # that was added in front of a command of the same name further on (the same file via a symlinked
-# directory, /bin -> /usr/bin, is no shadow).
+# directory, /bin -> /usr/bin, is no shadow). The PATH is the tests' after `source
+# $HOME/.local/bin/env` (astral's installer, which Terminal-Bench's scripts run): ~/.local/bin first.
 SHADOW_PROBE = """\
-IFS=: read -ra dirs <<< "$PATH"
+IFS=: read -ra dirs <<< "$HOME/.local/bin:$PATH"
 for entry in "$@"; do
   kind=${entry%% *} f=${entry#* }; d=${f%/*} n=${f##*/} seen=0
   for e in "${dirs[@]}"; do
