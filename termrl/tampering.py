@@ -162,9 +162,9 @@ NEVER_IMPORTED = frozenset({"test", "tests"})
 folder, which pytest imports from the path it puts first): an agent's ``test.py`` is no shadow."""
 MODULE_SUFFIX = re.compile(r"\.(py|pyc|so|(cpython|abi3|pypy)[-.\w]*\.so)$")
 PROBE_ARGS_BYTES = 64 * 1024
-SHADOW_CANDIDATES_MAX = 1000
-"""Files checked for shadowing at most (an apt-get install adds hundreds of commands, legitimately);
-the same bound holds for each of the other checks."""
+"""Arguments of one probe at most (``_batches``)."""
+CANDIDATES_MAX = 1000
+"""Files each check looks at, at most (an apt-get install adds hundreds of commands, legitimately)."""
 
 
 def _batches(args: list[str]) -> Iterator[str]:
@@ -227,7 +227,7 @@ async def _shadowing_modules(session: Session, paths: list[str], python: str) ->
     modules = {path: name for path, name in modules.items() if name and name not in NEVER_IMPORTED}
     if not modules:
         return []
-    names = sorted(set(modules.values()) - set(TEST_RUNNER_PACKAGES))[:SHADOW_CANDIDATES_MAX]
+    names = sorted(set(modules.values()) - set(TEST_RUNNER_PACKAGES))[:CANDIDATES_MAX]
     installed = set(TEST_RUNNER_PACKAGES)
     for args in _batches(names):
         probe = await session.exec_fresh(
@@ -301,7 +301,7 @@ async def find_tampering(session: Session) -> tuple[str, ...]:
         and (changes[path] == "C" or not path.endswith(".pyc"))
     ]
     python = next((p for p in PROBE_PYTHONS if p not in changes), "python3")
-    cap = SHADOW_CANDIDATES_MAX
+    cap = CANDIDATES_MAX
     hooks = [path for path in paths if _startup_hook(path)]
     pth = [path for path in hooks if path.endswith(".pth")][:cap]
     runner = [path for path in paths if _test_runner_file(path)][:cap]
