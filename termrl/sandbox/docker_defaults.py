@@ -1,9 +1,9 @@
-"""Docker's default container security, which termrl's sandboxes copy where the backend does not.
+"""Docker's default container security, for the backends that bring none of their own.
 
-Podman brings its own defaults (a smaller capability set); bwrap and
-Kubernetes get these: bwrap cuts capabilities to ``DOCKER_CAPS`` and masks
-and write-protects /proc as Docker does (``MASKED_FILES``, ``MASKED_DIRS``,
-``READ_ONLY``), a Kubernetes pod adds ``DOCKER_CAPS`` to an empty set. The
+Podman applies its own defaults (a smaller capability set). bwrap cuts a
+sandbox's capabilities to ``DOCKER_CAPS`` and masks and write-protects /proc
+as Docker does (``MASKED_FILES``, ``MASKED_DIRS``, ``READ_ONLY``); a
+Kubernetes pod drops every capability and adds ``DOCKER_CAPS`` back. The
 seccomp filter is ``termrl.sandbox.seccomp``'s.
 """
 
