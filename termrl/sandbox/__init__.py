@@ -11,7 +11,11 @@ entry point), ``backend`` (the abstract class every backend implements),
 ``session`` (one sandbox), ``shell`` (the persistent-shell protocol every
 backend shares), ``fresh`` (processes outside the agent's shell, for
 scoring), ``procs`` (a local sandbox's processes from the host: stopping the
-agent's), ``podman``/``bwrap``/``kubernetes`` (backends), ``enter`` (bwrap's
+agent's), ``podman``/``bwrap``/``kubernetes`` (backends; ``podman_sandbox`` and
+``bwrap_sandbox`` their sessions), ``image_build`` (task environment images,
+built with podman), ``cli_calls`` (one engine CLI call, bounded in time),
+``docker_defaults`` (Docker's capabilities and masked /proc paths, which bwrap
+and Kubernetes copy), ``enter`` (bwrap's
 ``exec`` helper), ``seccomp`` (bwrap's filter), ``rootfs`` (files inside a
 sandbox root, from the host),
 ``base_images`` (local Debian base images), ``hostca`` (CA injection),

@@ -42,7 +42,7 @@ from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
-from termrl.sandbox.bwrap import DOCKER_CAPS
+from termrl.sandbox.docker_defaults import DOCKER_CAPS
 from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
 from termrl.sandbox.procs import SERVICE_GRACE_SEC
 from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox

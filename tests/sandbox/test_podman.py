@@ -243,7 +243,7 @@ async def test_host_ca_is_injected_at_build_and_egress_start_but_never_baked(pod
 
 def test_base_image_refs_skip_build_stages_and_scratch():
     from termrl.artifacts.tasks import TaskFile
-    from termrl.sandbox.podman import base_image_refs
+    from termrl.sandbox.image_build import base_image_refs
 
     dockerfile = (
         b"FROM --platform=linux/amd64 termrl/base:bookworm AS build\nRUN true\n"

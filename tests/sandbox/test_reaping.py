@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from termrl.sandbox import procs
-from termrl.sandbox.podman import _run
+from termrl.sandbox.cli_calls import run_cli
 from termrl.sandbox.reaping import ended_on_error
 
 
@@ -82,7 +82,7 @@ async def test_a_process_that_ended_on_its_own_is_left_as_it_is():
 
 
 async def test_a_cli_call_whose_caller_is_cancelled_leaves_nothing_running():
-    call = asyncio.ensure_future(_run(["sleep", "98759"], timeout=600))
+    call = asyncio.ensure_future(run_cli(["sleep", "98759"], timeout=600))
     (sleeper,) = await _children_named("98759")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
