@@ -87,6 +87,7 @@ from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec, environment_hash
+from termrl.sandbox.warden import LEASE_LABEL, Warden, lease_alive, own_lease, warden_for
 
 __all__ = ["BUILD_NETWORK", "EGRESS_NETWORK", "PodmanBackend", "PodmanSandbox", "remote_engine"]
 
@@ -189,6 +190,13 @@ async def _read_capped(
     return process.returncode or 0, bytes(out), over
 
 
+OWNER_FILE = "owner"
+"""In a session root's folder: its owner's lease (``warden.own_lease``)."""
+
+_REAPED: set[str] = set()
+"""The CLIs whose dead owners' containers this process has reaped (``reap_dead_owners``)."""
+
+
 class PodmanSandbox(Sandbox):
     """A running container whose pid 1 is the shell supervisor."""
 
@@ -201,8 +209,11 @@ class PodmanSandbox(Sandbox):
         image_user: str | None = None,
         layer: DiskLayer | None = None,
         remote: bool = False,
+        warden: Warden | None = None,
     ):
         self.binary = binary
+        self.warden = warden
+        """Told when the container is gone; it removes it if this process dies first."""
         self.remote = remote
         """The containers run on a podman service's host (``remote_engine``): the helpers act from inside."""
         self.image_user = image_user
@@ -452,6 +463,8 @@ class PodmanSandbox(Sandbox):
         if self.layer is not None:
             await asyncio.to_thread(unmount_layer, self.layer.directory)
             self.layer = None
+        if self.warden is not None:
+            self.warden.release(self.name)
 
 
 class PodmanBackend(Backend):
@@ -480,6 +493,8 @@ class PodmanBackend(Backend):
         self._build_slots = asyncio.Semaphore(max_concurrent_builds)
         self._bases_seen: set[str] = set()
         self._base_builds = asyncio.Lock()
+        self.warden = warden_for(binary, self.layers_dir if self.own_roots else None)
+        """Removes this process's containers (and unmounts their roots) when it dies (``warden``)."""
 
     async def ensure_engine(self) -> None:
         """Raise ``SandboxUnavailable`` once if the CLI cannot reach its engine (checked once)."""
@@ -492,6 +507,7 @@ class PodmanBackend(Backend):
                 log_tail=out.decode(errors="replace")[-2000:],
             )
         self._engine_ok = True
+        await self.reap_dead_owners()
 
     async def image_exists(self, ref: str) -> bool:
         code, _ = await _run([self.binary, "image", "exists", ref], timeout=60)
@@ -650,6 +666,8 @@ class PodmanBackend(Backend):
             "no-new-privileges",
             "--label",
             f"{LABEL}=1",
+            "--label",
+            f"{LEASE_LABEL}={own_lease()}",
         ]
         for key, value in sorted(spec.labels.items()):
             argv += ["--label", f"{key}={value}"]
@@ -722,6 +740,9 @@ class PodmanBackend(Backend):
         the image's Config; ``PodmanSandbox.destroy`` unmounts it."""
         lower, config = await self._mounted_image(image)
         layer = await asyncio.to_thread(mount_layer, self.layers_dir / name, lower, spec.storage_mb)
+        (layer.directory / OWNER_FILE).write_text(
+            own_lease()
+        )  # for ``cleanup``, once --rm took the container
         return layer, config
 
     async def start(
@@ -729,6 +750,7 @@ class PodmanBackend(Backend):
     ) -> tuple[PodmanSandbox, Shell]:
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         token = Shell.new_token()
+        self.warden.announce(name)  # before anything exists that a death now would leave behind
         layer, config = (
             await self._mount_root(spec, image, name) if self.own_roots else (None, None)
         )
@@ -753,12 +775,19 @@ class PodmanBackend(Backend):
         except BaseException as e:  # cancelled too: leave no root mounted
             if layer is not None:
                 await asyncio.to_thread(unmount_layer, layer.directory)
+            self.warden.release(name)
             if isinstance(e, OSError):
                 raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
             raise
         channel = ProcessChannel(process)
         sandbox = PodmanSandbox(
-            self.binary, name, channel, image_user=image_user, layer=layer, remote=self.remote
+            self.binary,
+            name,
+            channel,
+            image_user=image_user,
+            layer=layer,
+            remote=self.remote,
+            warden=self.warden,
         )
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         setup = hostca.install_command() if spec.network == "egress" else ""
@@ -779,11 +808,14 @@ class PodmanBackend(Backend):
         )
         return out.decode(errors="replace").strip() if code == 0 else ""
 
-    async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
-        """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.
+    async def cleanup(self, older_than_sec: float | None = 6 * 3600) -> int:
+        """Remove termrl containers left behind, and their roots; how many containers.
 
-        Running sessions of other processes are younger than that (their
-        ``--timeout`` lifetime ends them first), so they are left alone.
+        A container whose owner is gone (its ``LEASE_LABEL``, ``warden.lease_alive``) is
+        removed at once, running or not; one whose owner lives is kept, whatever its age. A
+        container whose lease cannot be judged here (made by an older termrl, or by an owner
+        in another pid namespace) is removed once stopped or past ``older_than_sec``; None
+        leaves those alone.
         """
         code, out = await _run(
             [self.binary, "ps", "-a", "--format", "json", "--filter", f"label={LABEL}=1"]
@@ -793,18 +825,46 @@ class PodmanBackend(Backend):
                 f"{self.binary} ps failed", log_tail=out.decode(errors="replace")
             )
         now = time.time()
-        stale = [
-            c["Id"]
-            for c in json.loads(out or b"[]")
-            if c.get("State") != "running" or now - float(c.get("Created", now)) > older_than_sec
-        ]
+        stale: dict[str, list[str]] = {}  # id -> names
+        for container in json.loads(out or b"[]"):
+            owner_alive = lease_alive((container.get("Labels") or {}).get(LEASE_LABEL, ""))
+            unjudged_and_done = (
+                owner_alive is None
+                and older_than_sec is not None
+                and (
+                    container.get("State") != "running"
+                    or now - float(container.get("Created", now)) > older_than_sec
+                )
+            )
+            if owner_alive is False or unjudged_and_done:
+                stale[container["Id"]] = container.get("Names") or []
         if stale:
             await _run([self.binary, "rm", "--force", "--time", "0", *stale], timeout=300)
-        # Roots of containers that are gone (removed above, or by --rm after a crash of their owner).
+        if self.remote:  # the roots would be the service host's
+            return len(stale)
+        for name in (name for names in stale.values() for name in names):
+            await asyncio.to_thread(unmount_layer, self.layers_dir / name)
+        for owner_file in self.layers_dir.glob(f"*/{OWNER_FILE}"):
+            with contextlib.suppress(OSError):  # removed meanwhile by its own session
+                if lease_alive(owner_file.read_text()) is False:
+                    await asyncio.to_thread(unmount_layer, owner_file.parent)
+        # Roots of containers that are gone (by --rm after a crash of their owner).
         code, out = await _run(
             [self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"]
         )
-        if code == 0 and not self.remote:  # remote: the roots would be the service host's
+        if code == 0:
             live = set(out.decode(errors="replace").split())
             await asyncio.to_thread(remove_stale, self.layers_dir, live)
         return len(stale)
+
+    async def reap_dead_owners(self) -> None:
+        """Once per process and CLI: remove what dead owners left (``cleanup(None)``).
+
+        Every stage starts its sandboxes through here, so a crashed run's leftovers go when
+        the next one starts; a failure to look is no reason to stop this one.
+        """
+        if self.binary in _REAPED:
+            return
+        _REAPED.add(self.binary)
+        with contextlib.suppress(SandboxUnavailable):
+            await self.cleanup(None)
