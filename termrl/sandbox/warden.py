@@ -40,7 +40,7 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["LEASE_LABEL", "Warden", "lease_alive", "own_lease", "warden_for"]
+__all__ = ["LEASE_LABEL", "Warden", "lease_alive", "lease_of", "own_lease", "warden_for"]
 
 LEASE_LABEL = "termrl.owner"
 
@@ -63,9 +63,14 @@ def _namespace() -> str:
     return f"{boot}/{pid_ns}"
 
 
+def lease_of(pid: int) -> str:
+    """The lease of process ``pid`` of this pid namespace: ``BOOT_ID/PID_NS/PID/START_TICKS``."""
+    return f"{_namespace()}/{pid}/{_start_ticks(pid)}"
+
+
 def own_lease() -> str:
-    """This process's lease: ``BOOT_ID/PID_NS/PID/START_TICKS``."""
-    return f"{_namespace()}/{os.getpid()}/{_start_ticks(os.getpid())}"
+    """This process's lease (``lease_of`` itself)."""
+    return lease_of(os.getpid())
 
 
 def lease_alive(lease: str) -> bool | None:
