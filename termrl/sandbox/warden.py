@@ -35,6 +35,7 @@ and the warden then waits for both: termrl's stages start subprocesses with
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -166,6 +167,10 @@ def _remove(binary: str, roots: str, names: set[str]) -> None:
 def main(argv: list[str]) -> int:
     """The warden: read ``+NAME``/``-NAME`` lines until EOF, then remove what is left."""
     binary, roots = argv
+    # Only the owner's end closing ends the warden: a signal meant for the owner's whole
+    # tree (Ctrl-C, a run stopping its stages) must not take it first.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     live: set[str] = set()
     with os.fdopen(0, "rb", buffering=0) as pipe:
         pending = b""
