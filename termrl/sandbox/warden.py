@@ -150,12 +150,13 @@ def warden_for(binary: str, roots: Path | None) -> Warden:
 def _remove(binary: str, roots: str, names: set[str]) -> None:
     if not names:
         return
-    subprocess.run(
-        [binary, "rm", "--force", "--time", "0", "--ignore", *sorted(names)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=300,
-    )
+    for name in sorted(names):  # one by one: a name that never came to exist fails alone
+        subprocess.run(
+            [binary, "rm", "--force", "--time", "0", name],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
     if roots:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         from termrl.sandbox.disk_layer import unmount_layer
