@@ -46,6 +46,7 @@ from typing import Any, TextIO
 from kfp import local
 from kfp.local import executor_output_utils
 
+from pipelines.run_sandboxes import reap_dead_owners_sandboxes, stages_stop_with_the_run
 from pipelines.spec_tasks import leaf_tasks
 
 __all__ = [
@@ -370,8 +371,14 @@ def run_pipeline_locally(
         enable_caching=True,
         cache_root=str(cache_dir),
     )
+    if runner is None:
+        reap_dead_owners_sandboxes()
     began = time.monotonic()
-    with open(run_dir / "run.log", "a", buffering=1) as log, _unbuffered_children():
+    with (
+        open(run_dir / "run.log", "a", buffering=1) as log,
+        _unbuffered_children(),
+        stages_stop_with_the_run(),
+    ):
         progress = _Progress(record, log, echo, verbose, cache_dir, branches)
         with _captured(progress), _artifact_one_of():
             pipeline(**arguments)

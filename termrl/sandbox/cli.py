@@ -75,10 +75,12 @@ def stats(backend: str, probe: int, image: str, prometheus: bool) -> None:
     "--older-than",
     default=6 * 3600.0,
     show_default=True,
-    help="Seconds a running one must have run.",
+    help="Seconds a running container whose owner cannot be told from here must have run "
+    "(one made by an older termrl, or from another pid namespace).",
 )
 def cleanup(binary: str, older_than: float) -> None:
-    """Remove termrl sandbox containers left behind by crashed runs (stopped or too old)."""
+    """Remove sandboxes left behind: those whose owning process is gone (at once, running or
+    not) and stopped ones; a live owner's are kept, whatever their age."""
     from termrl.sandbox.podman import PodmanBackend
 
     removed = asyncio.run(PodmanBackend(binary).cleanup(older_than))

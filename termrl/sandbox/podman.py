@@ -35,6 +35,7 @@ cache, which ``--runner docker`` mounts at the same path on both sides.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -52,6 +53,7 @@ from termrl.sandbox.image_build import ImageBuilder
 from termrl.sandbox.podman_sandbox import PodmanSandbox
 from termrl.sandbox.shell import SUPERVISOR, ProcessChannel, Shell
 from termrl.sandbox.spec import SandboxSpec
+from termrl.sandbox.warden import LEASE_LABEL, lease_alive, own_lease, warden_for
 
 __all__ = ["EGRESS_NETWORK", "PodmanBackend", "remote_engine"]
 
@@ -60,6 +62,12 @@ EGRESS_NETWORK = {"podman": "slirp4netns:allow_host_loopback=false"}
 Docker has no such driver: its egress sessions share its default bridge."""
 
 LABEL = "termrl.sandbox"
+
+OWNER_FILE = "owner"
+"""In a session root's folder: its owner's lease (``warden.own_lease``)."""
+
+_REAPED: set[str] = set()
+"""The CLIs whose dead owners' containers this process has reaped (``reap_dead_owners``)."""
 
 
 def remote_engine(binary: str, environ: dict[str, str] | None = None) -> bool:
@@ -89,6 +97,8 @@ class PodmanBackend(Backend):
         and the containers on this host."""
         self._images: dict[str, tuple[Path, dict]] = {}
         self._image_locks: dict[str, asyncio.Lock] = {}
+        self.warden = warden_for(binary, self.layers_dir if self.own_roots else None)
+        """Removes this process's containers (and unmounts their roots) when it dies (``warden``)."""
 
     async def build_image(self, spec: SandboxSpec) -> str:
         """The image ``spec`` runs: its ``image``, or its environment built once and cached."""
@@ -135,6 +145,8 @@ class PodmanBackend(Backend):
             "no-new-privileges",
             "--label",
             f"{LABEL}=1",
+            "--label",
+            f"{LEASE_LABEL}={own_lease()}",
         ]
         for key, value in sorted(spec.labels.items()):
             argv += ["--label", f"{key}={value}"]
@@ -207,16 +219,25 @@ class PodmanBackend(Backend):
         the image's Config; ``PodmanSandbox.destroy`` unmounts it."""
         lower, config = await self._mounted_image(image)
         layer = await asyncio.to_thread(mount_layer, self.layers_dir / name, lower, spec.storage_mb)
+        (layer.directory / OWNER_FILE).write_text(
+            own_lease()
+        )  # for ``cleanup``, once --rm took the container
         return layer, config
 
     async def start(
         self, spec: SandboxSpec, image: str, output_limit: int
     ) -> tuple[PodmanSandbox, Shell]:
+        await self.reap_dead_owners()
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         token = Shell.new_token()
-        layer, config = (
-            await self._mount_root(spec, image, name) if self.own_roots else (None, None)
-        )
+        self.warden.announce(name)  # before anything exists that a death now would leave behind
+        try:
+            layer, config = (
+                await self._mount_root(spec, image, name) if self.own_roots else (None, None)
+            )
+        except BaseException:
+            self.warden.release(name)
+            raise
         argv = self.run_argv(
             spec, image, name, token, rootfs=layer and layer.root, image_config=config
         )
@@ -238,12 +259,19 @@ class PodmanBackend(Backend):
         except BaseException as e:  # cancelled too: leave no root mounted
             if layer is not None:
                 await asyncio.to_thread(unmount_layer, layer.directory)
+            self.warden.release(name)
             if isinstance(e, OSError):
                 raise SandboxUnavailable(f"cannot run {self.binary}: {e}") from e
             raise
         channel = ProcessChannel(process)
         sandbox = PodmanSandbox(
-            self.binary, name, channel, image_user=image_user, layer=layer, remote=self.remote
+            self.binary,
+            name,
+            channel,
+            image_user=image_user,
+            layer=layer,
+            remote=self.remote,
+            warden=self.warden,
         )
         shell = Shell(channel, token, sandbox.signal, output_limit=output_limit)
         setup = hostca.install_command() if spec.network == "egress" else ""
@@ -264,11 +292,14 @@ class PodmanBackend(Backend):
         )
         return out.decode(errors="replace").strip() if code == 0 else ""
 
-    async def cleanup(self, older_than_sec: float = 6 * 3600) -> int:
-        """Remove termrl containers left behind: stopped ones, or running past ``older_than_sec``.
+    async def cleanup(self, older_than_sec: float | None = 6 * 3600) -> int:
+        """Remove termrl containers left behind, and their roots; how many containers.
 
-        Running sessions of other processes are younger than that (their
-        ``--timeout`` lifetime ends them first), so they are left alone.
+        A container whose owner is gone (its ``LEASE_LABEL``, ``warden.lease_alive``) is
+        removed at once, running or not; one whose owner lives is kept, whatever its age. A
+        container whose lease cannot be judged here (made by an older termrl, or by an owner
+        in another pid namespace) is removed once stopped or past ``older_than_sec``; None
+        leaves those alone.
         """
         code, out = await run_cli(
             [self.binary, "ps", "-a", "--format", "json", "--filter", f"label={LABEL}=1"]
@@ -278,18 +309,46 @@ class PodmanBackend(Backend):
                 f"{self.binary} ps failed", log_tail=out.decode(errors="replace")
             )
         now = time.time()
-        stale = [
-            c["Id"]
-            for c in json.loads(out or b"[]")
-            if c.get("State") != "running" or now - float(c.get("Created", now)) > older_than_sec
-        ]
+        stale: dict[str, list[str]] = {}  # id -> names
+        for container in json.loads(out or b"[]"):
+            owner_alive = lease_alive((container.get("Labels") or {}).get(LEASE_LABEL, ""))
+            unjudged_and_done = (
+                owner_alive is None
+                and older_than_sec is not None
+                and (
+                    container.get("State") != "running"
+                    or now - float(container.get("Created", now)) > older_than_sec
+                )
+            )
+            if owner_alive is False or unjudged_and_done:
+                stale[container["Id"]] = container.get("Names") or []
         if stale:
             await run_cli([self.binary, "rm", "--force", "--time", "0", *stale], timeout=300)
-        # Roots of containers that are gone (removed above, or by --rm after a crash of their owner).
+        if self.remote:  # the roots would be the service host's
+            return len(stale)
+        for name in (name for names in stale.values() for name in names):
+            await asyncio.to_thread(unmount_layer, self.layers_dir / name)
+        for owner_file in self.layers_dir.glob(f"*/{OWNER_FILE}"):
+            with contextlib.suppress(OSError):  # removed meanwhile by its own session
+                if lease_alive(owner_file.read_text()) is False:
+                    await asyncio.to_thread(unmount_layer, owner_file.parent)
+        # Roots of containers that are gone (by --rm after a crash of their owner).
         code, out = await run_cli(
             [self.binary, "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}=1"]
         )
-        if code == 0 and not self.remote:  # remote: the roots would be the service host's
+        if code == 0:
             live = set(out.decode(errors="replace").split())
             await asyncio.to_thread(remove_stale, self.layers_dir, live)
         return len(stale)
+
+    async def reap_dead_owners(self) -> None:
+        """Once per process and CLI: remove what dead owners left (``cleanup(None)``).
+
+        Every stage starts its sandboxes through here, so a crashed run's leftovers go when
+        the next one starts; a failure to look is no reason to stop this one.
+        """
+        if self.binary in _REAPED:
+            return
+        _REAPED.add(self.binary)
+        with contextlib.suppress(SandboxUnavailable):
+            await self.cleanup(None)

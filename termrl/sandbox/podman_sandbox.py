@@ -55,6 +55,7 @@ from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, ProcessChannel
+from termrl.sandbox.warden import Warden
 
 __all__ = ["PodmanSandbox"]
 
@@ -85,8 +86,11 @@ class PodmanSandbox(Sandbox):
         image_user: str | None = None,
         layer: DiskLayer | None = None,
         remote: bool = False,
+        warden: Warden | None = None,
     ):
         self.binary = binary
+        self.warden = warden
+        """Told when the container is gone; it removes it if this process dies first."""
         self.remote = remote
         """The containers run on a podman service's host (``remote_engine``): the helpers act from inside."""
         self.image_user = image_user
@@ -338,3 +342,5 @@ class PodmanSandbox(Sandbox):
         if self.layer is not None:
             await asyncio.to_thread(unmount_layer, self.layer.directory)
             self.layer = None
+        if self.warden is not None:
+            self.warden.release(self.name)
