@@ -17,6 +17,7 @@ generalisation, not memory.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -54,6 +55,8 @@ class PolicyRow:
     """This policy − the first one, paired by task; None for the first itself."""
     heldout: Rate | None = None
     """Pass rate on the held-out-only families; None when none were named."""
+    by_difficulty: tuple[tuple[str, Rate], ...] = ()
+    """Pass rate on the trained families' tasks of each difficulty (easy, medium, hard order)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,19 @@ def _family(row: Mapping[str, Any]) -> str:
     return str(row.get("family") or "unknown")
 
 
+DIFFICULTY_ORDER = ("easy", "medium", "hard")
+
+
+def _by_difficulty(rows: Rows, held: Collection[str]) -> tuple[tuple[str, Rate], ...]:
+    """The trained families' rows, one rate per difficulty: how far beyond easy tasks a policy reaches."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if _family(row) not in held:
+            groups.setdefault(str(row.get("difficulty") or "unknown"), []).append(row)
+    order = {d: i for i, d in enumerate(DIFFICULTY_ORDER)}
+    return tuple((d, _rate(groups[d])) for d in sorted(groups, key=lambda d: (order.get(d, 99), d)))
+
+
 def policy_table(runs: Sequence[Run], heldout_families: Collection[str] = ()) -> list[PolicyRow]:
     """Each run's pass rate, its difference vs the first run, and its rate on held-out families."""
     if not runs:
@@ -99,6 +115,7 @@ def policy_table(runs: Sequence[Run], heldout_families: Collection[str] = ()) ->
                 rate=_rate(rows),
                 vs_base=paired_difference(base, _task_rates(rows)) if index else None,
                 heldout=_rate([r for r in rows if _family(r) in held]) if held else None,
+                by_difficulty=_by_difficulty(rows, held),
             )
         )
     return table
@@ -151,6 +168,16 @@ def comparison_metrics(table: Sequence[PolicyRow]) -> dict[str, float]:
                     key + "tasks_gained": float(d.gained),
                     key + "tasks_lost": float(d.lost),
                     key + "diff_newcombe": float(d.method == "newcombe"),
+                }
+            )
+        for difficulty, rate in row.by_difficulty:
+            out.update(
+                {
+                    f"{key}trained_{difficulty}_trials": float(rate.n),
+                    f"{key}trained_{difficulty}_passed": float(rate.passed),
+                    f"{key}trained_{difficulty}_pass_rate": rate.rate,
+                    f"{key}trained_{difficulty}_ci_low": rate.low,
+                    f"{key}trained_{difficulty}_ci_high": rate.high,
                 }
             )
         if row.heldout is not None:
@@ -211,8 +238,28 @@ def table_from_metrics(values: Mapping[str, Any]) -> list[PolicyRow]:
                     s["heldout_ci_high"],
                 ),
             )
+        difficulties = [k[len("trained_") : -len("_trials")] for k in s if _TRAINED.fullmatch(k)]
+        row = replace(
+            row,
+            by_difficulty=tuple(
+                (
+                    d,
+                    Rate(
+                        int(s[f"trained_{d}_passed"]),
+                        int(s[f"trained_{d}_trials"]),
+                        s[f"trained_{d}_pass_rate"],
+                        s[f"trained_{d}_ci_low"],
+                        s[f"trained_{d}_ci_high"],
+                    ),
+                )
+                for d in difficulties
+            ),
+        )
         table.append(row)
     return table
+
+
+_TRAINED = re.compile(r"trained_[^_]+_trials")
 
 
 def format_rate(rate: Rate | None) -> str:
@@ -230,7 +277,9 @@ def format_diff(diff: PairedDifference | None) -> str:
 
 
 def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
-    """The comparison as a fixed-width table (the first row is the base; n counts trials)."""
+    """The comparison as a fixed-width table (the first row is the base; n counts trials), then,
+    where the tasks span several difficulties, each policy's rate on the trained families'
+    tasks of each difficulty, with its 95 % interval."""
     if not table:
         return []
     width = max(8, *(len(r.label) + 2 for r in table))
@@ -251,4 +300,18 @@ def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
         if heldout:
             line += f"  {format_rate(row.heldout):<28}{row.heldout.n if row.heldout else 0:>5}"
         lines.append(line.rstrip())
+    difficulties = list(dict.fromkeys(d for row in table for d, _ in row.by_difficulty))
+    if len(difficulties) > 1 or (heldout and difficulties):
+        width = max(width, len("trained families") + 2)
+        lines += [
+            "",
+            f"  {'trained families':<{width}}" + "".join(f"{d:<29}" for d in difficulties),
+        ]
+        for row in table:
+            rates = dict(row.by_difficulty)
+            cells = [
+                f"{format_rate(rates[d])} {rates[d].n:>3}" if d in rates else "–"
+                for d in difficulties
+            ]
+            lines.append(f"  {row.label:<{width}}" + "".join(f"{c:<29}" for c in cells).rstrip())
     return lines

@@ -165,6 +165,9 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
     ]
     if heldout_families:
         header += ["held-out families: pass rate", "95 % CI", "trials"]
+    difficulties = list(dict.fromkeys(d for row in table for d, _ in row.by_difficulty))
+    for difficulty in difficulties:
+        header += [f"trained, {difficulty}: pass rate", "95 % CI", "trials"]
     body = []
     for row in table:
         d = row.vs_base
@@ -184,6 +187,10 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
         ]
         if row.heldout is not None:
             line += [row.heldout.rate, _ci(row.heldout.low, row.heldout.high), row.heldout.n]
+        rates = dict(row.by_difficulty)
+        for difficulty in difficulties:
+            rate = rates.get(difficulty)
+            line += [rate.rate, _ci(rate.low, rate.high), rate.n] if rate else ["–", "–", 0]
         body.append(line)
     families = family_table(runs, heldout_families)
     labels = [label for label, _ in runs]

@@ -142,3 +142,29 @@ def test_single_run_report_shows_intervals() -> None:
     assert cells[cells.index("accuracy_ci_low") + 1] == "0.046"
     assert cells[cells.index("accuracy_ci_high") + 1] == "0.699"
     assert "pass_rate_ci_low" in cells  # the family, difficulty and task tables
+
+
+def test_the_trained_families_are_sliced_by_difficulty_and_shown_per_slice() -> None:
+    def run(run_id: str, passed: set[str]) -> list[dict]:
+        tasks = {"e1": ("files", "easy"), "e2": ("files", "easy"), "m1": ("files", "medium")}
+        tasks |= {"m2": ("text", "medium"), "x1": ("git", "easy"), "x2": ("git", "medium")}
+        return [
+            make_row(t, 0, t in passed, run_id=run_id, family=f, difficulty=d)
+            for t, (f, d) in tasks.items()
+        ]
+
+    runs = [("base", run("base", set())), ("final", run("final", {"e1", "e2", "m1", "x2"}))]
+    base, final = policy_table(runs, heldout_families=["git"])
+    # git is held out: its tasks count in no difficulty slice, only in the held-out rate
+    assert base.by_difficulty == (("easy", pass_rate(0, 2)), ("medium", pass_rate(0, 2)))
+    assert final.by_difficulty == (("easy", pass_rate(2, 2)), ("medium", pass_rate(1, 2)))
+    assert final.heldout == pass_rate(1, 2)
+    assert table_from_metrics(comparison_metrics([base, final])) == [base, final]
+    lines = comparison_lines([base, final])
+    at = lines.index("") + 1
+    assert lines[at].split() == ["trained", "families", "easy", "medium"]
+    # final: easy 100 % of 2, medium 50 % of 2, each with its interval
+    assert lines[at + 2].split()[:4] == ["final", "100.0", "%", "[34.2,"]
+    assert "50.0 % [9.5, 90.5]   2" in lines[at + 2]
+    # one difficulty and no held-out family: nothing more to show than the overall rate
+    assert "" not in comparison_lines(policy_table(RUNS))
