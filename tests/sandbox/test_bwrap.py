@@ -110,14 +110,15 @@ async def test_limits_memory_pids_lifetime(bwrap, base_images):
 
 
 async def test_filling_the_disk_fails_in_that_sandbox_alone(bwrap, base_images):
-    def loop_devices() -> int:
-        return len(
-            subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
-        )
+    def loop_devices(folders: list[Path]) -> list[str]:
+        """Loop devices backed by a file in ``folders`` (this test's sandboxes, not the machine's)."""
+        listed = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+        return [line for line in listed.splitlines() if any(str(f) in line for f in folders)]
 
-    before = loop_devices()
     spec = SandboxSpec(image=base_images, storage_mb=64)
     async with await bwrap.create(spec) as full, await bwrap.create(spec) as other:
+        folders = [full.sandbox.session_dir, other.sandbox.session_dir]
+        assert len(loop_devices(folders)) == 2
         fill = await full.exec(
             "dd if=/dev/zero of=/root/big bs=1M count=200 2>&1; du -m /root/big", timeout=60
         )
@@ -134,7 +135,7 @@ async def test_filling_the_disk_fails_in_that_sandbox_alone(bwrap, base_images):
         assert (
             image.stat().st_blocks * 512 < 80 * 2**20
         )  # sparse: it holds what was written, no more
-    assert loop_devices() == before  # the loop device went with the sandbox
+    assert loop_devices(folders) == []  # the loop devices went with the sandboxes
 
 
 async def test_rm_rf_and_isolation_between_sessions(bwrap, base_images):
@@ -149,17 +150,20 @@ async def test_rm_rf_and_isolation_between_sessions(bwrap, base_images):
 
 async def test_teardown_leaves_no_mount_cgroup_or_process(bwrap, base_images):
     session = await bwrap.create(SandboxSpec(image=base_images))
-    await session.exec("sleep 1000 & sleep 1001 &")
+    jobs = await session.exec("sleep 1000 & echo $!; sleep 1001 & echo $!")
     sandbox = session.sandbox
     launcher = sandbox.channel.process.pid
+    # The jobs' host pids: the launcher's descendants whose pid in the sandbox is a job's
+    # (only this sandbox's processes count, not other tests' sleeps on the machine).
+    inside = set(jobs.output.split())
+    host = [p for p in _descendants(launcher) if _nspid(p) in inside]
+    assert len(inside) == 2 and len(host) == 2
     assert sandbox.cgroups and all(c.exists() for c in sandbox.cgroups)
     await session.close()
     assert not sandbox.session_dir.exists()
     assert not any(c.exists() for c in sandbox.cgroups)
     assert sandbox.name not in Path("/proc/self/mountinfo").read_text()
-    leftover = subprocess.run(
-        ["pgrep", "-f", "sleep 100[01]"], capture_output=True, text=True
-    ).stdout.split()
+    leftover = [p for p in host if Path(f"/proc/{p}").exists()]
     assert leftover == [] and not Path(f"/proc/{launcher}").exists()
 
 
@@ -323,3 +327,29 @@ async def test_an_agent_user_the_image_lacks_is_a_clear_start_failure(bwrap, bas
     assert "no such user in the image: no-such-user" in (failed.value.log_tail or "") + str(
         failed.value
     )
+
+
+def _nspid(pid: int) -> str | None:
+    """A process's innermost pid (its pid inside its sandbox), from /proc/PID/status."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return line.split()[-1]
+    except OSError:
+        pass
+    return None
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
+    return found
