@@ -32,8 +32,10 @@ the paired difference vs base; the held-out family is never trained on.
 The iteration counts N and M shape the graph, so they are compile-time choices
 (``CurriculumShape``); everything a run may change is a pipeline parameter
 (``CurriculumParams``, each with its doc), whose default is its stage config's
-unless the ``CPU_CURRICULUM`` preset names it (``pipelines.presets``). Every stage takes ``code_version`` (part of each cache key), is
-cached, and carries a display name and resource requests; the stages that talk
+unless the ``CPU_CURRICULUM`` preset names it (``pipelines.presets``). The steps
+are built by ``CurriculumSteps`` (``pipelines.curriculum_steps``); each task's
+placement is ``pipelines.shape``'s. Every stage takes ``code_version`` (part of
+each cache key), is cached, and carries a display name and resource requests; the stages that talk
 to sandboxes retry on failure; rollout and train (and eval) request the
 accelerator named by the ``accelerator_type``/``accelerator_count`` parameters.
 Optional Kubernetes settings (``kfp-kubernetes``): a PVC mounted as the model

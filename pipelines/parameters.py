@@ -40,9 +40,12 @@ from pipelines.presets import Preset
 from termrl.errors import ConfigError
 
 __all__ = [
+    "CONFIGS",
     "PipelineParameter",
+    "as_parameter",
     "field_docs",
     "from_shape",
+    "is_platform",
     "own",
     "pipeline_function",
     "pipeline_parameters",

@@ -39,8 +39,7 @@ class Preset:
 
 
 SHORT_EPISODE_TURNS = 3
-"""A demonstration is one bash call, then done: three turns leave room for a look and a retry, and
-decoding is what a CPU run spends its time on (~35-45 tok/s batched, DESIGN.md: Models)."""
+"""Turns of the curriculum's rollout and eval episodes (``max_turns``, ``eval_max_turns``)."""
 
 CPU_CURRICULUM = Preset(
     "cpu-curriculum",
@@ -96,7 +95,11 @@ CPU_CURRICULUM = Preset(
             "this policy's success on a task is close to all or nothing: with 8 groups, phase 1's "
             "rollout had no group with differing rewards and so no RL loss",
         ),
-        "max_turns": Chosen(SHORT_EPISODE_TURNS, "short episodes (SHORT_EPISODE_TURNS)"),
+        "max_turns": Chosen(
+            SHORT_EPISODE_TURNS,
+            "a demonstration is one bash call, then done: three turns leave room for a look and a "
+            "retry, and decoding is what a CPU run spends its time on (~35-45 tok/s batched)",
+        ),
         "max_new_tokens": Chosen(
             128, "a turn is one short shell command in a tool call; decoding is the run's cost"
         ),
