@@ -192,7 +192,8 @@ def _default(spec: dataclasses.Field, kind: type, preset: Preset, given: Mapping
 def pipeline_parameters(
     params: type, preset: Preset, given: Mapping[str, Any] | None = None
 ) -> list[PipelineParameter]:
-    """Every field of ``params`` as a pipeline parameter with its resolved default and doc."""
+    """Every field of ``params`` as a pipeline parameter with its resolved default and doc (a value
+    the preset chose says so in the doc, with the reason: the UI shows why it differs)."""
     given = given or {}
     hints = typing.get_type_hints(params)
     docs = field_docs(params)
@@ -209,6 +210,9 @@ def pipeline_parameters(
     ]
     if problems:
         raise ConfigError(problems)
+    for name, chosen in preset.values.items():
+        if name not in given:
+            docs[name] += f" Preset {preset.name}: {chosen.why}."
     return [
         PipelineParameter(
             f.name, hints[f.name], _default(f, hints[f.name], preset, given), docs[f.name]
