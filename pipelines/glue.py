@@ -47,10 +47,10 @@ def curate_pools(
     train_out: str | os.PathLike,
     expert_out: str | os.PathLike,
     *,
-    imitation_fraction: float = 0.5,
-    expert_tasks: str = "",
-    expert_count: int = 4,
-    seed: int = 0,
+    imitation_fraction: float,
+    expert_tasks: str,
+    expert_count: int,
+    seed: int,
 ) -> dict[str, float]:
     """Split the admitted tasks into the imitation, phase-1 and phase-2 pools; write each as a tasks artifact.
 
@@ -62,6 +62,7 @@ def curate_pools(
     becomes the phase-2 pool when given; otherwise the ``expert_count`` phase-1
     tasks with the lowest false-positive risk, harder first. Held-out tasks are
     never curated from these: the curriculum synthesizes them apart, from other seeds.
+    The knobs have no defaults here: the curriculum's parameters are their one source.
     """
     problems = []
     if not 0.0 < imitation_fraction < 1.0:

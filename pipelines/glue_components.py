@@ -25,10 +25,10 @@ def curate(
     train_pool: Output[Dataset],
     expert_pool: Output[Dataset],
     metrics: Output[Metrics],
-    imitation_fraction: float = 0.5,
-    expert_tasks: str = "",
-    expert_count: int = 4,
-    seed: int = 0,
+    imitation_fraction: float,
+    expert_tasks: str,
+    expert_count: int,
+    seed: int,
 ) -> None:
     """Admitted tasks -> imitation pool, phase-1 pool (the rest), phase-2 (high-quality) pool.
 
@@ -38,6 +38,9 @@ def curate(
         expert_tasks: A tasks artifact or a folder of Terminal-Bench tasks for phase 2 ('' picks the
             expert_count best-verified admitted tasks).
         expert_count: Size of the phase-2 pool when expert_tasks is ''.
+        seed: Seed of the imitation pool's pick (a hash of seed and task id).
+
+    No defaults: the curriculum's parameters (``CurriculumParams``) are their one source.
     """
     import json
     import pathlib

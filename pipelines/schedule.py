@@ -3,9 +3,11 @@
     schedule_kfp(host, cron, ...)    kfp.Client: experiment (found or created) + recurring run
                                      carrying the compiled nightly-eval pipeline
     nightly_argo(cron, params, ...)  hera: an Argo WorkflowTemplate running the same three stages
-                                     (synthesize → verify → eval) through their command lines with
-                                     the same parameters, and a CronWorkflow running it, for
-                                     clusters with Argo Workflows but no Kubeflow
+                                     (synthesize → verify → eval) through their command lines, and
+                                     a CronWorkflow running it, for clusters with Argo Workflows but
+                                     no Kubeflow. Its parameters and the stage arguments they become
+                                     are derived from the KFP nightly's ``NightlyParams``: each one
+                                     reaches the stage fields it sets there (``stage_arguments``)
     round_trip(*documents)           serialise, parse back, compare: the YAML written is the
                                      objects built
 
@@ -15,26 +17,33 @@ wants six (seconds first), so ``kfp_cron`` prepends ``0``.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import tempfile
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import click
 
 from components.images import CPU_IMAGE, GPU_IMAGE
 from pipelines.cluster import SERVICE_ACCOUNT
+from pipelines.nightly_eval import NIGHTLY_RUN_ID, NightlyParams
+from pipelines.parameters import is_platform, stage_links
 from pipelines.placement import Toleration
+from pipelines.shape import CurriculumShape
 from termrl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pipelines.curriculum import CurriculumShape
 
 __all__ = [
     "ARGO_FIXED",
     "ARGO_PARAMETERS",
+    "ARGO_SETTINGS",
     "argo_cron",
     "kfp_cron",
     "nightly_argo",
     "round_trip",
     "schedule_kfp",
+    "stage_arguments",
 ]
 
 
@@ -100,28 +109,173 @@ def schedule_kfp(
     return job.recurring_run_id
 
 
-ARGO_PARAMETERS = (
-    "model",
-    "task_count",
-    "task_seed",
-    "verify_repeats",
-    "trials",
-    "max_turns",
-    "max_new_tokens",
-    "sandbox_namespace",
-    "sandbox_registry",
-    "sandbox_pull_secret",
-)
-"""The nightly-eval pipeline's parameters the Argo workflow takes, under the same names. The rest are
-fixed there: sandboxes are pods, the GPU request is the container's, the code version is the image's."""
-ARGO_FIXED = (
-    "code_version",
-    "sandbox_backend",
-    "accelerator_type",
-    "accelerator_count",
-    "eval_options",
-)
+ARGO_SETTINGS = {"sandbox_backend": "kubernetes"}
+"""Parameters the Argo nightly fixes to a value: its sandboxes are pods."""
+ARGO_STAGES = {
+    "synthesize": "components.synthesize.cli:synthesize",
+    "verify": "components.verify.cli:verify",
+    "eval": "components.eval.cli:eval_command",
+}
+"""The stages the Argo nightly runs (``python -m components.<stage>``) and their commands."""
+ARGO_OWN = ("model",)
+"""Parameters no stage field takes, which the workflow uses itself (the eval resolves ``model``)."""
 TEMPLATE_NAME = "termrl-nightly-eval"
+
+
+def _argo_parameters() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nightly pipeline's parameters (``NightlyParams``) the Argo workflow takes under the same
+    names, and those it fixes: the platform's (the GPU request is the container's, the code version
+    the image's), ``ARGO_SETTINGS``, and the options objects, which no stage command line takes."""
+    hints = typing.get_type_hints(NightlyParams)
+    fixed = {
+        f.name
+        for f in dataclasses.fields(NightlyParams)
+        if is_platform(NightlyParams, f.name)
+        or f.name in ARGO_SETTINGS
+        or hints[f.name] not in (str, int, float, bool)
+    }
+    names = [f.name for f in dataclasses.fields(NightlyParams)]
+    return tuple(n for n in names if n not in fixed), tuple(n for n in names if n in fixed)
+
+
+ARGO_PARAMETERS, ARGO_FIXED = _argo_parameters()
+
+
+def _workflow_parameter(name: str) -> str:
+    return "{{workflow.parameters." + name + "}}"
+
+
+def _command_options(stage: str) -> dict[str, str]:
+    """Config field -> the stage command's own option for it (``max_turns`` -> ``--max-turns``):
+    the commands' options map one to one onto their config's fields."""
+    module, name = ARGO_STAGES[stage].split(":")
+    command = getattr(importlib.import_module(module), name)
+    return {
+        option.name: option.opts[0]
+        for option in command.params
+        if isinstance(option, click.Option) and not option.is_flag and not option.multiple
+    }
+
+
+def stage_arguments(stage: str) -> list[str]:
+    """The arguments that set ``stage``'s config fields from the workflow's parameters (or the values
+    ``ARGO_SETTINGS`` fixes), as the KFP nightly's component parameters set them: the stage command's
+    own option where it has one, else ``--set FIELD=VALUE`` (after the options)."""
+    options, flags, sets = _command_options(stage), [], []
+    for name, links in stage_links(NightlyParams).items():
+        value = ARGO_SETTINGS.get(name)
+        if value is None and name in ARGO_PARAMETERS:
+            value = _workflow_parameter(name)
+        for link in links if value is not None else ():
+            owner, _, field = link.partition(".")
+            if owner != stage:
+                continue
+            if field in options:
+                flags += [options[field], value]
+            else:
+                sets += ["--set", f"{field}={value}"]
+    return flags + sets
+
+
+def _unconsumed() -> list[str]:
+    """Argo parameters that neither a stage field nor the workflow itself takes."""
+    linked = {
+        name
+        for name, links in stage_links(NightlyParams).items()
+        if any(link.partition(".")[0] in ARGO_STAGES for link in links)
+    }
+    return [name for name in ARGO_PARAMETERS if name not in linked and name not in ARGO_OWN]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Storage:
+    """Where the Argo stages keep things: mounts, volumes, environment, the results folder."""
+
+    mounts: list[Any]
+    volumes: list[Any]
+    env: list[Any]
+    results_dir: str
+
+
+def _storage(results_pvc: str, model_cache_pvc: str, model_cache_path: str) -> _Storage:
+    """The per-run workspace at /work, the model cache (TERMRL_CACHE, as the kfp pipeline mounts it)
+    and the results volume; results go to the model cache when there is no results PVC."""
+    from hera.workflows import models as m
+
+    def claim(name: str, pvc: str) -> Any:
+        source = m.PersistentVolumeClaimVolumeSource(claim_name=pvc)
+        return m.Volume(name=name, persistent_volume_claim=source)
+
+    storage = _Storage([m.VolumeMount(name="work", mount_path="/work")], [], [], "")
+    if model_cache_pvc:
+        storage.mounts.append(m.VolumeMount(name="model-cache", mount_path=model_cache_path))
+        storage.volumes.append(claim("model-cache", model_cache_pvc))
+        storage.env.append(m.EnvVar(name="TERMRL_CACHE", value=model_cache_path))
+    if results_pvc:
+        storage.mounts.append(m.VolumeMount(name="results", mount_path="/results"))
+        storage.volumes.append(claim("results", results_pvc))
+        return dataclasses.replace(storage, results_dir="/results/{{workflow.name}}")
+    return dataclasses.replace(
+        storage, results_dir=f"{model_cache_path}/nightly/{{{{workflow.name}}}}"
+    )
+
+
+def _eval_script(results_dir: str) -> str:
+    """The eval's shell command: the policy is ``model``, or the embedded one when that is ''."""
+    resolve_model = (
+        f'MODEL="{_workflow_parameter("model")}"; [ -n "$MODEL" ] || MODEL=$(python -c "from '
+        'termrl.llm.models import prepare_default_model as p; print(p())"); '
+    )
+    fixed = (
+        f'--tasks /work/admitted.parquet --model "$MODEL" --run-id {NIGHTLY_RUN_ID} --no-progress '
+        f"--out {results_dir}/eval_results.parquet --report {results_dir}/report.html"
+    )
+    return f"{resolve_model}mkdir -p {results_dir}; python -m components.eval {fixed} " + " ".join(
+        stage_arguments("eval")
+    )
+
+
+def _stage_containers(
+    storage: _Storage,
+    cpu_image: str,
+    gpu_image: str,
+    gpu_tolerations: tuple[Toleration, ...],
+    gpu_node_selector: tuple[tuple[str, str], ...],
+) -> list[Any]:
+    """synthesize, verify and eval, exchanging their artifacts through /work."""
+    from hera.workflows import Container
+    from hera.workflows import models as m
+
+    mounted = {"volume_mounts": storage.mounts, "env": storage.env or None}
+    tasks = ["--out", "/work/tasks.parquet"]
+    verdicts = ["--tasks", "/work/tasks.parquet", "--out", "/work/verdicts.parquet"]
+    return [
+        Container(
+            name="synthesize",
+            image=cpu_image,
+            command=["python", "-m", "components.synthesize"],
+            args=[*stage_arguments("synthesize"), "--no-progress", *tasks],
+            **mounted,
+        ),
+        Container(
+            name="verify",
+            image=cpu_image,
+            command=["python", "-m", "components.verify"],
+            args=[*verdicts, "--admitted", "/work/admitted.parquet", "--no-progress"]
+            + stage_arguments("verify"),
+            **mounted,
+        ),
+        Container(
+            name="eval",
+            image=gpu_image,
+            command=["sh", "-ec"],
+            args=[_eval_script(storage.results_dir)],
+            resources=m.ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
+            tolerations=[m.Toleration(**t.manifest()) for t in gpu_tolerations] or None,
+            node_selector=dict(gpu_node_selector) or None,
+            **mounted,
+        ),
+    ]
 
 
 def nightly_argo(
@@ -142,138 +296,51 @@ def nightly_argo(
 ) -> tuple[Any, Any]:
     """The nightly eval for Argo Workflows: a WorkflowTemplate, and a CronWorkflow that runs it.
 
-    ``params`` are the nightly-eval pipeline's parameters (its defaults with the
-    user's ``--set`` values): every one in ``ARGO_PARAMETERS`` becomes a template
-    parameter with that default and is passed by the CronWorkflow, so both paths
-    evaluate with the same settings. The rest are ``ARGO_FIXED``: the caller refuses
-    a value set for one of them (``termrl schedule``) rather than dropping it. Stages exchange artifacts through a per-run
-    workspace volume. The eval's results and report are kept on ``results_pvc``,
-    else on the model cache (``nightly/<workflow name>``); with neither, they would
-    go with the workspace, so that is refused. ``model_cache_pvc`` is mounted in
-    every stage as the kfp pipeline mounts it (TERMRL_CACHE). Sandboxes are pods
-    created under ``service_account`` (``termrl cluster manifests`` grants it that).
+    ``params`` are the nightly-eval pipeline's parameters (its defaults with the user's ``--set``
+    values): every one in ``ARGO_PARAMETERS`` becomes a template parameter with that default and is
+    passed by the CronWorkflow, and reaches the stage fields it sets in the KFP nightly
+    (``stage_arguments``), so both paths evaluate with the same settings. The rest are
+    ``ARGO_FIXED``: the caller refuses a value set for one of them (``termrl schedule``) rather than
+    dropping it. Stages exchange artifacts through a per-run workspace volume. The eval's results and
+    report are kept on ``results_pvc``, else on the model cache (``nightly/<workflow name>``); with
+    neither, they would go with the workspace, so that is refused. ``model_cache_pvc`` is mounted in
+    every stage as the kfp pipeline mounts it (TERMRL_CACHE). Sandboxes are pods created under
+    ``service_account`` (``termrl cluster manifests`` grants it that).
     """
-    from hera.workflows import DAG, Container, CronWorkflow, Parameter, WorkflowTemplate
+    from hera.workflows import DAG, CronWorkflow, Parameter, WorkflowTemplate
     from hera.workflows import models as m
 
-    missing = [name for name in ARGO_PARAMETERS if name not in params]
-    if missing:
-        raise ConfigError(f"the nightly eval has no parameter {', '.join(missing)}")
+    problems = [
+        f"the nightly eval has no parameter {n}" for n in ARGO_PARAMETERS if n not in params
+    ]
+    problems += [f"the Argo nightly passes parameter {n} to no stage" for n in _unconsumed()]
     if not (results_pvc or model_cache_pvc):
-        raise ConfigError(
+        problems.append(
             "the Argo nightly eval keeps its results on a volume: give a results PVC or a model "
             "cache PVC (the run's own workspace is deleted with the run)"
         )
-    mounts = [m.VolumeMount(name="work", mount_path="/work")]
-    volumes = []
-    env = []
-    if model_cache_pvc:
-        mounts.append(m.VolumeMount(name="model-cache", mount_path=model_cache_path))
-        volumes.append(
-            m.Volume(
-                name="model-cache",
-                persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(
-                    claim_name=model_cache_pvc
-                ),
-            )
-        )
-        env.append(m.EnvVar(name="TERMRL_CACHE", value=model_cache_path))
-    if results_pvc:
-        mounts.append(m.VolumeMount(name="results", mount_path="/results"))
-        volumes.append(
-            m.Volume(
-                name="results",
-                persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(claim_name=results_pvc),
-            )
-        )
-        results_dir = "/results/{{workflow.name}}"
-    else:
-        results_dir = f"{model_cache_path}/nightly/{{{{workflow.name}}}}"
-
-    def param(name: str) -> str:
-        return "{{workflow.parameters." + name + "}}"
-
-    sandbox = [
-        f"--set sandbox_{key}={param('sandbox_' + key)}"
-        for key in ("namespace", "registry", "pull_secret")
-    ]
-    resolve_model = (
-        f'MODEL="{param("model")}"; [ -n "$MODEL" ] || MODEL=$(python -c "from termrl.llm.models '
-        'import prepare_default_model as p; print(p())"); '
+    if problems:
+        raise ConfigError(problems)
+    storage = _storage(results_pvc, model_cache_pvc, model_cache_path)
+    arguments = [Parameter(name=name, value=str(params[name])) for name in ARGO_PARAMETERS]
+    workspace = m.PersistentVolumeClaimSpec(
+        access_modes=["ReadWriteOnce"],
+        resources=m.VolumeResourceRequirements(requests={"storage": "20Gi"}),
     )
     with WorkflowTemplate(
         name=TEMPLATE_NAME,
         namespace=namespace,
         entrypoint="nightly-eval",
         service_account_name=service_account,
-        arguments=[Parameter(name=name, value=str(params[name])) for name in ARGO_PARAMETERS],
+        arguments=arguments,
         volume_claim_templates=[
-            m.PersistentVolumeClaim(
-                metadata=m.ObjectMeta(name="work"),
-                spec=m.PersistentVolumeClaimSpec(
-                    access_modes=["ReadWriteOnce"],
-                    resources=m.VolumeResourceRequirements(requests={"storage": "20Gi"}),
-                ),
-            )
+            m.PersistentVolumeClaim(metadata=m.ObjectMeta(name="work"), spec=workspace)
         ],
-        volumes=volumes or None,
-        image_pull_secrets=[m.LocalObjectReference(name=name) for name in image_pull_secrets]
-        or None,
+        volumes=storage.volumes or None,
+        image_pull_secrets=[m.LocalObjectReference(name=n) for n in image_pull_secrets] or None,
     ) as template:
-        synthesize = Container(
-            name="synthesize",
-            image=cpu_image,
-            command=["python", "-m", "components.synthesize"],
-            args=[
-                "--count",
-                param("task_count"),
-                "--seed",
-                param("task_seed"),
-                "--no-progress",
-                "--out",
-                "/work/tasks.parquet",
-            ],
-            volume_mounts=mounts,
-            env=env or None,
-        )
-        verify = Container(
-            name="verify",
-            image=cpu_image,
-            command=["python", "-m", "components.verify"],
-            args=[
-                "--tasks",
-                "/work/tasks.parquet",
-                "--out",
-                "/work/verdicts.parquet",
-                "--admitted",
-                "/work/admitted.parquet",
-                "--repeats",
-                param("verify_repeats"),
-                "--backend",
-                "kubernetes",
-                "--no-progress",
-                *(a for item in sandbox for a in item.split(" ", 1)),
-            ],
-            volume_mounts=mounts,
-            env=env or None,
-        )
-        evaluate = Container(
-            name="eval",
-            image=gpu_image,
-            command=["sh", "-ec"],
-            args=[
-                resolve_model + f"mkdir -p {results_dir}; python -m components.eval --tasks "
-                f'/work/admitted.parquet --model "$MODEL" --trials {param("trials")} '
-                f"--max-turns {param('max_turns')} --max-new-tokens {param('max_new_tokens')} "
-                "--backend kubernetes --run-id nightly --no-progress "
-                f"--out {results_dir}/eval_results.parquet --report {results_dir}/report.html"
-                + "".join(f" {item}" for item in sandbox)
-            ],
-            volume_mounts=mounts,
-            env=env or None,
-            resources=m.ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
-            tolerations=[m.Toleration(**t.manifest()) for t in gpu_tolerations] or None,
-            node_selector=dict(gpu_node_selector) or None,
+        synthesize, verify, evaluate = _stage_containers(
+            storage, cpu_image, gpu_image, gpu_tolerations, gpu_node_selector
         )
         with DAG(name="nightly-eval"):
             synthesize() >> verify() >> evaluate()
@@ -285,7 +352,7 @@ def nightly_argo(
         concurrency_policy="Forbid",
         starting_deadline_seconds=3600,
         workflow_template_ref=m.WorkflowTemplateRef(name=TEMPLATE_NAME),
-        arguments=[Parameter(name=name, value=str(params[name])) for name in ARGO_PARAMETERS],
+        arguments=arguments,
     )
     return template, cron_workflow
 

@@ -38,8 +38,9 @@ def admitted(tmp_path):
 
 def _curate(folder, **kwargs):
     outs = [folder / f"{n}.parquet" for n in ("imitation", "train", "expert")]
+    knobs = {"imitation_fraction": 0.5, "expert_tasks": "", "expert_count": 4, "seed": 0}
     metrics = curate_pools(
-        folder / "admitted.parquet", folder / "verdicts.parquet", *outs, **kwargs
+        folder / "admitted.parquet", folder / "verdicts.parquet", *outs, **{**knobs, **kwargs}
     )
     return metrics, *[load_tasks(p) for p in outs]
 

@@ -380,3 +380,60 @@ def test_schedule_needs_exactly_one_target():
     result = CliRunner().invoke(schedule, ["nightly-eval", "--cron", "0 3 * * *"])
     assert result.exit_code != 0
     assert "exactly one of --host" in result.output
+
+
+def _stage_settings(command, args: list[str], config: type) -> dict:
+    """The config fields a stage command line sets: its options, then its ``--set`` items."""
+    from termrl.settings import parse_settings
+
+    context = command.make_context(command.name, list(args))
+    values = {k: v for k, v in context.params.items() if v is not None and k != "settings"}
+    return {**values, **parse_settings(config, context.params.get("settings") or ())}
+
+
+def test_every_argo_parameter_reaches_the_stage_fields_it_sets_in_the_kfp_nightly(tmp_path):
+    """Derived, not hand-kept: each parameter, given a value of its own, arrives in every stage
+    field that the KFP nightly's wiring gives it (NightlyParams' links), through the real CLIs."""
+    import shlex
+
+    from components.eval.cli import eval_command
+    from components.eval.config import EvalConfig
+    from components.synthesize.cli import synthesize
+    from components.synthesize.config import SynthesizeConfig
+    from components.verify.cli import verify
+    from components.verify.config import VerifyConfig
+    from pipelines.nightly_eval import NightlyParams
+    from pipelines.parameters import stage_links
+    from pipelines.schedule import ARGO_SETTINGS
+
+    for artifact in ("tasks", "admitted"):  # the commands check that their inputs exist
+        (tmp_path / f"{artifact}.parquet").write_text("")
+    defaults = _nightly_defaults()
+    given = {
+        name: (defaults[name] + 7 if isinstance(defaults[name], int) else f"x-{name}")
+        for name in ARGO_PARAMETERS
+    }
+    template, _ = nightly_argo("0 3 * * *", {**defaults, **given}, results_pvc="r")
+    _, (flow,) = round_trip(template)
+    containers = {t["name"]: t["container"] for t in flow["spec"]["templates"] if "container" in t}
+    text = {
+        n: _substitute(" ".join(c["args"]), {k: str(v) for k, v in given.items()})
+        for n, c in containers.items()
+    }
+    text = {n: t.replace("/work/", f"{tmp_path}/") for n, t in text.items()}
+    eval_args = shlex.split(text["eval"].split("python -m components.eval", 1)[1])
+    reached = {
+        "synthesize": _stage_settings(
+            synthesize, shlex.split(text["synthesize"]), SynthesizeConfig
+        ),
+        "verify": _stage_settings(verify, shlex.split(text["verify"]), VerifyConfig),
+        "eval": _stage_settings(eval_command, eval_args, EvalConfig),
+    }
+    checked = 0
+    for name, links in stage_links(NightlyParams).items():
+        value = ARGO_SETTINGS.get(name, given.get(name))
+        for link in links:
+            stage, _, field = link.partition(".")
+            assert reached[stage][field] == value, (name, link)
+            checked += 1
+    assert checked == 14  # every link of every stage-linked parameter

@@ -1,0 +1,152 @@
+"""The pipelines' named presets: every value that deliberately differs from a stage config's default.
+
+A stage config (``components/<stage>/config.py``) is the one place a setting's
+default lives. A pipeline parameter that sets a stage field takes that default
+(``pipelines.parameters``), unless its pipeline's preset names it here, with
+the reason. ``tests/pipelines/test_parameter_defaults.py`` fails on any other
+difference, and on a preset value equal to the default it claims to differ from.
+
+    CPU_CURRICULUM   the curriculum as ``termrl run`` runs it: SmolLM2-135M on a small CPU-only machine
+    NIGHTLY_EVAL     the scheduled eval of one policy on a small fixed task set
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from components.rollout.config import RolloutConfig
+
+__all__ = ["CPU_CURRICULUM", "NIGHTLY_EVAL", "Chosen", "Preset"]
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One parameter's value in a preset, and why it differs from the stage's default."""
+
+    value: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Parameter values for one context (``name``: how the docs and errors call it)."""
+
+    name: str
+    context: str
+    values: Mapping[str, Chosen]
+
+
+SHORT_EPISODE_TURNS = 3
+"""Turns of the curriculum's rollout and eval episodes (``max_turns``, ``eval_max_turns``)."""
+
+CPU_CURRICULUM = Preset(
+    "cpu-curriculum",
+    "the curriculum on a small CPU-only machine (SmolLM2-135M, `termrl run`): short episodes, "
+    "few easy tasks, full fine-tuning; raise the sizes on a cluster",
+    {
+        "synth_count": Chosen(
+            72,
+            "at 48 training tasks the final policy passed 60 % of the held-out tasks and the RL "
+            "rounds added 4 points over imitation alone; at 72, 76 % and 8 points (more distinct "
+            "tasks per family, in both the imitation and the RL pools)",
+        ),
+        "synth_difficulties": Chosen(
+            "easy",
+            "this policy earns reward only on easy tasks (imitation: 11 of 18 easy held-out tasks), "
+            "so harder ones add rollouts with no success to learn from",
+        ),
+        "heldout_count": Chosen(
+            28, "four policies are evaluated on them per run: 28 keeps each eval short on CPU"
+        ),
+        "heldout_seed": Chosen(
+            1000,
+            "other seeds than the training tasks' (synth_seed), so no held-out task is trained on",
+        ),
+        "heldout_families": Chosen(
+            "sql-sqlite",
+            "one family is never trained on and evaluated apart: how far learning reaches "
+            "(DESIGN.md: Reach)",
+        ),
+        "verify_repeats": Chosen(
+            1,
+            "the procedural families are deterministic; every repeat runs the ground truth and the "
+            "no-op again in fresh sandboxes, tripling verify's time at the default 3",
+        ),
+        "verify_judges": Chosen(
+            "",
+            "no judge: the only local judge is the 135M policy itself, judges are not among the "
+            "checks a task must pass (VerifyConfig.require), and each costs a model call per task",
+        ),
+        "imitation_epochs": Chosen(
+            3,
+            "3 epochs at lr 1e-4 of full fine-tuning on 54 easy demonstrations passed 11 of 18 "
+            "held-out tasks; the base policy passed none (DESIGN.md: Models)",
+        ),
+        "imitation_learning_rate": Chosen(1e-4, "the measured imitation recipe (imitation_epochs)"),
+        "anchoring": Chosen(
+            "parallel",
+            "phase 1 rolls out on tasks the policy was never shown: groups that start inside their "
+            "demonstrations reach a success even where the policy alone earns none",
+        ),
+        "groups": Chosen(
+            16,
+            "this policy's success on a task is close to all or nothing: with 8 groups, phase 1's "
+            "rollout had no group with differing rewards and so no RL loss",
+        ),
+        "max_turns": Chosen(
+            SHORT_EPISODE_TURNS,
+            "a demonstration is one bash call, then done: three turns leave room for a look and a "
+            "retry, and decoding is what a CPU run spends its time on (~35-45 tok/s batched)",
+        ),
+        "max_new_tokens": Chosen(
+            128, "a turn is one short shell command in a tool call; decoding is the run's cost"
+        ),
+        "rollout_temperature": Chosen(
+            0.7,
+            "at 1.0 the imitated policy solved 6 % of unseen training tasks, at 0.7 16 %: more "
+            "groups with a success to learn from (phase 2 samples at the default 1.0: after phase "
+            "1, at 0.7, 1 of 16 groups had differing rewards, at 1.0 8 of 16)",
+        ),
+        "finetune": Chosen(
+            "full",
+            "LoRA is no faster than full fine-tuning on CPU (it saves memory: 6.0 vs 7.6 GB) and "
+            "the imitation recipe was measured with full fine-tuning",
+        ),
+        "learning_rate": Chosen(
+            1e-5, "the RL rounds refine the imitated policy: a tenth of the imitation step's rate"
+        ),
+        "eval_max_turns": Chosen(
+            SHORT_EPISODE_TURNS, "each policy is measured at the episode length it was trained for"
+        ),
+        "eval_concurrency": Chosen(
+            8,
+            "episodes decode in one batch: ~35-45 tok/s at batch 8 against ~10 for a single "
+            "stream on this CPU (DESIGN.md: Models)",
+        ),
+    },
+)
+
+NIGHTLY_EVAL = Preset(
+    "nightly-eval",
+    "the scheduled eval: one policy, on a small fixed set of freshly verified tasks, every night",
+    {
+        "task_count": Chosen(
+            12, "the set is synthesized and verified again every night before the eval: kept small"
+        ),
+        "task_seed": Chosen(
+            1000,
+            "the curriculum's held-out seed: the nightly measures on tasks no curriculum trains on, "
+            "and on the same tasks every night",
+        ),
+        "verify_repeats": Chosen(1, "the procedural families are deterministic (CPU_CURRICULUM)"),
+        "max_turns": Chosen(
+            RolloutConfig.max_turns, "the episode length the policy is trained with (RolloutConfig)"
+        ),
+        "max_new_tokens": Chosen(
+            RolloutConfig.max_new_tokens,
+            "the per-turn budget the policy is trained with (RolloutConfig)",
+        ),
+    },
+)
