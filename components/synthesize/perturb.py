@@ -11,18 +11,21 @@ ENV/WORKDIR change) applied after the task's set-up:
     apt-mirror-missing    apt's sources point at a mirror that does not resolve
     workdir-moved         the shell starts in /root instead of /app
 
-Families add their own (a broken git config, ...) through ``Draft.perturbations``.
+Families add their own (a broken git config, decoy files from ``planted_files``, ...)
+through ``Draft.perturbations``.
 The golden solution is written to pass under every perturbation its draft
 allows; the podman test runs it under them.
 """
 
 from __future__ import annotations
 
+import base64
 import random
+import shlex
 
 from components.synthesize.draft import Draft, Perturbation
 
-__all__ = ["REMOVABLE_TOOLS", "applicable", "choose"]
+__all__ = ["REMOVABLE_TOOLS", "applicable", "choose", "planted_files", "planted_paths"]
 
 # Tools of termrl/base:bookworm that a task may lose, with the binaries to delete.
 REMOVABLE_TOOLS: dict[str, tuple[str, ...]] = {
@@ -100,3 +103,32 @@ def choose(draft: Draft, rng: random.Random, rate: float, max_count: int) -> lis
     rest = [p for p in options if p not in chosen]
     chosen += rng.sample(rest, max(0, count - len(chosen)))
     return sorted(chosen, key=lambda p: p.name)
+
+
+def planted_files(kind: str, description: str, files: dict[str, str]) -> Perturbation:
+    """A family perturbation that plants ``files`` (absolute path → text) after set-up.
+
+    Decoys, stale copies and look-alike files: the environment a real machine
+    has around the thing the task is about. The recorded description ends with
+    ``(planted: /a, /b)`` so a test can see that the files are there.
+    """
+    steps = []
+    for path, text in sorted(files.items()):
+        encoded = base64.b64encode(text.encode()).decode()
+        parent = path.rsplit("/", 1)[0] or "/"
+        steps.append(
+            f"mkdir -p {shlex.quote(parent)} && echo {encoded} | base64 -d > {shlex.quote(path)}"
+        )
+    return Perturbation(
+        name=f"decoy-files:{kind}",
+        description=f"{description} (planted: {', '.join(sorted(files))})",
+        run=" && ".join(steps),
+    )
+
+
+def planted_paths(perturbation_description: str) -> list[str]:
+    """The paths a ``planted_files`` perturbation recorded in its description."""
+    if "(planted: " not in perturbation_description:
+        return []
+    listed = perturbation_description.rsplit("(planted: ", 1)[1].rstrip(")")
+    return [p.strip() for p in listed.split(",") if p.strip()]

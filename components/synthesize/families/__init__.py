@@ -15,10 +15,13 @@ from types import ModuleType
 from components.synthesize.draft import Draft
 from components.synthesize.families import (
     archives,
+    checksums,
+    configs,
     cron,
     csvjson,
     envrepair,
     files,
+    findx,
     git,
     logs,
     pybug,
@@ -59,4 +62,7 @@ FAMILIES: dict[str, Family] = {
     "scheduled-jobs": _family("scheduled-jobs", cron),
     "environment-repair": _family("environment-repair", envrepair),
     "sql-sqlite": _family("sql-sqlite", sqlite),
+    "checksums": _family("checksums", checksums),
+    "find-xargs": _family("find-xargs", findx),
+    "config-edit": _family("config-edit", configs),
 }
