@@ -14,8 +14,10 @@ from types import ModuleType
 
 from components.synthesize.draft import Draft
 from components.synthesize.families import (
+    accounts,
     archives,
     checksums,
+    compress,
     configs,
     cron,
     csvjson,
@@ -69,4 +71,6 @@ FAMILIES: dict[str, Family] = {
     "config-edit": _family("config-edit", configs),
     "diff-patch": _family("diff-patch", patching),
     "date-time": _family("date-time", dates),
+    "users-groups": _family("users-groups", accounts),
+    "compression": _family("compression", compress),
 }
