@@ -22,6 +22,7 @@ from components.synthesize.families import (
     cron,
     csvjson,
     dates,
+    diskuse,
     envrepair,
     files,
     findx,
@@ -29,6 +30,7 @@ from components.synthesize.families import (
     logs,
     patching,
     pybug,
+    renames,
     service,
     shell,
     sqlite,
@@ -73,4 +75,6 @@ FAMILIES: dict[str, Family] = {
     "date-time": _family("date-time", dates),
     "users-groups": _family("users-groups", accounts),
     "compression": _family("compression", compress),
+    "regex-rename": _family("regex-rename", renames),
+    "disk-usage": _family("disk-usage", diskuse),
 }
