@@ -29,10 +29,12 @@ from components.synthesize.families import (
     git,
     logs,
     patching,
+    procs,
     pybug,
     renames,
     service,
     shell,
+    shellenv,
     sqlite,
     text,
 )
@@ -77,4 +79,6 @@ FAMILIES: dict[str, Family] = {
     "compression": _family("compression", compress),
     "regex-rename": _family("regex-rename", renames),
     "disk-usage": _family("disk-usage", diskuse),
+    "shell-env": _family("shell-env", shellenv),
+    "process-control": _family("process-control", procs),
 }
