@@ -33,6 +33,7 @@ from components.synthesize.families import (
     pybug,
     renames,
     service,
+    setops,
     shell,
     shellenv,
     sqlite,
@@ -81,4 +82,5 @@ FAMILIES: dict[str, Family] = {
     "disk-usage": _family("disk-usage", diskuse),
     "shell-env": _family("shell-env", shellenv),
     "process-control": _family("process-control", procs),
+    "set-operations": _family("set-operations", setops),
 }
