@@ -14,7 +14,7 @@ import random
 
 from components.synthesize.draft import Draft, py_literal
 from components.synthesize.families.phrasing import say
-from components.synthesize.families.words import PEOPLE, WORDS, name, names
+from components.synthesize.families.words import PEOPLE, name, names
 from components.synthesize.perturb import planted_files
 
 __all__ = ["TAGS", "generate"]
@@ -22,8 +22,12 @@ __all__ = ["TAGS", "generate"]
 TAGS = ["users", "groups", "passwd", "awk"]
 
 SHELLS = ["/bin/bash", "/bin/sh", "/usr/sbin/nologin", "/bin/false", "/bin/zsh"]
-SYSTEM = [("root", 0, 0, "/root", "/bin/bash"), ("daemon", 1, 1, "/usr/sbin", "/usr/sbin/nologin"),
-          ("bin", 2, 2, "/bin", "/usr/sbin/nologin"), ("www-data", 33, 33, "/var/www", "/usr/sbin/nologin")]
+SYSTEM = [
+    ("root", 0, 0, "/root", "/bin/bash"),
+    ("daemon", 1, 1, "/usr/sbin", "/usr/sbin/nologin"),
+    ("bin", 2, 2, "/bin", "/usr/sbin/nologin"),
+    ("www-data", 33, 33, "/var/www", "/usr/sbin/nologin"),
+]
 
 
 def _accounts(rng: random.Random) -> tuple[list[tuple], dict[str, tuple[int, list[str]]]]:
@@ -171,7 +175,9 @@ def _hard(rng: random.Random) -> Draft:
         f"{shell}, pw x), add to {extra[0]},{extra[1]}. Edit files directly, keep existing lines.",
     )
     used = {u[1] for u in users}
-    uid = next(i for i in range(1000, 70000) if i not in used and i not in {g for g, _ in groups.values()})
+    uid = next(
+        i for i in range(1000, 70000) if i not in used and i not in {g for g, _ in groups.values()}
+    )
     solution = f"""
 cut -d: -f1,3,4 {etc}/passwd && cut -d: -f1,3,4 {etc}/group
 uid=1000; while cut -d: -f3 {etc}/passwd {etc}/group | grep -qx "$uid"; do uid=$((uid+1)); done; echo "$uid"

@@ -154,7 +154,10 @@ def _hard(rng: random.Random) -> Draft:
         for s in snaps:
             candidates[f"{s}/{p}"] = files[p] if s == good_snap else _corrupt(rng, files[p])
     lines = "".join(f"{ALGOS[algo](c.encode()).hexdigest()}  {p}\n" for p, c in files.items())
-    setup = {**{f"live/{p}": c for p, c in on_disk.items()}, **{f"bk/{p}": c for p, c in candidates.items()}}
+    setup = {
+        **{f"live/{p}": c for p, c in on_disk.items()},
+        **{f"bk/{p}": c for p, c in candidates.items()},
+    }
     script = f"mkdir -p {folder} {backups}\ncp -r live/. {folder}/\ncp -r bk/. {backups}/\ncp manifest {manifest}"
     setup["manifest"] = lines
     instruction, style = say(

@@ -86,7 +86,10 @@ def yaml_subset(text):
 def _easy(rng: random.Random) -> Draft:
     app = name(rng)
     path = f"/srv/{app}/.env"
-    keys = [f"{w.upper()}_{rng.choice(['URL', 'HOST', 'MODE', 'LEVEL', 'NAME', 'TOKEN'])}" for w in names(rng, 6, WORDS)]
+    keys = [
+        f"{w.upper()}_{rng.choice(['URL', 'HOST', 'MODE', 'LEVEL', 'NAME', 'TOKEN'])}"
+        for w in names(rng, 6, WORDS)
+    ]
     values = {k: token(rng, 8) for k in keys}
     key = rng.choice(keys)
     new = f"{rng.choice(NOUNS)}-{rng.randint(10, 99)}"
@@ -102,9 +105,7 @@ def _easy(rng: random.Random) -> Draft:
         f"{path}. Please fix it there without touching the other variables.",
         ticket=f"{path}: {key}={new}. No duplicates, rest unchanged.",
     )
-    solution = (
-        f"grep -q '^{key}=' {path} && sed -i 's|^{key}=.*|{key}={new}|' {path} || echo '{key}={new}' >> {path}"
-    )
+    solution = f"grep -q '^{key}=' {path} && sed -i 's|^{key}=.*|{key}={new}|' {path} || echo '{key}={new}' >> {path}"
     expected = {**values, key: new}
     return Draft(
         instruction=instruction,
@@ -202,7 +203,13 @@ def _hard(rng: random.Random) -> Draft:
     old_port, new_port = rng.randint(3300, 3400), rng.randint(5400, 5499)
     level = rng.choice(["debug", "warning"])
     features = names(rng, 2, ["search", "export", "billing", "audit", "sso", "webhooks"])
-    feature = rng.choice([f for f in ["search", "export", "billing", "audit", "sso", "webhooks"] if f not in features])
+    feature = rng.choice(
+        [
+            f
+            for f in ["search", "export", "billing", "audit", "sso", "webhooks"]
+            if f not in features
+        ]
+    )
     yaml_text = f"""# {app} configuration
 server:
   host: 0.0.0.0

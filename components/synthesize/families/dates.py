@@ -70,7 +70,15 @@ def _easy(rng: random.Random) -> Draft:
         solution = f"date -d '{d.isoformat()}' +%A > {answer}"
         check = f'got = read({answer!r}).strip().lower()\ncheck(got == "{want.lower()}", "{answer} says %r" % got)'
     else:
-        t = datetime(d.year, d.month, d.day, rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59), tzinfo=UTC)
+        t = datetime(
+            d.year,
+            d.month,
+            d.day,
+            rng.randint(0, 23),
+            rng.randint(0, 59),
+            rng.randint(0, 59),
+            tzinfo=UTC,
+        )
         epoch = int(t.timestamp())
         want = t.strftime("%Y-%m-%d %H:%M:%S")
         instruction, style = say(
@@ -82,7 +90,10 @@ def _easy(rng: random.Random) -> Draft:
             ticket=f"epoch {epoch} -> UTC `YYYY-MM-DD HH:MM:SS` in {answer}.",
         )
         solution = f"date -u -d @{epoch} '+%Y-%m-%d %H:%M:%S' > {answer}"
-        check = PARSE_UTC + f'got = utc(read({answer!r}))\ncheck(got == "{want}", "{answer} says %r" % got)'
+        check = (
+            PARSE_UTC
+            + f'got = utc(read({answer!r}))\ncheck(got == "{want}", "{answer} says %r" % got)'
+        )
     return Draft(
         instruction=instruction,
         solution=solution,
@@ -96,7 +107,11 @@ def _easy(rng: random.Random) -> Draft:
 def _medium(rng: random.Random) -> Draft:
     app = name(rng)
     src, out = f"/var/log/{app}/events.log", f"/var/log/{app}/events-utc.log"
-    start = int(datetime(rng.randint(2021, 2026), rng.randint(1, 12), rng.randint(1, 28), tzinfo=UTC).timestamp())
+    start = int(
+        datetime(
+            rng.randint(2021, 2026), rng.randint(1, 12), rng.randint(1, 28), tzinfo=UTC
+        ).timestamp()
+    )
     lines, want = [], []
     t = start
     for _ in range(rng.randint(12, 25)):

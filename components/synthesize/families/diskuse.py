@@ -25,7 +25,9 @@ TAGS = ["disk-usage", "du", "df"]
 def _make(root: str, sizes: dict[str, int], ages: dict[str, int] | None = None) -> str:
     lines = [f"mkdir -p {root}"]
     for rel, size in sorted(sizes.items()):
-        lines.append(f"mkdir -p \"$(dirname '{root}/{rel}')\" && head -c {size} /dev/zero > '{root}/{rel}'")
+        lines.append(
+            f"mkdir -p \"$(dirname '{root}/{rel}')\" && head -c {size} /dev/zero > '{root}/{rel}'"
+        )
         if ages:
             lines.append(f"touch -d '{ages[rel]} minutes ago' '{root}/{rel}'")
     return "\n".join(lines)
@@ -95,7 +97,9 @@ def _medium(rng: random.Random) -> Draft:
         if size // 1024 in used:  # distinct sizes: the ranking must not depend on ties
             continue
         used.add(size // 1024)
-        sizes[f"{rng.choice(dirs)}{rng.choice(NOUNS)}-{len(sizes)}.{rng.choice(['db', 'log', 'img'])}"] = size
+        sizes[
+            f"{rng.choice(dirs)}{rng.choice(NOUNS)}-{len(sizes)}.{rng.choice(['db', 'log', 'img'])}"
+        ] = size
     want = [f"{root}/{p}" for p in sorted(sizes, key=lambda p: -sizes[p])[:n]]
     instruction, style = say(
         rng,
@@ -132,7 +136,10 @@ check(got == {py_literal(want)}, "{answer} lists %r" % got)
 
 def _hard(rng: random.Random) -> Draft:
     cache = f"/var/cache/{name(rng)}"
-    files = [f"{rng.choice(['', 'blobs/', 'tmp/'])}{rng.choice(NOUNS)}-{i}.cache" for i in range(rng.randint(10, 16))]
+    files = [
+        f"{rng.choice(['', 'blobs/', 'tmp/'])}{rng.choice(NOUNS)}-{i}.cache"
+        for i in range(rng.randint(10, 16))
+    ]
     sizes = {p: rng.randint(8, 64) * 1024 for p in files}
     ages = dict(zip(files, rng.sample(range(10, 5000), k=len(files)), strict=True))
     total = sum(sizes.values())

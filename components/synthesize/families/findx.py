@@ -23,7 +23,11 @@ TAGS = ["find", "xargs", "files"]
 
 
 def _tree(rng: random.Random, n: int, exts: list[str]) -> list[str]:
-    dirs = ["", *[f"{w}/" for w in names(rng, 3, WORDS)], f"{rng.choice(WORDS)}/{rng.choice(NOUNS)}/"]
+    dirs = [
+        "",
+        *[f"{w}/" for w in names(rng, 3, WORDS)],
+        f"{rng.choice(WORDS)}/{rng.choice(NOUNS)}/",
+    ]
     paths: set[str] = set()
     while len(paths) < n:
         stem = rng.choice(NOUNS) + rng.choice(["", " copy", f" {rng.randint(1, 9)}", "_old", "-v2"])
@@ -99,7 +103,9 @@ def _medium(rng: random.Random) -> Draft:
     days = rng.choice([7, 14, 30])
     ext = rng.choice([".csv", ".log", ".json"])
     paths = _tree(rng, rng.randint(10, 16), [ext, ext, ".lock", ".txt"])
-    files = {p: (token(rng, 16) + "\n", rng.choice([0, 1, 2, days + 10, days + 20, 90])) for p in paths}
+    files = {
+        p: (token(rng, 16) + "\n", rng.choice([0, 1, 2, days + 10, days + 20, 90])) for p in paths
+    }
     old = sorted(p for p in paths if p.endswith(ext) and files[p][1] > days)
     if not old:
         old = [p for p in paths if p.endswith(ext)][:1]

@@ -105,7 +105,12 @@ check(out["x"] == {_join(b)!r}, "applying the diff does not give the new file")
 
 def _tree(rng: random.Random, n: int) -> dict[str, str]:
     dirs = ["", "src/", "src/" + rng.choice(WORDS) + "/", "docs/"]
-    return {f"{rng.choice(dirs)}{w}.{rng.choice(['py', 'cfg', 'md'])}": _join(_text(rng, rng.randint(6, 12))) for w in names(rng, n, NOUNS)}
+    return {
+        f"{rng.choice(dirs)}{w}.{rng.choice(['py', 'cfg', 'md'])}": _join(
+            _text(rng, rng.randint(6, 12))
+        )
+        for w in names(rng, n, NOUNS)
+    }
 
 
 def _diff(old: dict[str, str], new: dict[str, str]) -> str:
@@ -153,7 +158,11 @@ for rel, content in {py_literal(new)}.items():
             planted_files(
                 "patch",
                 "an older, already superseded patch sits next to the real one",
-                {patch.replace(".patch", "-v0.patch"): "--- a/README\n+++ b/README\n@@ -1 +1 @@\n-x\n+y\n"},
+                {
+                    patch.replace(
+                        ".patch", "-v0.patch"
+                    ): "--- a/README\n+++ b/README\n@@ -1 +1 @@\n-x\n+y\n"
+                },
             ),
         ),
         metadata={"files_changed": len(changed), "phrasing": style},

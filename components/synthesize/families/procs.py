@@ -80,8 +80,14 @@ def _easy(rng: random.Random) -> Draft:
         ticket=f"Run {script} detached{how}. PID -> {record}.",
     )
     prefix = "" if nice is None else f"nice -n {nice} "
-    solution = f"{prefix}setsid nohup {script} > /tmp/{svc}.out 2>&1 < /dev/null & echo $! > {record}"
-    nice_check = "" if nice is None else f'check(p["nice"] == {nice}, "the worker runs at nice %d, not {nice}" % p["nice"])'
+    solution = (
+        f"{prefix}setsid nohup {script} > /tmp/{svc}.out 2>&1 < /dev/null & echo $! > {record}"
+    )
+    nice_check = (
+        ""
+        if nice is None
+        else f'check(p["nice"] == {nice}, "the worker runs at nice %d, not {nice}" % p["nice"])'
+    )
     return Draft(
         instruction=instruction,
         solution=solution,
@@ -144,7 +150,11 @@ check(read({script!r}) == {WORKER.format(name=svc, pidfile=pidfile)!r}, "{script
 
 def _hard(rng: random.Random) -> Draft:
     svc = name(rng)
-    conf, script, record = f"/etc/{svc}/queues.conf", f"/opt/{svc}/queue-worker.sh", f"/root/{svc}-workers.txt"
+    conf, script, record = (
+        f"/etc/{svc}/queues.conf",
+        f"/opt/{svc}/queue-worker.sh",
+        f"/root/{svc}-workers.txt",
+    )
     queues = names(rng, rng.randint(4, 6), NOUNS)
     enabled = sorted(rng.sample(queues, k=rng.randint(2, len(queues) - 1)))
     lines = ["# queue   enabled"] + [f"{q} {'yes' if q in enabled else 'no'}" for q in queues]

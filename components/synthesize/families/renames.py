@@ -54,7 +54,9 @@ def _setup(root: str, files: dict[str, str]) -> tuple[dict[str, str], str]:
 
 def _easy(rng: random.Random) -> Draft:
     root = f"{base_dir(rng)}/{name(rng)}"
-    old, new = rng.choice([("jpeg", "jpg"), ("txt", "md"), ("htm", "html"), ("yml", "yaml"), ("tif", "tiff")])
+    old, new = rng.choice(
+        [("jpeg", "jpg"), ("txt", "md"), ("htm", "html"), ("yml", "yaml"), ("tif", "tiff")]
+    )
     stems = names(rng, rng.randint(4, 8), NOUNS)
     files = {f"{s}{rng.choice(['', ' 2', '_v1'])}.{old}": token(rng) + "\n" for s in stems}
     files[f"{rng.choice(WORDS)}.{rng.choice(['png', 'csv'])}"] = "other\n"
@@ -82,11 +84,20 @@ def _medium(rng: random.Random) -> Draft:
     root = f"/home/user/{rng.choice(['Pictures', 'photos', 'camera'])}/{name(rng)}"
     files, want = {}, {}
     for _ in range(rng.randint(6, 10)):
-        y, m, d, n = rng.randint(2015, 2026), rng.randint(1, 12), rng.randint(1, 28), rng.randint(1, 9999)
+        y, m, d, n = (
+            rng.randint(2015, 2026),
+            rng.randint(1, 12),
+            rng.randint(1, 28),
+            rng.randint(1, 9999),
+        )
         src = f"IMG_{y}{m:02d}{d:02d}_{n:04d}.jpg"
         content = token(rng, 20) + "\n"
         files[src], want[f"{y}-{m:02d}-{d:02d}_{n:04d}.jpg"] = content, content
-    for other in (f"IMG_{rng.choice(WORDS)}.jpg", f"notes {rng.randint(1, 9)}.txt", "IMG_2020_01.jpg"):
+    for other in (
+        f"IMG_{rng.choice(WORDS)}.jpg",
+        f"notes {rng.randint(1, 9)}.txt",
+        "IMG_2020_01.jpg",
+    ):
         files[other] = want[other] = token(rng) + "\n"
     instruction, style = say(
         rng,
@@ -132,10 +143,17 @@ def _hard(rng: random.Random) -> Draft:
     dirs = ["", *[f"{w}/" for w in names(rng, 2, WORDS)]]
     count = rng.randint(8, 12)
     while len(files) < count:
-        words = [rng.choice(NOUNS + WORDS).title() if rng.random() < 0.5 else rng.choice(NOUNS) for _ in range(2)]
+        words = [
+            rng.choice(NOUNS + WORDS).title() if rng.random() < 0.5 else rng.choice(NOUNS)
+            for _ in range(2)
+        ]
         base = f"{' '.join(words)} {rng.randint(1, 120)}.{rng.choice(['MKV', 'mp4', 'Mp3'])}"
         d = rng.choice(dirs)
-        if _normal(base) in {_normal(p.rsplit('/', 1)[-1]) for p in files if p.startswith(d) and "/" not in p[len(d):]}:
+        if _normal(base) in {
+            _normal(p.rsplit("/", 1)[-1])
+            for p in files
+            if p.startswith(d) and "/" not in p[len(d) :]
+        }:
             continue
         content = token(rng, 12) + "\n"
         files[d + base] = content

@@ -15,7 +15,7 @@ import random
 
 from components.synthesize.draft import Draft, py_literal
 from components.synthesize.families.phrasing import say
-from components.synthesize.families.words import NOUNS, PEOPLE, WORDS, base_dir, name, names
+from components.synthesize.families.words import NOUNS, PEOPLE, WORDS, base_dir, name
 from components.synthesize.perturb import planted_files
 
 __all__ = ["TAGS", "generate"]
@@ -32,7 +32,9 @@ def _easy(rng: random.Random) -> Draft:
     pool = rng.sample(PEOPLE + [f"{n}{rng.randint(1, 9)}" for n in NOUNS], k=24)
     a = pool[:16]
     b = pool[8:24]
-    a_name, b_name = rng.choice([("subscribers", "unsubscribed"), ("expected", "received"), ("hosts", "patched")])
+    a_name, b_name = rng.choice(
+        [("subscribers", "unsubscribed"), ("expected", "received"), ("hosts", "patched")]
+    )
     fa, fb = f"{folder}/{a_name}.txt", f"{folder}/{b_name}.txt"
     out = f"{folder}/{rng.choice(['result', 'diff', 'missing'])}.txt"
     both = rng.random() < 0.4
@@ -66,7 +68,9 @@ def _medium(rng: random.Random) -> Draft:
     ids = [f"{rng.choice(['A', 'B', 'C'])}{rng.randint(100, 999)}" for _ in range(18)]
     ids = sorted(set(ids))
     owners = {i: rng.choice(PEOPLE) for i in ids}
-    hosts = {i: f"{rng.choice(NOUNS)}-{rng.randint(1, 9)}" for i in rng.sample(ids, k=len(ids) * 2 // 3)}
+    hosts = {
+        i: f"{rng.choice(NOUNS)}-{rng.randint(1, 9)}" for i in rng.sample(ids, k=len(ids) * 2 // 3)
+    }
     owner_ids = rng.sample(ids, k=len(ids) * 3 // 4)
     fa, fb, out = f"{folder}/owners.txt", f"{folder}/hosts.txt", f"{folder}/joined.txt"
     a = [f"{i} {owners[i]}" for i in owner_ids]

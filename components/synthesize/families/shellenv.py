@@ -33,7 +33,10 @@ def shell(kind, script):
 
 
 def _var(rng: random.Random) -> tuple[str, str]:
-    return f"{rng.choice(NOUNS).upper()}_{rng.choice(['HOME', 'MODE', 'ENV', 'REGION', 'PROFILE'])}", f"{rng.choice(WORDS)}-{token(rng, 4)}"
+    return (
+        f"{rng.choice(NOUNS).upper()}_{rng.choice(['HOME', 'MODE', 'ENV', 'REGION', 'PROFILE'])}",
+        f"{rng.choice(WORDS)}-{token(rng, 4)}",
+    )
 
 
 def _easy(rng: random.Random) -> Draft:
