@@ -20,6 +20,7 @@ allows; the podman test runs it under them.
 from __future__ import annotations
 
 import base64
+import gzip
 import random
 import shlex
 
@@ -40,6 +41,10 @@ REMOVABLE_TOOLS: dict[str, tuple[str, ...]] = {
     "xz": ("xz", "unxz", "xzcat"),
     "bzip2": ("bzip2", "bunzip2", "bzcat"),
 }
+
+
+# The longest RUN line planted_files writes: /bin/sh -c gets it as one argument (Linux: 128 KiB).
+PLANTED_RUN_MAX = 64 * 1024
 
 
 def _tool_removed(tool: str) -> Perturbation:
@@ -110,19 +115,26 @@ def planted_files(kind: str, description: str, files: dict[str, str]) -> Perturb
 
     Decoys, stale copies and look-alike files: the environment a real machine
     has around the thing the task is about. The recorded description ends with
-    ``(planted: /a, /b)`` so a test can see that the files are there.
+    ``(planted: /a, /b)`` so a test can see that the files are there. Contents
+    travel gzip-compressed in the RUN line (one shell argument holds at most
+    128 KiB), and a line that would still be too long is refused here.
     """
     steps = []
     for path, text in sorted(files.items()):
-        encoded = base64.b64encode(text.encode()).decode()
+        encoded = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
         parent = path.rsplit("/", 1)[0] or "/"
         steps.append(
-            f"mkdir -p {shlex.quote(parent)} && echo {encoded} | base64 -d > {shlex.quote(path)}"
+            f"mkdir -p {shlex.quote(parent)} && echo {encoded} | base64 -d | gunzip > {shlex.quote(path)}"
+        )
+    run = " && ".join(steps)
+    if len(run) > PLANTED_RUN_MAX:
+        raise ValueError(
+            f"planted files of {kind} take {len(run)} bytes of RUN line (max {PLANTED_RUN_MAX})"
         )
     return Perturbation(
         name=f"decoy-files:{kind}",
         description=f"{description} (planted: {', '.join(sorted(files))})",
-        run=" && ".join(steps),
+        run=run,
     )
 
 

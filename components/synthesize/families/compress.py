@@ -180,14 +180,14 @@ for rel, text in {py_literal({p: plain[p] for p in good})}.items():
     except Exception as e:
         fail("%s is missing or not xz: %r" % (xzp, e))
     check(got == text, xzp + " does not hold the original data")
-listed = sorted(os.path.normpath(l.strip()) for l in read({report!r}).splitlines() if l.strip())
+listed = sorted(os.path.normpath(os.path.join({root!r}, l.strip())) for l in read({report!r}).splitlines() if l.strip())
 want = sorted(os.path.join({root!r}, p) for p in {py_literal(bad)})
 check(listed == want, "{report} lists %r" % listed)
 for p in want:
     check(os.path.isfile(p), p + " (corrupt) was removed")
 """,
         uses=("gzip", "xz"),
-        metadata={"files": len(files), "corrupt": len(bad), "phrasing": style},
+        metadata={"root": root, "report": report, "corrupt": len(bad), "phrasing": style},
     )
 
 

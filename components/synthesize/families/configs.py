@@ -119,7 +119,13 @@ values, seen = env_file({path!r})
 check(seen.count({key!r}) == 1, "{key} is set %d times" % seen.count({key!r}))
 check(values == {py_literal(expected)}, "{path} holds %r" % values)
 """,
-        metadata={"key_present": present, "phrasing": style},
+        metadata={
+            "path": path,
+            "key": key,
+            "value": new,
+            "key_present": present,
+            "phrasing": style,
+        },
     )
 
 

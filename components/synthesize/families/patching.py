@@ -90,8 +90,11 @@ def _easy(rng: random.Random) -> Draft:
 check(os.path.isfile({out!r}), "{out} does not exist")
 text = read({out!r})
 check("@@" in text, "{out} is not a unified diff")
-# Whatever names the headers carry, the hunks must turn the old text into the new one.
-body = "".join(l for l in text.splitlines(True) if not l.startswith(("--- ", "+++ ")))
+# Whatever headers it carries (diff -u, git diff --no-index), its hunks must turn the old text into the new one.
+lines = text.splitlines(True)
+start = next((i for i, l in enumerate(lines) if l.startswith("@@")), None)
+check(start is not None, "{out} has no hunk")
+body = "".join(l for l in lines[start:] if not l.startswith(("--- ", "+++ ", "diff ", "index ")))
 with open("/tmp/check.patch", "w") as f:
     f.write("--- a/x\\n+++ b/x\\n" + body)
 ok, err, out = applies("/tmp/check.patch", {{"x": {_join(a)!r}}}, 1)
@@ -99,7 +102,7 @@ check(ok, "the diff does not apply to the old file: " + err)
 check(out["x"] == {_join(b)!r}, "applying the diff does not give the new file")
 """,
         uses=("git", "diff"),
-        metadata={"phrasing": style},
+        metadata={"old": old, "new": new, "out": out, "phrasing": style},
     )
 
 

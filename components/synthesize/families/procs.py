@@ -80,9 +80,7 @@ def _easy(rng: random.Random) -> Draft:
         ticket=f"Run {script} detached{how}. PID -> {record}.",
     )
     prefix = "" if nice is None else f"nice -n {nice} "
-    solution = (
-        f"{prefix}setsid nohup {script} > /tmp/{svc}.out 2>&1 < /dev/null & echo $! > {record}"
-    )
+    solution = f"{prefix}nohup {script} > /tmp/{svc}.out 2>&1 < /dev/null & echo $! > {record}"
     nice_check = (
         ""
         if nice is None
@@ -172,7 +170,7 @@ def _hard(rng: random.Random) -> Draft:
     )
     solution = f"""
 cat {conf}
-: > {record}; awk '$2 == "yes" {{print $1}}' {conf} | while read -r q; do setsid nohup {script} "$q" > /dev/null 2>&1 < /dev/null & echo "$q $!" >> {record}; done
+: > {record}; awk '$2 == "yes" {{print $1}}' {conf} | while read -r q; do nohup {script} "$q" > /dev/null 2>&1 < /dev/null & echo "$q $!" >> {record}; done
 cat {record} && pgrep -af queue-worker
 """
     return Draft(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -23,7 +24,7 @@ from components.synthesize.families import DIFFICULTIES, FAMILIES
 from components.synthesize.families.phrasing import STYLES
 from components.synthesize.generate import make_task, task_seed
 from components.synthesize.perturb import REMOVABLE_TOOLS, planted_paths
-from termrl.artifacts import Task
+from termrl.artifacts import Task, TaskFile
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.taskrun import run_solution, run_tests
 
@@ -199,3 +200,54 @@ async def test_medium_in_ci(bwrap: SandboxManager, family: str):
 async def test_medium_and_hard(bwrap: SandboxManager, family: str, difficulty: str):
     own = difficulty == "medium"  # every medium template has a decoy perturbation of its own
     await _golden_passes_noop_fails(bwrap, _sample(family, difficulty, own_perturbation=own))
+
+
+# Another correct approach than the golden one, per family: the checks judge the outcome, not the tool.
+ALTERNATIVES = {
+    # git's diff instead of diff -u: other headers (diff --git, index), same hunks.
+    ("diff-patch", "easy"): lambda m: (
+        f"git diff --no-index {m['old']} {m['new']} > {m['out']} || true"
+    ),
+    # Python instead of gzip/xz, and the corrupt files listed relative to the folder.
+    ("compression", "hard"): lambda m: (
+        f"""python3 - <<'PY'
+import gzip, lzma, os
+root = {m["root"]!r}
+bad = []
+for d, _, files in os.walk(root):
+    for f in sorted(files):
+        if f.endswith(".gz"):
+            p = os.path.join(d, f)
+            try:
+                data = gzip.open(p).read()
+            except Exception:
+                bad.append(os.path.relpath(p, root))
+                continue
+            with lzma.open(p[:-3] + ".xz", "w") as out:
+                out.write(data)
+            os.remove(p)
+open({m["report"]!r}, "w").write("".join(b + "\\n" for b in bad))
+PY"""
+    ),
+    # The file rewritten with `export` and quotes, as many people write .env files.
+    ("config-edit", "easy"): lambda m: (
+        f"grep -v '^{m['key']}=' {m['path']} > /tmp/env && "
+        f"echo 'export {m['key']}=\"{m['value']}\"' >> /tmp/env && cp /tmp/env {m['path']}"
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+@pytest.mark.podman
+@pytest.mark.parametrize(("family", "difficulty"), sorted(ALTERNATIVES))
+async def test_another_correct_approach_passes(bwrap: SandboxManager, family: str, difficulty: str):
+    for seed in range(2):
+        task = make_task(family, difficulty, seed)
+        body = ALTERNATIVES[family, difficulty](task.metadata)
+        script = "#!/bin/bash\nset -euo pipefail\n" + body + "\n"
+        other = replace(task, solution_files=[TaskFile("solve.sh", script.encode(), 0o755)])
+        async with await bwrap.create(SandboxSpec.from_task(other)) as session:
+            solved = await run_solution(session, other)
+            outcome = await run_tests(session, other)
+        assert outcome.passed, f"{task.id}:\n{solved.output[-1000:]}\n{outcome.output[-1500:]}"
