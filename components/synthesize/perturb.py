@@ -11,18 +11,22 @@ ENV/WORKDIR change) applied after the task's set-up:
     apt-mirror-missing    apt's sources point at a mirror that does not resolve
     workdir-moved         the shell starts in /root instead of /app
 
-Families add their own (a broken git config, ...) through ``Draft.perturbations``.
+Families add their own (a broken git config, decoy files from ``planted_files``, ...)
+through ``Draft.perturbations``.
 The golden solution is written to pass under every perturbation its draft
 allows; the podman test runs it under them.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import random
+import shlex
 
 from components.synthesize.draft import Draft, Perturbation
 
-__all__ = ["REMOVABLE_TOOLS", "applicable", "choose"]
+__all__ = ["REMOVABLE_TOOLS", "applicable", "choose", "planted_files", "planted_paths"]
 
 # Tools of termrl/base:bookworm that a task may lose, with the binaries to delete.
 REMOVABLE_TOOLS: dict[str, tuple[str, ...]] = {
@@ -37,6 +41,10 @@ REMOVABLE_TOOLS: dict[str, tuple[str, ...]] = {
     "xz": ("xz", "unxz", "xzcat"),
     "bzip2": ("bzip2", "bunzip2", "bzcat"),
 }
+
+
+# The longest RUN line planted_files writes: /bin/sh -c gets it as one argument (Linux: 128 KiB).
+PLANTED_RUN_MAX = 64 * 1024
 
 
 def _tool_removed(tool: str) -> Perturbation:
@@ -100,3 +108,39 @@ def choose(draft: Draft, rng: random.Random, rate: float, max_count: int) -> lis
     rest = [p for p in options if p not in chosen]
     chosen += rng.sample(rest, max(0, count - len(chosen)))
     return sorted(chosen, key=lambda p: p.name)
+
+
+def planted_files(kind: str, description: str, files: dict[str, str]) -> Perturbation:
+    """A family perturbation that plants ``files`` (absolute path → text) after set-up.
+
+    Decoys, stale copies and look-alike files: the environment a real machine
+    has around the thing the task is about. The recorded description ends with
+    ``(planted: /a, /b)`` so a test can see that the files are there. Contents
+    travel gzip-compressed in the RUN line (one shell argument holds at most
+    128 KiB), and a line that would still be too long is refused here.
+    """
+    steps = []
+    for path, text in sorted(files.items()):
+        encoded = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+        parent = path.rsplit("/", 1)[0] or "/"
+        steps.append(
+            f"mkdir -p {shlex.quote(parent)} && echo {encoded} | base64 -d | gunzip > {shlex.quote(path)}"
+        )
+    run = " && ".join(steps)
+    if len(run) > PLANTED_RUN_MAX:
+        raise ValueError(
+            f"planted files of {kind} take {len(run)} bytes of RUN line (max {PLANTED_RUN_MAX})"
+        )
+    return Perturbation(
+        name=f"decoy-files:{kind}",
+        description=f"{description} (planted: {', '.join(sorted(files))})",
+        run=run,
+    )
+
+
+def planted_paths(perturbation_description: str) -> list[str]:
+    """The paths a ``planted_files`` perturbation recorded in its description."""
+    if "(planted: " not in perturbation_description:
+        return []
+    listed = perturbation_description.rsplit("(planted: ", 1)[1].rstrip(")")
+    return [p.strip() for p in listed.split(",") if p.strip()]

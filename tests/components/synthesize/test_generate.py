@@ -6,6 +6,7 @@ from collections import Counter
 
 from components.synthesize.config import SynthesizeConfig
 from components.synthesize.dedup import NearDuplicateFilter
+from components.synthesize.families import DIFFICULTIES, FAMILIES
 from components.synthesize.generate import generate_tasks, make_task, plan, task_seed
 from components.synthesize.stage import main
 from termrl.artifacts import load_tasks
@@ -32,10 +33,11 @@ def test_a_task_regenerates_from_its_recorded_seed(tmp_path, capsys):
 
 
 def test_plan_spreads_tasks_over_every_cell():
-    config = SynthesizeConfig(count=72, seed=1, progress=False)
+    every_cell = len(FAMILIES) * len(DIFFICULTIES)
+    config = SynthesizeConfig(count=2 * every_cell, seed=1, progress=False)
     report = generate_tasks(config, NearDuplicateFilter(config.dedup_threshold))
     cells = Counter((t.family, t.difficulty) for t in report.tasks)
-    assert len(cells) == 36  # 12 families x 3 levels
+    assert len(cells) == every_cell
     assert report.attempts == len(report.tasks) + report.duplicates
 
 

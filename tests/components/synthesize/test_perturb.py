@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import random
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from components.synthesize import perturb
 from components.synthesize.draft import Draft
@@ -52,3 +56,24 @@ def test_perturbation_does_not_change_the_task_itself():
         and plain.test_files == perturbed.test_files
     )
     assert plain.dockerfile != perturbed.dockerfile and plain.id != perturbed.id
+
+
+def test_planted_files_write_what_they_record(tmp_path):
+    files = {
+        str(tmp_path / "a dir" / "old.conf"): "port = 1\n",
+        str(tmp_path / "huge.log"): "x" * 400_000,  # gzip keeps the RUN line short
+    }
+    p = perturb.planted_files("demo", "two decoys", files)
+    assert p.name == "decoy-files:demo" and len(p.run) < 4096
+    assert perturb.planted_paths(p.description) == sorted(files)
+    subprocess.run(["sh", "-c", p.run], check=True)
+    for path, text in files.items():
+        assert Path(path).read_text() == text
+
+
+def test_planted_files_refuse_a_run_line_too_long_for_a_build():
+    """buildah silently drops a RUN line longer than one argument may be (measured: the image
+    came out as its base, the file absent), so an oversized plant must fail here instead."""
+    noise = random.Random(0).randbytes(200_000).hex()
+    with pytest.raises(ValueError, match="RUN line"):
+        perturb.planted_files("demo", "too big", {"/tmp/noise": noise})
