@@ -58,6 +58,7 @@ import copy
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Optional
 
 from kfp import dsl, kubernetes
 from kfp.dsl.base_component import BaseComponent
@@ -337,7 +338,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         finetune: str = "full",
         learning_rate: float = 1e-5,
         train_epochs: int = 1,
-        train_max_steps: int = 0,
+        train_max_steps: Optional[int] = None,  # noqa: UP045 - kfp reads Optional[...]
         eval_trials: int = 1,
         eval_max_turns: int = 3,
         eval_concurrency: int = 8,
@@ -467,7 +468,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     tasks=pools.outputs[pool],
                     policy=base.outputs["model"],
                     prompt_style=prompt_style,
-                    backend=sandbox_backend,
+                    sandbox_backend=sandbox_backend,
                     **sandbox,
                 ),
                 "demonstrate",
@@ -488,7 +489,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     max_turns=eval_max_turns,
                     max_new_tokens=max_new_tokens,
                     concurrency=eval_concurrency,
-                    backend=sandbox_backend,
+                    sandbox_backend=sandbox_backend,
                     prompt_style=prompt_style,
                     options=eval_options,
                     **sandbox,
@@ -541,12 +542,13 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     seed=version,
                     group_size=group_size,
                     groups=groups,
+                    redundancy=0,  # no spare group on CPU (termrl.presets.CURRICULUM_CPU)
                     dynamic_sampling=dynamic_sampling,
                     concurrency=rollout_concurrency,
                     max_turns=max_turns,
                     max_new_tokens=max_new_tokens,
                     temperature=temperature,
-                    backend=sandbox_backend,
+                    sandbox_backend=sandbox_backend,
                     prompt_style=prompt_style,
                     **sandbox,
                     options=rollout_opts,
@@ -570,8 +572,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     rl_weight=rl_weight,
                     il_weight=il_weight,
                     il_decay=il_decay,
-                    iteration=version,
-                    temperature=temperature,
+                    iteration=version,  # the sampling temperature: read from the trajectories
                     options=train_opts,
                     **imitating,
                 ),

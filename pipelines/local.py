@@ -138,6 +138,9 @@ def spec_defaults(spec: Any) -> dict[str, Any]:
     params = spec.root.input_definitions.parameters
     values = {}
     for name, param in params.items():
+        if not param.HasField("default_value"):  # an optional parameter left unset
+            values[name] = None
+            continue
         value = executor_output_utils.pb2_value_to_python(param.default_value)
         # protobuf numbers are doubles: give integer parameters their type back
         values[name] = (

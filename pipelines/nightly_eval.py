@@ -76,6 +76,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
                 tasks=tasks.outputs["tasks"],
                 judge_model=policy.outputs["model"],
                 repeats=verify_repeats,
+                judges="",  # no judges (termrl.presets.NIGHTLY_EVAL)
                 sandbox_backend=sandbox_backend,
                 **sandbox,
             ),
@@ -93,7 +94,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
                 trials=trials,
                 max_turns=max_turns,
                 max_new_tokens=max_new_tokens,
-                backend=sandbox_backend,
+                sandbox_backend=sandbox_backend,
                 options=eval_options,
                 **sandbox,
             ),

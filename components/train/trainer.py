@@ -48,6 +48,7 @@ from components.train.modeling import (
 )
 from components.train.prefix import attending, encode_shared_prefix
 from components.train.steps import StepRunner, plan_steps
+from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.errors import ArtifactError, ConfigError
 from termrl.llm.models import resolve_model_path
 
@@ -61,6 +62,7 @@ TrainResult = dict[str, Any]
 def train(config: TrainConfig) -> TrainResult:
     """Run the stage; returns the output folder, steps run and the final metrics row."""
     config.validate()
+    config = config.with_sampling_temperature()  # the rollout's, recorded in the trajectories
     if not config.model:
         config = dataclasses.replace(config, model=str(resolve_model_path(None)))
     derived = config.resolved()
@@ -246,7 +248,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_target_modules=config.lora_target_modules,
-        adapter_dir=resume_from / "training_state" / "adapter"
+        adapter_dir=CheckpointFolder(resume_from).adapter
         if resume_from and config.finetune == "lora"
         else None,
         weights_dir=resume_from,
