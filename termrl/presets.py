@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from termrl.settings import field_defaults
+
 __all__ = [
     "CURRICULUM_CPU",
     "NIGHTLY_EVAL",
@@ -111,3 +113,36 @@ NIGHTLY_EVAL = Preset(
 PRESETS: dict[str, Preset] = {
     p.name: p for p in (ROLLOUT_EPISODES, REFERENCE_CLI, CURRICULUM_CPU, NIGHTLY_EVAL)
 }
+
+
+def unlisted_defaults(
+    defaults: Mapping[str, Any],
+    fields: Mapping[str, str],
+    configs: Mapping[str, type],
+    presets: tuple[Preset, ...] = (),
+) -> list[str]:
+    """The parameters in ``defaults`` (name -> default, a pipeline's) that restate a setting
+    with another value than its stage config's default and than every preset given.
+
+    ``fields``: parameter -> ``stage.field`` it sets (``"eval_max_turns": "eval.max_turns"``);
+    ``configs``: stage -> its config class. None is unset, never a restatement. A string
+    parameter for a tuple field is read comma-separated (a pipeline parameter cannot be a tuple).
+    """
+    problems = []
+    for name, key in fields.items():
+        value = defaults[name]
+        if value is None:
+            continue
+        stage, _, field_name = key.partition(".")
+        config_defaults = field_defaults(configs[stage])  # flat keys (sandbox_backend) included
+        if field_name not in config_defaults:
+            problems.append(f"{name}: {key} is no field of {configs[stage].__name__}")
+            continue
+        target = config_defaults[field_name]
+        if isinstance(target, tuple) and isinstance(value, str):
+            value = tuple(v for v in value.split(",") if v)
+        allowed = [p.values[key] for p in presets if key in p.values]
+        if value != target and value not in allowed:
+            listed = f", nor a preset's ({allowed})" if allowed else ", and no preset lists it"
+            problems.append(f"{name}={value!r}: {key} defaults to {target!r}{listed}")
+    return problems

@@ -317,15 +317,17 @@ def _first_sentence(text: str) -> str:
     return head + "."
 
 
-def _click_type(kind: Any) -> tuple[Any, bool]:
-    """(click type, many) of a field type: ``int | None`` -> (int, False); tuples -> many."""
+def _click_type(kind: Any) -> tuple[Any, type | None]:
+    """(click type, container of many values or None) of a field type: ``int | None`` ->
+    (int, None); ``tuple[str, ...]`` -> (str, tuple); ``list[str] | str`` -> (str, list)."""
     options = {typing.get_origin(o) or o for o in _alternatives(kind)} - {type(None)}
-    if options & {tuple, list}:
-        return str, True
+    for container in (list, tuple):
+        if container in options:
+            return str, container
     for simple in (bool, int, float, Path, str):
         if simple in options:
-            return (click.Path(path_type=Path) if simple is Path else simple), False
-    return str, False
+            return (click.Path(path_type=Path) if simple is Path else simple), None
+    return str, None
 
 
 def _many(container: type) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -370,9 +372,8 @@ def config_options(
                 help_text += f" Default: {defaults[name]!r}."
             if kind is bool:
                 decls = [f"{decls[0]}/--no-{decls[0][2:]}", *decls[1:]]
-            elif many:
-                container = list if typing.get_origin(types[name]) is list else tuple
-                kwargs |= {"multiple": True, "callback": _many(container), "default": ()}
+            elif many is not None:
+                kwargs |= {"multiple": True, "callback": _many(many), "default": ()}
                 kwargs["metavar"] = "VALUE[,VALUE]"
             else:
                 kwargs["type"] = kind
