@@ -342,6 +342,17 @@ def _many(container: type) -> Callable[[click.Context, click.Parameter, Any], An
     return convert
 
 
+def _flat_cli(config_class: type) -> dict[str, dict[str, Any]]:
+    """Command-line extras (``aliases``, ``choices``) of the flat keys of ``config_class``'s
+    flattened fields, as their type declares them (``flat_cli()``)."""
+    hints = typing.get_type_hints(config_class)
+    extras: dict[str, dict[str, Any]] = {}
+    for f in dataclasses.fields(config_class):
+        if isinstance(hints[f.name], type) and hasattr(hints[f.name], "flat_cli"):
+            extras.update(hints[f.name].flat_cli())
+    return extras
+
+
 def config_options(
     config_class: type,
     *names: str,
@@ -352,19 +363,24 @@ def config_options(
     """Click options for the fields ``names`` of ``config_class``: ``--field-name`` (plus
     ``aliases``), typed by the field, helped by its docstring and its default. Every option
     defaults to None (unset), so the config is the one place a default lives; ``resolve_config``
-    layers them. ``overrides``: extra click keywords per field (a ``Choice``, ``exists=True``)."""
+    layers them. ``overrides``: extra click keywords per field (a ``Choice``, ``exists=True``).
+    A flat key takes the aliases and choices its type declares (``--backend`` for
+    ``--sandbox-backend``, one of the registered backends)."""
     types, docs, defaults = (
         field_types(config_class),
         field_docs(config_class),
         field_defaults(config_class),
     )
     needed = set(required)
+    flat = _flat_cli(config_class)
 
     def decorate(command: Any) -> Any:
         for name in reversed(names):
             kind, many = _click_type(types[name])
+            if "choices" in flat.get(name, {}):
+                kind = click.Choice(flat[name]["choices"])
             decls = [f"--{name.replace('_', '-')}"]
-            extra = (aliases or {}).get(name, ())
+            extra = (aliases or {}).get(name, flat.get(name, {}).get("aliases", ()))
             decls += [extra] if isinstance(extra, str) else list(extra)
             help_text = _first_sentence(docs.get(name, name))
             kwargs: dict[str, Any] = {"default": None, "required": name in needed}

@@ -15,7 +15,7 @@ from components.demonstrate.config import DemonstrateConfig
 from termrl.agent.loop import AgentConfig
 from termrl.errors import TermrlError
 from termrl.llm.toolcalls import PROMPTS
-from termrl.sandbox.manager import BACKENDS
+from termrl.sandbox.settings import SandboxSettings
 from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["demonstrate"]
@@ -27,12 +27,10 @@ __all__ = ["demonstrate"]
     "tasks",
     "model",
     "out",
-    "sandbox_backend",
+    *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
     "concurrency",
     "progress",
     required=("tasks", "out"),
-    aliases={"sandbox_backend": "--backend"},
-    overrides={"sandbox_backend": {"type": click.Choice(BACKENDS)}},
 )
 @click.option(
     "--prompt-style",

@@ -14,7 +14,7 @@ import click
 
 from components.eval.config import AGENTS, EvalConfig
 from termrl.errors import TermrlError
-from termrl.sandbox.manager import BACKENDS
+from termrl.sandbox.settings import SandboxSettings
 from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["eval_command", "report_command"]
@@ -36,7 +36,7 @@ def _percent(value: float | None) -> str:
     "report",
     "task_ids",
     "concurrency",
-    "sandbox_backend",
+    *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
     "max_turns",
     "max_new_tokens",
     "context_window",
@@ -45,11 +45,10 @@ def _percent(value: float | None) -> str:
     "run_id",
     "progress",
     required=("tasks", "out"),
-    aliases={"task_ids": "--task", "sandbox_backend": "--backend"},
+    aliases={"task_ids": "--task"},
     overrides={
         "tasks": {"type": click.Path(exists=True)},
         "agent": {"type": click.Choice(AGENTS)},
-        "sandbox_backend": {"type": click.Choice(BACKENDS)},
     },
 )
 @stage_command_options(EvalConfig)

@@ -14,7 +14,7 @@ import click
 
 from components.rollout.config import ANCHORINGS, MODES, RolloutConfig
 from termrl.errors import TermrlError
-from termrl.sandbox.manager import BACKENDS
+from termrl.sandbox.settings import SandboxSettings
 from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["rollout"]
@@ -37,13 +37,12 @@ __all__ = ["rollout"]
     "metrics_out",
     "demonstrations",
     "anchoring",
-    "sandbox_backend",
+    *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
     required=("tasks", "out"),
-    aliases={"metrics_out": "--metrics", "sandbox_backend": "--backend"},
+    aliases={"metrics_out": "--metrics"},
     overrides={
         "mode": {"type": click.Choice(MODES)},
         "anchoring": {"type": click.Choice(ANCHORINGS)},
-        "sandbox_backend": {"type": click.Choice(BACKENDS)},
         "demonstrations": {"type": click.Path(exists=True, dir_okay=False, path_type=Path)},
     },
 )

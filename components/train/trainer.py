@@ -62,7 +62,6 @@ TrainResult = dict[str, Any]
 def train(config: TrainConfig) -> TrainResult:
     """Run the stage; returns the output folder, steps run and the final metrics row."""
     config.validate()
-    config = config.with_sampling_temperature()  # the rollout's, recorded in the trajectories
     if not config.model:
         config = dataclasses.replace(config, model=str(resolve_model_path(None)))
     derived = config.resolved()
@@ -145,7 +144,7 @@ def compute_old_logprobs(
     bf16: bool,
     pad_id: int,
     share_prefix: bool,
-    temperature: float = 1.0,
+    temperature: float,
 ) -> None:
     """π_old of every trained token, from the policy before any update of this stage.
 
@@ -223,6 +222,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     """Model, data, masks, optimizer and scheduler; restores a checkpoint when resuming."""
     from transformers import AutoConfig, AutoTokenizer
 
+    config = config.with_sampling_temperature()  # the rollout's, recorded in the trajectories
     out = Path(config.out)
     resume_from = latest_checkpoint(out) if config.resume else None
     if not config.resume and latest_checkpoint(out) is not None:

@@ -12,7 +12,7 @@ import click
 
 from components.verify.config import AGGREGATIONS, VerifyConfig
 from termrl.errors import TermrlError
-from termrl.sandbox.manager import BACKENDS
+from termrl.sandbox.settings import SandboxSettings
 from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["verify"]
@@ -31,15 +31,14 @@ __all__ = ["verify"]
     "judge_aggregation",
     "model_proxy_url",
     "local_judge_model",
-    "sandbox_backend",
+    *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
     "progress",
     required=("tasks", "out", "admitted"),
-    aliases={"judge_aggregation": "--aggregation", "sandbox_backend": "--backend"},
+    aliases={"judge_aggregation": "--aggregation"},
     overrides={
         "tasks": {"type": click.Path(exists=True, dir_okay=False)},
         "local_judge_model": {"type": click.Path(exists=True, file_okay=False)},
         "judge_aggregation": {"type": click.Choice(AGGREGATIONS)},
-        "sandbox_backend": {"type": click.Choice(BACKENDS)},
     },
 )
 @stage_command_options(VerifyConfig)

@@ -143,6 +143,12 @@ class SandboxSettings:
         return {name: kind for name, (_, kind) in FLAT_FIELDS.items()}
 
     @classmethod
+    def flat_cli(cls) -> dict[str, dict[str, Any]]:
+        """Command-line extras of the flat names: ``--backend`` (the stage commands' older name)
+        and the registered backends as the choices of ``--sandbox-backend``."""
+        return {"sandbox_backend": {"aliases": ("--backend",), "choices": tuple(BACKENDS)}}
+
+    @classmethod
     def flat_docs(cls) -> dict[str, str]:
         """Each flat name's one-line description (the KFP parameters' and CLI options' help)."""
         return dict(FLAT_DOCS)
