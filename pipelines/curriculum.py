@@ -58,7 +58,6 @@ import copy
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Optional
 
 from kfp import dsl, kubernetes
 from kfp.dsl.base_component import BaseComponent
@@ -338,7 +337,6 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         finetune: str = "full",
         learning_rate: float = 1e-5,
         train_epochs: int = 1,
-        train_max_steps: Optional[int] = None,  # noqa: UP045 - kfp reads Optional[...]
         eval_trials: int = 1,
         eval_max_turns: int = 3,
         eval_concurrency: int = 8,
@@ -508,7 +506,6 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                 finetune=finetune,
                 learning_rate=imitation_learning_rate,
                 epochs=imitation_epochs,
-                max_steps=train_max_steps,
                 seed=0,
                 il_weight=1.0,
                 iteration=0,  # imitation alone, whatever the RL rounds mix
@@ -567,7 +564,6 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
                     finetune=finetune,
                     learning_rate=learning_rate,
                     epochs=train_epochs,
-                    max_steps=train_max_steps,
                     seed=version,
                     rl_weight=rl_weight,
                     il_weight=il_weight,

@@ -76,7 +76,6 @@ CURRICULUM_FIELDS = {
     "finetune": "train.finetune",
     "learning_rate": "train.learning_rate",
     "train_epochs": "train.epochs",
-    "train_max_steps": "train.max_steps",
     "eval_trials": "eval.trials",
     "eval_max_turns": "eval.max_turns",
     "eval_concurrency": "eval.concurrency",
