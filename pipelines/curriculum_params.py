@@ -82,6 +82,8 @@ class CurriculumParams:
     """Episodes per group (the advantage baseline)."""
     groups: int = stage("rollout.groups")
     """Groups per RL rollout."""
+    redundancy: int = stage("rollout.redundancy")
+    """Extra groups each RL rollout starts; the first ``groups`` to complete are kept."""
     dynamic_sampling: int = stage("rollout.dynamic_sampling")
     """Extra groups each RL rollout may start to replace groups whose episodes all earned the
     same reward (no signal); 0 keeps the first complete groups."""
@@ -91,9 +93,10 @@ class CurriculumParams:
     """Assistant turns per rollout episode."""
     max_new_tokens: int = stage("rollout.max_new_tokens", "eval.max_new_tokens")
     """Tokens per assistant turn, in rollouts and evals."""
-    rollout_temperature: float = stage("rollout.temperature", "train.temperature")
-    """Phase 1's sampling temperature; its train steps take log πθ at it."""
-    phase2_temperature: float = stage("rollout.temperature", "train.temperature")
+    rollout_temperature: float = stage("rollout.temperature")
+    """Phase 1's sampling temperature (its trajectories record it, and its train steps take
+    log πθ at it)."""
+    phase2_temperature: float = stage("rollout.temperature")
     """Phase 2's sampling temperature (rollout and train). Higher than phase 1's: after phase 1
     the policy solves a task in every episode or in none at 0.7, and a group of equal rewards
     carries no signal."""
@@ -103,8 +106,6 @@ class CurriculumParams:
     """Learning rate of the RL train steps (0 = the train stage's choice for ``finetune``)."""
     train_epochs: int = stage("train.epochs")
     """Epochs of each RL train step over its rollout."""
-    train_max_steps: int = stage("train.max_steps")
-    """Optimizer steps per train stage at most (0 = no limit)."""
     eval_trials: int = stage("eval.trials")
     """Trials per held-out task in every eval (eval decodes greedily)."""
     eval_max_turns: int = stage("eval.max_turns")
@@ -112,7 +113,10 @@ class CurriculumParams:
     eval_concurrency: int = stage("eval.concurrency")
     """Episodes (sandboxes) of an eval alive at once."""
     sandbox_backend: str = stage(
-        "verify.sandbox_backend", "demonstrate.backend", "rollout.backend", "eval.backend"
+        "verify.sandbox_backend",
+        "demonstrate.sandbox_backend",
+        "rollout.sandbox_backend",
+        "eval.sandbox_backend",
     )
     """Where verify, demonstrate, rollout and eval run task sandboxes: podman (a local run) or
     kubernetes (a pod per sandbox, in sandbox_namespace)."""

@@ -139,6 +139,9 @@ def spec_defaults(spec: Any) -> dict[str, Any]:
     params = spec.root.input_definitions.parameters
     values = {}
     for name, param in params.items():
+        if not param.HasField("default_value"):  # an optional parameter left unset
+            values[name] = None
+            continue
         value = executor_output_utils.pb2_value_to_python(param.default_value)
         # protobuf numbers are doubles: give integer parameters their type back
         values[name] = (
@@ -380,7 +383,7 @@ def run_pipeline_locally(
         stages_stop_with_the_run(),
     ):
         progress = _Progress(record, log, echo, verbose, cache_dir, branches)
-        with _captured(progress), _artifact_one_of():
+        with _captured(progress), _artifact_one_of(), _unset_parameters_left_out():
             pipeline(**arguments)
     record.seconds = time.monotonic() - began
     done = ("executed", "cached", "imported", "skipped")
@@ -426,6 +429,28 @@ def _artifact_one_of() -> Iterator[None]:
         yield
     finally:
         OrchestratorUtils.get_dag_output_artifacts = saved
+
+
+@contextlib.contextmanager
+def _unset_parameters_left_out() -> Iterator[None]:
+    """kfp's local runner with a component parameter left unset (an optional one with no default:
+    None, so the stage config's default applies) left out of the executor input, as the cluster's
+    driver does; kfp 2.x's local runner hands it on as null and fails casting it to an integer."""
+    from kfp.local import executor_input_utils
+
+    original = executor_input_utils.executor_input_to_dict
+
+    def without_unset(executor_input: Any, component_spec: Any) -> dict[str, Any]:
+        values = executor_input.inputs.parameter_values
+        for name in [n for n, v in values.items() if v.WhichOneof("kind") in (None, "null_value")]:
+            del values[name]
+        return original(executor_input, component_spec)
+
+    executor_input_utils.executor_input_to_dict = without_unset
+    try:
+        yield
+    finally:
+        executor_input_utils.executor_input_to_dict = original
 
 
 def summary_lines(record: RunRecord, report: str) -> list[str]:

@@ -43,13 +43,15 @@ class NightlyParams:
     """Seed of the tasks: fixed, so every night measures the same tasks."""
     verify_repeats: int = stage("verify.repeats")
     """Runs of each task's ground truth and no-op in verify."""
+    verify_judges: str = stage("verify.judges")
+    """Comma-separated LLM judges of each instruction-test pair ('' = none)."""
     trials: int = stage("eval.trials")
     """Trials per task (eval decodes greedily: more trials repeat the first)."""
     max_turns: int = stage("eval.max_turns")
     """Assistant turns per episode."""
     max_new_tokens: int = stage("eval.max_new_tokens")
     """Tokens per assistant turn."""
-    sandbox_backend: str = stage("verify.sandbox_backend", "eval.backend")
+    sandbox_backend: str = stage("verify.sandbox_backend", "eval.sandbox_backend")
     """Where verify and eval run task sandboxes: podman, or kubernetes (a pod per sandbox)."""
     sandbox_namespace: str = stage("verify.sandbox_namespace", "eval.sandbox_namespace")
     """kubernetes: namespace of the sandbox pods ('' = termrl-sandboxes)."""
@@ -90,6 +92,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
             tasks=tasks.outputs["tasks"],
             judge_model=policy.outputs["model"],
             repeats=p.verify_repeats,
+            judges=p.verify_judges,
             sandbox_backend=p.sandbox_backend,
             **sandbox,
         )
@@ -102,7 +105,7 @@ def build_nightly_eval(shape: CurriculumShape | None = None) -> Callable[..., ob
             trials=p.trials,
             max_turns=p.max_turns,
             max_new_tokens=p.max_new_tokens,
-            backend=p.sandbox_backend,
+            sandbox_backend=p.sandbox_backend,
             options=p.eval_options,
             **sandbox,
         )

@@ -38,6 +38,7 @@ from typing import Any
 from pipelines.options import STAGE_CONFIGS
 from pipelines.presets import Preset
 from termrl.errors import ConfigError
+from termrl.settings import field_defaults
 
 __all__ = [
     "CONFIGS",
@@ -99,6 +100,9 @@ def _config_default(config: type, path: str) -> Any:
     head, _, rest = path.partition(".")
     found = {f.name: f for f in dataclasses.fields(config)}
     if head not in found:
+        flat = field_defaults(config)  # a flat key of a nested setting (``sandbox_backend``)
+        if not rest and head in flat:
+            return flat[head]
         raise ConfigError(f"{config.__name__} has no field {head!r}")
     spec = found[head]
     if spec.default is not dataclasses.MISSING:

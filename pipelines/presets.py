@@ -102,6 +102,11 @@ CPU_CURRICULUM = Preset(
             "this policy's success on a task is close to all or nothing: with 8 groups, phase 1's "
             "rollout had no group with differing rewards and so no RL loss",
         ),
+        "redundancy": Chosen(
+            0,
+            "a spare group costs a group of CPU episodes, and on one machine no group is slower "
+            "than the others for a reason a spare would hide (a straggling node)",
+        ),
         "max_turns": Chosen(
             SHORT_EPISODE_TURNS,
             "a demonstration is one bash call, then done: three turns leave room for a look and a "
@@ -148,6 +153,9 @@ NIGHTLY_EVAL = Preset(
             "and on the same tasks every night",
         ),
         "verify_repeats": Chosen(1, "the procedural families are deterministic (CPU_CURRICULUM)"),
+        "verify_judges": Chosen(
+            "", "no judge: the tasks are procedural and verified by their ground truth and no-op"
+        ),
         "max_turns": Chosen(
             RolloutConfig.max_turns, "the episode length the policy is trained with (RolloutConfig)"
         ),

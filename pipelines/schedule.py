@@ -18,6 +18,7 @@ wants six (seconds first), so ``kfp_cron`` prepends ``0``.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import importlib
 import tempfile
 import typing
@@ -230,9 +231,9 @@ def _eval_script(results_dir: str) -> str:
         f'--tasks /work/admitted.parquet --model "$MODEL" --run-id {NIGHTLY_RUN_ID} --no-progress '
         f"--out {results_dir}/eval_results.parquet --report {results_dir}/report.html"
     )
-    return f"{resolve_model}mkdir -p {results_dir}; python -m components.eval {fixed} " + " ".join(
-        stage_arguments("eval")
-    )
+    # Quoted: a parameter may be empty ('' sandbox namespace) or hold spaces.
+    settings = " ".join(shlex.quote(argument) for argument in stage_arguments("eval"))
+    return f"{resolve_model}mkdir -p {results_dir}; python -m components.eval {fixed} {settings}"
 
 
 def _stage_containers(

@@ -124,3 +124,45 @@ def test_a_settings_file_is_typed_by_the_config_and_may_nest_configs(tmp_path):
     with pytest.raises(ConfigError) as info:
         read_settings_file(DemonstrateConfig, tmp_path / "bad.yaml")
     assert len(info.value.problems) == 2  # every problem at once, nested ones included
+
+
+def test_stage_options_are_generated_from_the_fields_and_layered_once(tmp_path):
+    """defaults < --config < options given < --set, through the one helper every command uses."""
+    import click
+    from click.testing import CliRunner
+
+    from termrl.settings import config_options, resolve_config, stage_command_options
+
+    seen = {}
+
+    @click.command()
+    @config_options(Knobs, "steps", "rate", "flag", "modules", aliases={"rate": "--lr"})
+    @stage_command_options(Knobs)
+    def command(config_file, settings, **options):
+        seen["config"] = resolve_config(Knobs, config_file, options, settings)
+
+    (tmp_path / "k.yaml").write_text("rate: 0.5\nsteps: 7\n")
+    help_text = CliRunner().invoke(command, ["--help"]).output
+    assert "Default: 0.1." in help_text and "--flag / --no-flag" in help_text
+    result = CliRunner().invoke(
+        command,
+        [
+            "--config",
+            str(tmp_path / "k.yaml"),
+            "--lr",
+            "0.25",
+            "--modules",
+            "q,k",
+            "--set",
+            "steps=9",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    config = seen["config"]
+    assert (config.rate, config.steps, config.modules, config.flag) == (0.25, 9, ["q", "k"], False)
+    CliRunner().invoke(command, ["--config", str(tmp_path / "k.yaml")])
+    assert (seen["config"].rate, seen["config"].steps) == (0.5, 7)  # unset options: the file's
+
+
+def test_unset_values_leave_the_config_default():
+    assert build_config(Knobs, {"steps": None, "rate": None, "name": "y"}, None) == Knobs(name="y")

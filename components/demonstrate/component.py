@@ -3,42 +3,48 @@
 Imports live inside the function (it runs in the stage image). ``code_version``
 only feeds the cache key. The stage insists on a ``.parquet`` file name, which a
 KFP output path lacks, so the demonstrations are written beside the artifact
-path and moved onto it.
+path and moved onto it. A parameter left unset (None) takes ``DemonstrateConfig``'s
+default; the ``Args:`` the docstring leaves out come from its field docs
+(``components.params``).
 """
+
+# ruff: noqa: UP045 - kfp reads ``Optional[...]`` parameters, not ``X | None``
+from typing import Optional
 
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
+from components.demonstrate.config import DemonstrateConfig
 from components.images import CPU_IMAGE
+from components.params import described
 
 __all__ = ["demonstrate"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@described(DemonstrateConfig)
 def demonstrate(
     code_version: str,
     tasks: Input[Dataset],
     policy: Input[Model],
     demonstrations: Output[Dataset],
     metrics: Output[Metrics],
-    concurrency: int = 4,
-    prompt_style: str = "compact",
-    backend: str = "podman",
-    sandbox_namespace: str = "",
-    sandbox_registry: str = "",
-    sandbox_pull_secret: str = "",
+    concurrency: Optional[int] = None,
+    prompt_style: Optional[str] = None,
+    sandbox_backend: Optional[str] = None,
+    sandbox_namespace: Optional[str] = None,
+    sandbox_registry: Optional[str] = None,
+    sandbox_pull_secret: Optional[str] = None,
 ) -> None:
-    """Each task's golden solution replayed as agent turns in a sandbox -> expert trajectories.
+    """Each task's golden solution, replayed as agent turns in a sandbox -> expert trajectories.
 
     Args:
         tasks: Tasks artifact whose solutions become demonstrations (the train pool).
         policy: The policy whose tokenizer and chat template the demonstrations are written in.
-        concurrency: Replays (sandboxes) alive at once.
+        demonstrations: The expert trajectories (a trajectories artifact, ``source = expert``).
+        metrics: Tasks, demonstrations kept and why the others were not, for the Kubeflow UI.
         prompt_style: The agent's system prompt (compact or hermes); must match rollout and eval.
-        backend: Sandbox backend.
-        sandbox_namespace: kubernetes backend: namespace of the sandbox pods ('' = termrl-sandboxes).
-        sandbox_registry: kubernetes backend: registry of the task environment images.
-        sandbox_pull_secret: kubernetes backend: image pull secret of the sandbox pods.
+            Unset: the agent's default.
     """
     import json
     import os
@@ -49,21 +55,26 @@ def demonstrate(
     from components.demonstrate.stage import main
     from components.progress import progress_folder
     from termrl.agent.loop import AgentConfig
+    from termrl.settings import build_config
 
     out = pathlib.Path(demonstrations.path + ".parquet")
     summary = main(
-        DemonstrateConfig(
-            tasks=pathlib.Path(tasks.path),
-            out=out,
-            model=policy.path,
-            backend=backend,
-            concurrency=concurrency,
-            agent=AgentConfig(prompt_style=prompt_style),
-            progress=False,
-            parts=progress_folder("demonstrate", demonstrations.uri),
-            sandbox_namespace=sandbox_namespace,
-            sandbox_registry=sandbox_registry,
-            sandbox_pull_secret=sandbox_pull_secret,
+        build_config(
+            DemonstrateConfig,
+            dict(
+                tasks=pathlib.Path(tasks.path),
+                out=out,
+                model=policy.path,
+                concurrency=concurrency,
+                agent=AgentConfig(prompt_style=prompt_style) if prompt_style is not None else None,
+                progress=False,
+                parts=progress_folder("demonstrate", demonstrations.uri),
+                sandbox_backend=sandbox_backend,
+                sandbox_namespace=sandbox_namespace,
+                sandbox_registry=sandbox_registry,
+                sandbox_pull_secret=sandbox_pull_secret,
+            ),
+            None,
         )
     )
     os.replace(out, demonstrations.path)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
+from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["DemonstrateConfig"]
 
@@ -22,15 +23,9 @@ class DemonstrateConfig:
     model: str | None = None
     """The policy whose tokenizer and chat template the demonstrations are written in;
     None is the embedded default (SmolLM2). Only the tokenizer is loaded."""
-    backend: str = "podman"
-    """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
-    sandbox_namespace: str = ""
-    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
-    sandbox_registry: str = ""
-    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
-    pushed by ``termrl images push-tasks``)."""
-    sandbox_pull_secret: str = ""
-    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """Sandbox backend and its options (``termrl.sandbox.settings``); flat, as ``sandbox_backend``,
+    ``sandbox_namespace``, ... on the command line, in ``--set`` and in KFP parameters."""
     concurrency: int = 4
     """Replays (sandboxes) alive at once."""
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -52,7 +47,7 @@ class DemonstrateConfig:
         )
 
     def validate(self) -> None:
-        problems: list[str] = []
+        problems: list[str] = self.sandbox.problems()
         if self.concurrency < 1:
             problems.append(f"concurrency must be at least 1, not {self.concurrency}")
         if self.out.suffix != ".parquet":

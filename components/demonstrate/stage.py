@@ -42,7 +42,7 @@ from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task
 from termrl.artifacts.trajectories import read_trajectories, write_trajectories
 from termrl.errors import ConfigError, TermrlError
-from termrl.sandbox.manager import SandboxManager, sandbox_options
+from termrl.sandbox.manager import SandboxManager
 from termrl.taskrun import TaskSandboxes, run_tests
 
 __all__ = ["MULTI_STEP", "DemonstrationSummary", "demonstrate", "expert_rows", "main"]
@@ -158,10 +158,9 @@ async def demonstrate(
         disable=not config.progress,
     )
     manager = SandboxManager(
-        config.backend,
+        config.sandbox,
         max_sessions=config.concurrency,
         acquire_timeout_sec=math.inf,
-        **sandbox_options(config.backend, config),
     )
     async with manager:
         sandboxes = TaskSandboxes(manager)

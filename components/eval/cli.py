@@ -4,7 +4,8 @@
             -> eval-results Parquet (+ HTML report)
     report  one eval-results file -> HTML report; two -> a side-by-side comparison
 
-Options map one-to-one onto ``EvalConfig`` fields.
+Its options are generated from ``EvalConfig`` fields (``termrl.settings``) and default to
+the config's own defaults.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import click
 
 from components.eval.config import AGENTS, EvalConfig
 from termrl.errors import TermrlError
-from termrl.sandbox.manager import BACKENDS
-from termrl.settings import config_file_option, given_options, parse_settings, read_settings_file
+from termrl.sandbox.settings import SandboxSettings
+from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["eval_command", "report_command"]
 
@@ -24,94 +25,40 @@ def _percent(value: float | None) -> str:
 
 
 @click.command("eval")
-@click.option(
-    "--tasks",
-    required=True,
-    type=click.Path(exists=True),
-    help="Tasks artifact (Parquet), or a folder of Terminal-Bench task folders (Harbor or legacy).",
+@config_options(
+    EvalConfig,
+    "tasks",
+    "agent",
+    "model",
+    "api_base",
+    "trials",
+    "out",
+    "report",
+    "task_ids",
+    "concurrency",
+    *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
+    "max_turns",
+    "max_new_tokens",
+    "context_window",
+    "temperature",
+    "seed",
+    "run_id",
+    "progress",
+    required=("tasks", "out"),
+    aliases={"task_ids": "--task"},
+    overrides={
+        "tasks": {"type": click.Path(exists=True)},
+        "agent": {"type": click.Choice(AGENTS)},
+    },
 )
-@click.option(
-    "--agent",
-    type=click.Choice(AGENTS),
-    default="policy",
-    show_default=True,
-    help="policy: the training agent on --model; oracle: reference solutions; nop: do nothing.",
-)
-@click.option("--model", default=None, help="Policy model: a Hugging Face folder or litellm:MODEL.")
-@click.option(
-    "--api-base", default=None, help="Endpoint for a litellm: model (e.g. a vLLM server)."
-)
-@click.option(
-    "--trials",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Trials per task (pass@k up to this k).",
-)
-@click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Eval-results Parquet to write."
-)
-@click.option(
-    "--report", default=None, type=click.Path(dir_okay=False), help="HTML report to write."
-)
-@click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
-@click.option(
-    "--concurrency",
-    type=int,
-    default=EvalConfig.concurrency,
-    show_default=True,
-    help="Sandboxes alive at once.",
-)
-@click.option("--backend", type=click.Choice(BACKENDS), default="podman", show_default=True)
-@click.option("--max-turns", type=int, default=EvalConfig.max_turns, show_default=True)
-@click.option("--max-new-tokens", type=int, default=EvalConfig.max_new_tokens, show_default=True)
-@click.option(
-    "--context-window",
-    type=int,
-    default=None,
-    help="Token budget of an episode (default: the model's).",
-)
-@click.option(
-    "--temperature",
-    type=float,
-    default=EvalConfig.temperature,
-    show_default=True,
-    help="Policy decoding temperature; 0 is greedy (deterministic), raise it to measure pass@k.",
-)
-@click.option(
-    "--seed",
-    type=int,
-    default=EvalConfig.seed,
-    help="Above temperature 0: trial t samples with seed+t (reproducible).",
-)
-@click.option("--run-id", default=None, help="Name of this run in the results and the report.")
-@config_file_option(EvalConfig)
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set any EvalConfig field (repeatable); wins over the options above.",
-)
-@click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-def eval_command(
-    config_file: str | None,
-    task_ids: tuple[str, ...],
-    no_progress: bool,
-    settings: tuple[str, ...],
-    **options,
-) -> None:
+@stage_command_options(EvalConfig)
+def eval_command(config_file: str | None, settings: tuple[str, ...], **options: object) -> None:
     """Evaluate an agent on Terminal-Bench tasks in sandboxes; write results and a report."""
     # Imported here: `termrl --help` must not pay for torch, matplotlib or kfp.
     from components.eval.stage import main
 
     try:
-        values = {**read_settings_file(EvalConfig, config_file), **given_options(options)}
-        if task_ids:
-            values["task_ids"] = list(task_ids)
-        if no_progress:
-            values["progress"] = False
-        config = EvalConfig(**{**values, **parse_settings(EvalConfig, settings)})
+        config = resolve_config(EvalConfig, config_file, options, settings)
         summary = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

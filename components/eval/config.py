@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engines import BATCHINGS
-from termrl.sandbox.manager import BACKENDS
+from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
 
@@ -50,19 +51,13 @@ class EvalConfig:
     timings honest; raise it on a cluster."""
     build_concurrency: int = 1
     """Image builds at once before the trials start (each task's image is built once)."""
-    backend: str = "podman"
-    """Sandbox backend (see ``termrl.sandbox.manager.BACKENDS``)."""
-    sandbox_namespace: str = ""
-    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
-    sandbox_registry: str = ""
-    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
-    pushed by ``termrl images push-tasks``)."""
-    sandbox_pull_secret: str = ""
-    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
-    max_turns: int = 30
-    """Assistant turns before an episode stops with ``max-turns``."""
-    max_new_tokens: int = 512
-    """Response budget per turn."""
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """Sandbox backend and its options (``termrl.sandbox.settings``); flat, as ``sandbox_backend``,
+    ``sandbox_namespace``, ... on the command line, in ``--set`` and in KFP parameters."""
+    max_turns: int = AgentConfig.max_turns
+    """Assistant turns before an episode stops with ``max-turns`` (the agent's own limit)."""
+    max_new_tokens: int = AgentConfig.max_new_tokens
+    """Response budget per turn (the agent's own)."""
     context_window: int | None = None
     """Tokens of prompt + response an episode may use; None takes the engine's."""
     temperature: float = 0.0
@@ -141,8 +136,7 @@ class EvalConfig:
                 )
         elif self.model:
             problems.append(f"model: the {self.agent} agent runs no model; leave --model out")
-        if self.backend not in BACKENDS:
-            problems.append(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+        problems += self.sandbox.problems()
         for name in (
             "trials",
             "concurrency",

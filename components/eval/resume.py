@@ -53,7 +53,6 @@ _OUTCOME_KEYS = (
     "temperature",
     "seed",
     "prompt_style",
-    "backend",
 )
 
 
@@ -71,6 +70,7 @@ def fingerprint(config: EvalConfig, tasks: list[Task]) -> dict[str, Any]:
         "tasks": _task_digest(tasks),
         "run_id": config.label(),
         **{key: getattr(config, key) for key in _OUTCOME_KEYS},
+        "backend": config.sandbox.backend,  # the options (a pod's namespace) change no outcome
     }
 
 

@@ -52,7 +52,7 @@ from termrl.artifacts.tasks import Task, load_tasks
 from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
 from termrl.multistep import below_min_reward, combine, task_steps
-from termrl.sandbox.manager import SandboxManager, sandbox_options
+from termrl.sandbox.manager import SandboxManager
 from termrl.taskfolders import import_task_folders
 from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, run_tests
 
@@ -317,10 +317,9 @@ async def run_trials(
     try:
         # Trials queue for a slot as long as it takes: the slots are the only bound on sandboxes.
         async with SandboxManager(
-            config.backend,
+            config.sandbox,
             max_sessions=config.concurrency,
             acquire_timeout_sec=math.inf,
-            **sandbox_options(config.backend, config),
         ) as manager:
             sandboxes = TaskSandboxes(manager)
             broken = await _prebuild(sandboxes, tasks, config)

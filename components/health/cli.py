@@ -19,10 +19,11 @@ from components.health.verdict import Mitigations
 from termrl.errors import TermrlError
 from termrl.settings import (
     config_file_option,
+    config_options,
     field_types,
-    given_options,
     parse_typed,
     read_settings_file,
+    unset_removed,
 )
 
 __all__ = ["health"]
@@ -60,24 +61,12 @@ def _overrides(
     type=click.Path(path_type=Path),
     help="The same iteration's train output folder, or its train_metrics.parquet (repeatable).",
 )
-@click.option(
-    "--previous",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The health report of the iterations before these.",
-)
-@click.option(
-    "--start-policy",
-    default=HealthConfig.start_policy,
-    show_default=True,
-    help="Label of the policy the first rollout ran (without --previous).",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=HealthConfig.out,
-    show_default=True,
-    help="Health report (JSON) to write.",
+@config_options(
+    HealthConfig,
+    "previous",
+    "start_policy",
+    "out",
+    overrides={"previous": {"type": click.Path(dir_okay=False, path_type=Path)}},
 )
 @config_file_option(HealthConfig)
 @click.option(
@@ -98,7 +87,7 @@ def health(
     from components.health.stage import main
 
     try:
-        values = {**read_settings_file(HealthConfig, config_file), **given_options(options)}
+        values = {**read_settings_file(HealthConfig, config_file), **unset_removed(options)}
         values["thresholds"], values["mitigations"] = _overrides(
             settings,
             values.get("thresholds", Thresholds()),

@@ -51,7 +51,10 @@ def health(
     Args:
         rollout_metrics: The iteration's rollout metrics (long format); they measure ``policy``.
         policy: The policy the iteration started from (its rollout ran it).
-        checkpoint: The iteration's train output (train_metrics.parquet and training_state/ inside).
+        checkpoint: The iteration's train output (a ``termrl.artifacts.CheckpointFolder``: train
+            metrics and the train state inside).
+        report: This step's health report: the run so far, each verdict with its reasons.
+        metrics: The verdict and the number of findings, for the Kubeflow UI.
         previous: The previous health step's report (the run so far); none for the first iteration.
         train_options: The run's own train options; the verdicts' settings go on top.
         rollout_options: The run's own rollout options; the verdicts' settings go on top.
@@ -124,6 +127,12 @@ def continue_from(
     rollback ``policy`` and ``fallback`` are both the last healthy policy; otherwise
     ``policy`` is the new checkpoint and ``fallback`` the policy the iteration's
     rollout just measured without a collapse.
+
+    Args:
+        policy: The policy the next iteration starts from.
+        fallback: The policy a later rollback returns to.
+        next_policy: ``policy``, handed on (hard links: no copy).
+        next_fallback: ``fallback``, handed on.
     """
     from termrl.llm.models import place_model
 

@@ -7,12 +7,10 @@ from pathlib import Path
 
 from components.health.detectors import Thresholds
 from components.health.verdict import Mitigations
+from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.errors import ConfigError
 
-__all__ = ["STATE_FILE", "HealthConfig"]
-
-STATE_FILE = Path("training_state") / "state.json"
-"""Where a train stage's output folder records the config it ran with (beside train_metrics.parquet)."""
+__all__ = ["HealthConfig"]
 
 
 @dataclass
@@ -59,7 +57,8 @@ class HealthConfig:
                 problems.append(f"rollout metrics {str(path)!r} does not exist")
         for i in range(len(self.train)):
             folder = self.train_folder(i)
-            for needed in (folder / "train_metrics.parquet", folder / STATE_FILE):
+            layout = CheckpointFolder(folder)
+            for needed in (layout.train_metrics, layout.state_file):
                 if not needed.is_file():
                     problems.append(
                         f"train output {str(self.train[i])!r} has no {needed.relative_to(folder)}"

@@ -11,16 +11,16 @@ main(config)
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.health.config import STATE_FILE, HealthConfig
+from components.health.config import HealthConfig
 from components.health.history import TRAIN_COLUMNS, TrainKnobs
 from components.health.report import HealthReport, read_report, write_report
 from termrl.artifacts import read_rollout_metrics, read_train_metrics
+from termrl.artifacts.checkpoint import CheckpointFolder, read_train_state
 from termrl.errors import ArtifactError
 
 __all__ = ["IterationFiles", "main", "read_iteration"]
@@ -45,10 +45,10 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
             rollout[row["metric"]] = row["value"]
         elif row["scope"] == "task":
             tasks[row["key"]][row["metric"]] = row["value"]
-    table = read_train_metrics(train_folder / "train_metrics.parquet")
+    table = read_train_metrics(CheckpointFolder(train_folder).train_metrics)
     train = table.select(list(TRAIN_COLUMNS)).to_pylist()
     try:
-        config = json.loads((train_folder / STATE_FILE).read_text())["config"]
+        config = read_train_state(train_folder)["config"]
         # the config's learning rate is None when train picked its default; the steps record it
         lr = config["learning_rate"] or max(
             (r["optim/lr"] for r in train if r["optim/lr"] is not None), default=None
@@ -62,7 +62,7 @@ def read_iteration(rollout_metrics: Path, train_folder: Path) -> IterationFiles:
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(
-            f"{train_folder / STATE_FILE}: no usable train config: {exc!r}"
+            f"{CheckpointFolder(train_folder).state_file}: no usable train config: {exc!r}"
         ) from exc
     if knobs.learning_rate is None:
         raise ArtifactError(f"{train_folder}: no learning rate in its config or its steps")

@@ -5,20 +5,25 @@ only feeds the cache key. The stage insists on a ``.parquet`` file name, which a
 KFP output path lacks, so the trajectories are written beside the artifact path
 and moved onto it. The resume sidecar is kept where every attempt of the task
 finds it (``components.progress``), so a retry picks up the episodes that
-already finished.
+already finished. A parameter left unset (None) takes ``RolloutConfig``'s default;
+the ``Args:`` the docstring leaves out come from its field docs (``components.params``).
 """
 
+# ruff: noqa: UP045 - kfp reads ``Optional[...]`` parameters, not ``X | None``
 from typing import Optional
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.images import GPU_IMAGE
+from components.params import described
+from components.rollout.config import RolloutConfig
 
 __all__ = ["rollout"]
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
+@described(RolloutConfig)
 def rollout(
     code_version: str,
     tasks: Input[Dataset],
@@ -27,24 +32,24 @@ def rollout(
     rollout_metrics: Output[Dataset],
     metrics: Output[Metrics],
     anchors: Output[Artifact],
-    demonstrations: Optional[Input[Dataset]] = None,  # noqa: UP045 - kfp reads Optional[...]
-    anchor_state: Optional[Input[Artifact]] = None,  # noqa: UP045
-    anchoring: str = "none",
-    prompt_style: str = "compact",
-    policy_version: int = 0,
-    seed: int = 0,
-    group_size: int = 4,
-    groups: int = 2,
-    redundancy: int = 0,
-    dynamic_sampling: int = 0,
-    concurrency: int = 8,
-    max_turns: int = 4,
-    max_new_tokens: int = 192,
-    temperature: float = 1.0,
-    backend: str = "podman",
-    sandbox_namespace: str = "",
-    sandbox_registry: str = "",
-    sandbox_pull_secret: str = "",
+    demonstrations: Optional[Input[Dataset]] = None,
+    anchor_state: Optional[Input[Artifact]] = None,
+    anchoring: Optional[str] = None,
+    prompt_style: Optional[str] = None,
+    policy_version: Optional[int] = None,
+    seed: Optional[int] = None,
+    group_size: Optional[int] = None,
+    groups: Optional[int] = None,
+    redundancy: Optional[int] = None,
+    dynamic_sampling: Optional[int] = None,
+    concurrency: Optional[int] = None,
+    max_turns: Optional[int] = None,
+    max_new_tokens: Optional[int] = None,
+    temperature: Optional[float] = None,
+    sandbox_backend: Optional[str] = None,
+    sandbox_namespace: Optional[str] = None,
+    sandbox_registry: Optional[str] = None,
+    sandbox_pull_secret: Optional[str] = None,
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
     """Episodes of ``policy`` on ``tasks`` in sandboxes -> trajectories + monitoring metrics.
@@ -52,20 +57,15 @@ def rollout(
     Args:
         tasks: Tasks artifact to roll out on.
         policy: The policy (a Hugging Face model folder).
+        trajectories: The trajectories written (one row per chunk; the sampling temperature on
+            every row, which train reads).
+        rollout_metrics: Monitoring metrics of the episodes (long format; health reads them).
+        metrics: Headline numbers for the Kubeflow UI.
+        anchors: rollback anchoring: the anchor state the next rollout starts from.
         demonstrations: Expert trajectories to start groups from (chunk-initialized resampling).
         anchor_state: rollback anchoring: the state the previous rollout wrote to ``anchors``.
-        anchoring: none, parallel (each group draws an anchor) or rollback (per-task anchor
-            moving earlier as the policy succeeds).
-        policy_version: Stored on every row.
-        group_size: Episodes per group (the advantage baseline).
-        groups: Groups kept in the batch.
-        dynamic_sampling: Extra groups that may replace groups whose rewards are all equal
-            (no signal); 0 keeps the first complete groups whatever their rewards.
         max_turns: Assistant turns per episode (replayed expert turns not counted).
-        temperature: Sampling temperature (train must take log πθ at the same one).
-        sandbox_namespace: kubernetes backend: namespace of the sandbox pods ('' = termrl-sandboxes).
-        sandbox_registry: kubernetes backend: registry of the task environment images.
-        sandbox_pull_secret: kubernetes backend: image pull secret of the sandbox pods.
+        options: Any other RolloutConfig field (JSON values); wins over the parameters above.
     """
     import json
     import os
@@ -95,7 +95,7 @@ def rollout(
                 max_turns=max_turns,
                 max_new_tokens=max_new_tokens,
                 temperature=temperature,
-                backend=backend,
+                sandbox_backend=sandbox_backend,
                 sandbox_namespace=sandbox_namespace,
                 sandbox_registry=sandbox_registry,
                 sandbox_pull_secret=sandbox_pull_secret,

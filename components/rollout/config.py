@@ -15,7 +15,7 @@ are left out before the groups are planned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.rollout.behaviour import Penalties
@@ -23,10 +23,13 @@ from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
 from termrl.llm.engines import BATCHINGS
+from termrl.presets import ROLLOUT_EPISODES
+from termrl.sandbox.settings import SandboxSettings
 
-__all__ = ["MODES", "RolloutConfig"]
+__all__ = ["ANCHORINGS", "MODES", "RolloutConfig"]
 
 MODES = ("roll-managed", "cli-native")
+ANCHORINGS = ("none", "parallel", "rollback")
 
 
 @dataclass
@@ -72,15 +75,9 @@ class RolloutConfig:
     concurrency: int = 8
     """Episodes (sandboxes) alive at once; their turns share one CPU engine, so more only
     helps while sandbox time dominates (the README's measured figures)."""
-    backend: str = "podman"
-    """Sandbox backend (``termrl.sandbox.SandboxManager``)."""
-    sandbox_namespace: str = ""
-    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
-    sandbox_registry: str = ""
-    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
-    pushed by ``termrl images push-tasks``)."""
-    sandbox_pull_secret: str = ""
-    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """Sandbox backend and its options (``termrl.sandbox.settings``); flat, as ``sandbox_backend``,
+    ``sandbox_namespace``, ... on the command line, in ``--set`` and in KFP parameters."""
 
     demonstrations: Path | None = None
     """Expert trajectories (the demonstrate stage's artifact) to start groups from; see anchors.py."""
@@ -95,17 +92,18 @@ class RolloutConfig:
     rollback_threshold: float = 0.5
     """rollback: success rate from the current anchor at which it moves one chunk earlier."""
 
-    max_turns: int = 8
-    """Assistant turns per episode (T)."""
-    max_new_tokens: int = 256
+    max_turns: int = ROLLOUT_EPISODES["rollout.max_turns"]
+    """Assistant turns per episode (T); shorter than eval's, see ``termrl.presets``."""
+    max_new_tokens: int = ROLLOUT_EPISODES["rollout.max_new_tokens"]
     """Response budget per turn."""
-    context_window: int | None = 4096
+    context_window: int | None = ROLLOUT_EPISODES["rollout.context_window"]
     """Tokens of prompt + response an episode may use; None takes the model's."""
     prompt_style: str = "compact"
     """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``); the same in demonstrations
     and eval."""
-    temperature: float = 1.0
-    """Sampling temperature: on-policy RL samples at 1.0 so μ matches the trained π."""
+    temperature: float = SamplingParams.temperature
+    """Sampling temperature: on-policy RL samples at 1.0 (the engine's default) so μ matches the
+    trained π. Recorded in the trajectories, where train reads it."""
     exec_timeout_sec: float = 30.0
     """Timeout of a bash call that gives none; a call that runs past its timeout marks the
     episode with the drop flag (a transient failure, per the seed)."""
@@ -198,7 +196,7 @@ class RolloutConfig:
 
     def validate(self) -> None:
         """Raise one ``ConfigError`` listing every problem."""
-        problems: list[str] = []
+        problems: list[str] = self.sandbox.problems()
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.engine not in BATCHINGS:
@@ -249,7 +247,7 @@ class RolloutConfig:
                 problems.append(f"{name} must be within [0, 1]")
         if self.cli_agent_command is not None and not self.cli_agent_command:
             problems.append("cli_agent_command must not be empty when given")
-        if self.anchoring not in ("none", "parallel", "rollback"):
+        if self.anchoring not in ANCHORINGS:
             problems.append(f"anchoring must be none, parallel or rollback, not {self.anchoring!r}")
         if self.anchoring != "none" and (
             self.demonstrations is None or not self.demonstrations.is_file()

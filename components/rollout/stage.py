@@ -51,7 +51,7 @@ from termrl.errors import ConfigError
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
 from termrl.llm.engines import cpu_policy_engine
-from termrl.sandbox.manager import SandboxManager, sandbox_options
+from termrl.sandbox.manager import SandboxManager
 
 __all__ = [
     "RolloutSummary",
@@ -141,6 +141,7 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
         "seed",
         "max_turns",
         "anchoring",
+        "temperature",  # recorded on every row: a resume must not mix two
     )
     return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
 
@@ -191,9 +192,8 @@ async def rollout(
     )
     make_manager = manager_factory or (
         lambda: SandboxManager(
-            backend=config.backend,
+            config.sandbox,
             max_sessions=config.concurrency,
-            **sandbox_options(config.backend, config),
         )
     )
     async with make_manager() as manager, _agent_step(config, engine, demonstrations) as step:
@@ -286,7 +286,9 @@ def _finish(
     )
     metrics = monitor_rows(kept, thresholds, behaviour, extra_global=extra, cancelled=cancelled)
     write_rollout_metrics(config.metrics_path, metrics)
-    writer.merge(result.rows, config.out, keep_parts=config.keep_parts)
+    writer.merge(
+        result.rows, config.out, temperature=config.temperature, keep_parts=config.keep_parts
+    )
     return RolloutSummary(
         episodes=episodes,
         rows=len(result.rows),

@@ -186,8 +186,11 @@ class PartWriter:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-    def merge(self, rows: list[dict[str, Any]], out: Path, *, keep_parts: bool) -> None:
-        """Write the final artifact atomically, then drop the sidecar folder (unless kept)."""
-        write_trajectories(out, rows)
+    def merge(
+        self, rows: list[dict[str, Any]], out: Path, *, temperature: float, keep_parts: bool
+    ) -> None:
+        """Write the final artifact atomically, every row recording the sampling ``temperature``
+        (train reads it there), then drop the sidecar folder (unless kept)."""
+        write_trajectories(out, [{**row, "temperature": temperature} for row in rows])
         if not keep_parts:
             shutil.rmtree(self.dir, ignore_errors=True)

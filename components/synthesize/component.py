@@ -2,32 +2,51 @@
 
 The body runs inside the stage image (or, with kfp's local runner, a subprocess of
 this venv), so every import is inside the function. ``code_version`` is unused by
-the body: it is part of the cache key, so new code never reuses old outputs.
+the body: it is part of the cache key, so new code never reuses old outputs. Lists
+are comma-separated strings (a pipeline parameter cannot be a tuple). A parameter
+left unset (None) takes ``SynthesizeConfig``'s default; the ``Args:`` the docstring
+leaves out come from its field docs (``components.params``).
 """
+
+# ruff: noqa: UP045 - kfp reads ``Optional[...]`` parameters, not ``X | None``
+from typing import Optional
 
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Output
 
 from components.images import CPU_IMAGE
+from components.params import described
+from components.synthesize.config import SynthesizeConfig
 
 __all__ = ["synthesize"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@described(SynthesizeConfig)
 def synthesize(
     code_version: str,
     tasks: Output[Dataset],
     metrics: Output[Metrics],
-    count: int = 12,
-    seed: int = 0,
-    families: str = "",
-    exclude_families: str = "",
-    difficulties: str = "",
-    perturbation_rate: float = 0.3,
-    llm_model: str = "",
+    count: Optional[int] = None,
+    seed: Optional[int] = None,
+    families: Optional[str] = None,
+    exclude_families: Optional[str] = None,
+    difficulties: Optional[str] = None,
+    perturbation_rate: Optional[float] = None,
+    llm_model: Optional[str] = None,
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
-    """Procedural (and optionally LLM-written) tasks -> the tasks artifact."""
+    """Procedural (and optionally LLM-written) terminal tasks -> a tasks artifact.
+
+    Args:
+        tasks: The tasks artifact written.
+        metrics: Tasks written, for the Kubeflow UI.
+        families: Comma-separated families to draw from; '' (or unset) draws from all.
+        exclude_families: Comma-separated families left out (the held-out families).
+        difficulties: Comma-separated difficulty levels; '' (or unset): the config's, all.
+        llm_model: A litellm model that also writes tasks; '' (or unset): none.
+        options: Any other SynthesizeConfig field (JSON values); wins over the parameters above.
+    """
     import json
     import pathlib
 
@@ -35,6 +54,9 @@ def synthesize(
     from components.synthesize.stage import main
     from termrl.artifacts import read_tasks
     from termrl.settings import build_config
+
+    def listed(text: Optional[str]) -> Optional[tuple]:
+        return tuple(v for v in text.split(",") if v) if text else None  # '' is unset too
 
     main(
         build_config(
@@ -44,15 +66,11 @@ def synthesize(
                 count=count,
                 seed=seed,
                 perturbation_rate=perturbation_rate,
-                families=tuple(f for f in families.split(",") if f),
+                families=listed(families),
                 llm_model=llm_model or None,
-                exclude_families=tuple(f for f in exclude_families.split(",") if f),
+                exclude_families=listed(exclude_families),
+                difficulties=listed(difficulties),
                 progress=False,
-                **(
-                    {"difficulties": tuple(d for d in difficulties.split(",") if d)}
-                    if difficulties
-                    else {}
-                ),
             ),
             options,
         )

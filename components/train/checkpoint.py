@@ -1,18 +1,9 @@
 """Checkpoints: a Hugging Face folder plus everything needed to resume exactly.
 
-    OUT/
-    ├── checkpoints/
-    │   ├── step-000010/            one complete checkpoint (renamed into place when done)
-    │   │   ├── config.json, model.safetensors, tokenizer files    merged export
-    │   │   │   (or adapter_config.json + adapter_model.safetensors with the base's path)
-    │   │   ├── train_metrics.parquet                               rows up to this step
-    │   │   └── training_state/
-    │   │       ├── state.json          step, config, base model
-    │   │       ├── optimizer.pt, scheduler.pt, rng-rank<r>.pt  (DeepSpeed: deepspeed/)
-    │   │       ├── old_logprobs.pt     π_old per episode (fixed for the stage)
-    │   │       └── adapter/            LoRA only: the trainable adapter, unmerged
-    │   └── step-000020/
-    └── (the final checkpoint's files, copied to the root: OUT loads as a model)
+The folder's layout is declared once, in ``termrl.artifacts.checkpoint``
+(``CheckpointFolder``): the final policy at the root, ``train_metrics.parquet``,
+``training_state/`` (state.json, optimizer, scheduler, RNG, π_old, the LoRA adapter)
+and one complete copy per saved step under ``checkpoints/step-NNNNNN/``.
 
 A checkpoint folder is written under a temporary name and renamed when
 complete, so a run killed mid-save leaves the previous checkpoint as the
@@ -36,6 +27,7 @@ from components.train.deepspeed_backend import (
     save_engine_state,
 )
 from components.train.modeling import DistEnv
+from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.artifacts.metrics import write_train_metrics
 from termrl.errors import ArtifactError
 
@@ -48,21 +40,13 @@ __all__ = [
     "save_checkpoint",
 ]
 
-STATE_DIR = "training_state"
 CheckpointState = dict[str, Any]
-
-
-def _step_dir(out: Path, step: int) -> Path:
-    return out / "checkpoints" / f"step-{step:06d}"
 
 
 def latest_checkpoint(out: str | Path) -> Path | None:
     """The newest complete step checkpoint under ``out``, or ``None``."""
-    folder = Path(out) / "checkpoints"
-    if not folder.is_dir():
-        return None
-    steps = sorted(p for p in folder.glob("step-*") if (p / STATE_DIR / "state.json").is_file())
-    return steps[-1] if steps else None
+    steps = CheckpointFolder(out).steps()
+    return steps[-1].root if steps else None
 
 
 def _rng_state() -> dict[str, Any]:
@@ -117,7 +101,7 @@ def _write_model(
     if finetune == "full":
         model.save_pretrained(folder, state_dict=state, safe_serialization=True)
     else:
-        adapter = folder / STATE_DIR / "adapter"
+        adapter = CheckpointFolder(folder).adapter
         model.save_pretrained(adapter, state_dict=state, safe_serialization=True)
         _set_base_reference(adapter, base_model)
         if export == "adapter":
@@ -159,17 +143,18 @@ def save_checkpoint(
     keep: int,
 ) -> Path:
     """Write ``step``'s checkpoint (all processes call this; rank 0 writes the model)."""
-    final = _step_dir(out, step)
+    final = CheckpointFolder(out).step(step).root
     tmp = final.with_name(f".{final.name}.tmp")
+    layout = CheckpointFolder(tmp)
     model_state, optimizer_state = _full_states(model, optimizer, env)
     if env.is_main:
         if tmp.exists():
             shutil.rmtree(tmp)
-        (tmp / STATE_DIR).mkdir(parents=True)
+        layout.state_dir.mkdir(parents=True)
     env.barrier()
-    torch.save(_rng_state(), tmp / STATE_DIR / f"rng-rank{env.rank}.pt")
+    torch.save(_rng_state(), layout.rng(env.rank))
     if env.backend == "deepspeed":
-        save_engine_state(model, tmp / STATE_DIR / "deepspeed")
+        save_engine_state(model, layout.deepspeed)
     if env.is_main:
         finetune, export, base = state["finetune"], state["export"], state["base_model"]
         hf_model = model.module if env.backend == "deepspeed" else model
@@ -177,17 +162,18 @@ def save_checkpoint(
             tmp, hf_model, model_state, tokenizer, finetune=finetune, export=export, base_model=base
         )
         if env.backend != "deepspeed":  # DeepSpeed saved both in its own folder
-            torch.save(optimizer_state, tmp / STATE_DIR / "optimizer.pt")
-            torch.save(scheduler.state_dict(), tmp / STATE_DIR / "scheduler.pt")
-        torch.save(old_logprobs, tmp / STATE_DIR / "old_logprobs.pt")
-        write_train_metrics(tmp / "train_metrics.parquet", metrics)
-        (tmp / STATE_DIR / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+            torch.save(optimizer_state, layout.optimizer)
+            torch.save(scheduler.state_dict(), layout.scheduler)
+        torch.save(old_logprobs, layout.old_logprobs)
+        write_train_metrics(layout.train_metrics, metrics)
+        # written last: a step checkpoint counts as complete once its state file exists
+        layout.state_file.write_text(json.dumps({**state, "step": step}, indent=2))
     env.barrier()
     if env.is_main:
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
-        for old in sorted((out / "checkpoints").glob("step-*"))[:-keep]:
+        for old in sorted(CheckpointFolder(out).steps_dir.glob("step-*"))[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     env.barrier()
     return final
@@ -196,7 +182,7 @@ def save_checkpoint(
 def load_old_logprobs(folder: Path) -> dict[str, torch.Tensor]:
     """π_old per episode id, as computed when the stage first started."""
     try:
-        return torch.load(folder / STATE_DIR / "old_logprobs.pt", weights_only=True)
+        return torch.load(CheckpointFolder(folder).old_logprobs, weights_only=True)
     except (OSError, RuntimeError) as exc:
         raise ArtifactError(f"{folder}: unreadable old_logprobs.pt: {exc}") from exc
 
@@ -216,19 +202,17 @@ def load_checkpoint(
     """
     from termrl.artifacts.metrics import read_train_metrics
 
-    state_dir = folder / STATE_DIR
+    layout = CheckpointFolder(folder)
     try:
         if env.backend != "deepspeed":
-            optimizer_state = torch.load(state_dir / "optimizer.pt", weights_only=False)
-            scheduler.load_state_dict(torch.load(state_dir / "scheduler.pt", weights_only=False))
-        rng_file = state_dir / f"rng-rank{env.rank}.pt"
-        rng = torch.load(
-            rng_file if rng_file.is_file() else state_dir / "rng-rank0.pt", weights_only=False
-        )
+            optimizer_state = torch.load(layout.optimizer, weights_only=False)
+            scheduler.load_state_dict(torch.load(layout.scheduler, weights_only=False))
+        rng_file = layout.rng(env.rank)
+        rng = torch.load(rng_file if rng_file.is_file() else layout.rng(0), weights_only=False)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ArtifactError(f"{folder}: unreadable checkpoint: {exc}") from exc
     if env.backend == "deepspeed":
-        load_engine_state(model, state_dir / "deepspeed")
+        load_engine_state(model, layout.deepspeed)
     elif env.backend == "fsdp2":
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
@@ -241,7 +225,7 @@ def load_checkpoint(
     else:
         optimizer.load_state_dict(optimizer_state)
     _set_rng_state(rng)
-    metrics = read_train_metrics(folder / "train_metrics.parquet").to_pylist()
+    metrics = read_train_metrics(layout.train_metrics).to_pylist()
     return metrics
 
 
@@ -255,4 +239,4 @@ def publish_final(out: Path, checkpoint: Path, metrics: list[dict[str, Any]]) ->
             shutil.copytree(item, target)
         else:
             shutil.copy2(item, target)
-    write_train_metrics(out / "train_metrics.parquet", metrics)
+    write_train_metrics(CheckpointFolder(out).train_metrics, metrics)

@@ -1,7 +1,7 @@
 """``termrl stage train`` / ``python -m components.train``: the stage's command line.
 
-Options map one-to-one onto ``TrainConfig`` fields; ``--set KEY=VALUE`` reaches
-any other field. Precedence: defaults < ``--config`` file < options < ``--set``.
+Its options are generated from ``TrainConfig`` fields (``termrl.settings``) and default
+to the config's own defaults; ``--set KEY=VALUE`` reaches any other field. Precedence: defaults < ``--config`` file < options < ``--set``.
 """
 
 from __future__ import annotations
@@ -10,105 +10,57 @@ import os
 
 import click
 
-from components.train.config import MODES, TrainConfig, load_config
+from components.train.config import FINETUNES, MODES, OBJECTIVES, TrainConfig
 from termrl.errors import TermrlError
-from termrl.settings import config_file_option, parse_settings
+from termrl.settings import config_options, resolve_config, stage_command_options
 
 __all__ = ["train"]
 
 
 @click.command("train")
-@click.option(
-    "--trajectories",
-    type=click.Path(exists=True, dir_okay=False),
-    required=True,
-    help="Trajectories artifact (Parquet) to train on.",
+@config_options(
+    TrainConfig,
+    "trajectories",
+    "demonstrations",
+    "model",
+    "out",
+    "mode",
+    "resume",
+    "objective",
+    "finetune",
+    "learning_rate",
+    "epochs",
+    "max_steps",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "negative_weight",
+    "rl_weight",
+    "il_weight",
+    "il_decay",
+    "iteration",
+    "seed",
+    "save_every_steps",
+    "progress",
+    required=("trajectories", "out"),
+    aliases={"learning_rate": "--lr"},
+    overrides={
+        "trajectories": {"type": click.Path(exists=True, dir_okay=False)},
+        "demonstrations": {"type": click.Path(exists=True, dir_okay=False)},
+        "model": {"type": click.Path(exists=True, file_okay=False)},
+        "out": {"type": click.Path(file_okay=False)},
+        "mode": {"type": click.Choice(MODES)},
+        "objective": {"type": click.Choice(OBJECTIVES)},
+        "finetune": {"type": click.Choice(FINETUNES)},
+    },
 )
-@click.option(
-    "--demonstrations",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Trajectories artifact of demonstrations (source: expert) to imitate alongside.",
-)
-@click.option(
-    "--model",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="Starting policy: a Hugging Face folder (default: SmolLM2, as rollout and eval).",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    required=True,
-    help="Checkpoint folder to write (the final model lands at its root).",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(MODES),
-    default=None,
-    help="positive-only (phase 1) or full (phase 2). Default: positive-only.",
-)
-@config_file_option(TrainConfig)
-@click.option(
-    "--resume", is_flag=True, default=False, help="Continue from the latest checkpoint under --out."
-)
-@click.option(
-    "--objective",
-    type=click.Choice(["ipa", "token"]),
-    default=None,
-    help="ipa (chunk level) or token (token-level GRPO baseline).",
-)
-@click.option("--finetune", type=click.Choice(["lora", "full"]), default=None)
-@click.option("--lr", "learning_rate", type=float, default=None)
-@click.option("--epochs", type=int, default=None)
-@click.option("--max-steps", type=int, default=None)
-@click.option("--micro-batch-size", type=int, default=None)
-@click.option("--grad-accum-steps", type=int, default=None)
-@click.option("--negative-weight", type=float, default=None)
-@click.option(
-    "--rl-weight", type=float, default=None, help="Weight of the RL term (0: imitation only)."
-)
-@click.option(
-    "--il-weight",
-    type=float,
-    default=None,
-    help="λ_IL at iteration 0: weight of the imitation term on demonstrations (0: pure RL).",
-)
-@click.option(
-    "--il-decay", type=float, default=None, help="λ_IL = il_weight · il_decay ** iteration."
-)
-@click.option(
-    "--iteration",
-    type=int,
-    default=None,
-    help="Curriculum iteration (0-based) for λ_IL's schedule.",
-)
-@click.option("--seed", type=int, default=None)
-@click.option("--save-every-steps", type=int, default=None)
-@click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set any TrainConfig field (repeatable), e.g. --set eps_high=0.28.",
-)
-def train(
-    config_file: str | None, resume: bool, no_progress: bool, settings: tuple[str, ...], **options
-) -> None:
+@stage_command_options(TrainConfig)
+def train(config_file: str | None, settings: tuple[str, ...], **options: object) -> None:
     """Update the policy with IPA on one trajectories artifact; write a checkpoint."""
-    if resume:
-        options["resume"] = True
-    if no_progress:
-        options["progress"] = False
     # Imported here: `termrl --help` must not pay for torch, matplotlib or kfp.
     from components.train.trainer import train as run_training
 
     try:
-        config = load_config(
-            config_file, **{**options, **parse_settings(TrainConfig, settings)}
-        )  # --set wins
-        result = run_training(config)
+        result = run_training(resolve_config(TrainConfig, config_file, options, settings))
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     if int(os.environ.get("RANK", "0")) != 0:

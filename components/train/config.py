@@ -110,10 +110,11 @@ class TrainConfig:
     """The curriculum iteration this stage trains in (0-based; the pipeline passes it). Only
     λ_IL's schedule reads it."""
 
-    temperature: float = 1.0
+    temperature: float | None = None
     """The temperature the rollout sampled at: log πθ is taken at it (softmax of logits / T),
-    as μ was. Below 1 a small policy's samples succeed more often, so more groups carry signal;
-    the imitation term is the expert tokens' log-likelihood at the same temperature."""
+    as μ was; the imitation term is the expert tokens' log-likelihood at the same temperature.
+    None reads it from the trajectories, which record it (``sampling_temperature``); set it only
+    for a file older than trajectories 1.3 (one that records it must agree)."""
 
     # --- model and optimisation ----------------------------------------------------------
     finetune: str = "lora"
@@ -227,7 +228,7 @@ class TrainConfig:
             problems.append(f"il_decay={self.il_decay} must be in (0, 1]")
         if self.iteration < 0:
             problems.append(f"iteration={self.iteration} must be >= 0")
-        if self.temperature <= 0:
+        if self.temperature is not None and self.temperature <= 0:
             problems.append(
                 f"temperature={self.temperature} must be > 0 (the rollout's sampling temperature)"
             )
@@ -262,6 +263,14 @@ class TrainConfig:
             problems.append(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
         if problems:
             raise ConfigError(problems)
+
+    def with_sampling_temperature(self) -> TrainConfig:
+        """This config with ``temperature`` read from the trajectories (see the field)."""
+        from termrl.artifacts.trajectories import sampling_temperature
+
+        return dataclasses.replace(
+            self, temperature=sampling_temperature(self.trajectories, self.temperature)
+        )
 
     def resolved(self) -> dict[str, Any]:
         """Derived values, computed once: learning rate, dtype name, distributed back-end, λ_IL."""

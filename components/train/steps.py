@@ -35,6 +35,7 @@ from components.train.data import TrainEpisode
 from components.train.loss import LossFn, imitation_loss
 from components.train.modeling import DistEnv, MicroBatch, collate, token_logprobs
 from components.train.prefix import SharedPrefix, attending, encode_shared_prefix
+from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.artifacts.metrics import write_train_metrics
 
 __all__ = ["StepRunner", "plan_steps"]
@@ -100,7 +101,7 @@ class StepRunner:
             row = self.step(index)
             self.metrics.append(row)
             if self.env.is_main:
-                write_train_metrics(self.out / "train_metrics.parquet", self.metrics)
+                write_train_metrics(CheckpointFolder(self.out).train_metrics, self.metrics)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.4f}", clip=f"{row['ratio/clip_fraction']:.2f}")
             every = self.config.save_every_steps

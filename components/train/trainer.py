@@ -48,6 +48,7 @@ from components.train.modeling import (
 )
 from components.train.prefix import attending, encode_shared_prefix
 from components.train.steps import StepRunner, plan_steps
+from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.errors import ArtifactError, ConfigError
 from termrl.llm.models import resolve_model_path
 
@@ -143,7 +144,7 @@ def compute_old_logprobs(
     bf16: bool,
     pad_id: int,
     share_prefix: bool,
-    temperature: float = 1.0,
+    temperature: float,
 ) -> None:
     """π_old of every trained token, from the policy before any update of this stage.
 
@@ -221,6 +222,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
     """Model, data, masks, optimizer and scheduler; restores a checkpoint when resuming."""
     from transformers import AutoConfig, AutoTokenizer
 
+    config = config.with_sampling_temperature()  # the rollout's, recorded in the trajectories
     out = Path(config.out)
     resume_from = latest_checkpoint(out) if config.resume else None
     if not config.resume and latest_checkpoint(out) is not None:
@@ -246,7 +248,7 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_target_modules=config.lora_target_modules,
-        adapter_dir=resume_from / "training_state" / "adapter"
+        adapter_dir=CheckpointFolder(resume_from).adapter
         if resume_from and config.finetune == "lora"
         else None,
         weights_dir=resume_from,

@@ -2,19 +2,28 @@
 
 Imports live inside the function (it runs in the stage image). ``code_version``
 only feeds the cache key. The judge panel is a comma-separated string because a
-pipeline parameter cannot be a tuple; ``local`` is the policy model, served from
-the ``judge_model`` artifact (the curriculum's base model).
+pipeline parameter cannot be a tuple (unset: the config's panel; '': no judges);
+``local`` is the policy model, served from the ``judge_model`` artifact (the
+curriculum's base model). A parameter left unset (None) takes ``VerifyConfig``'s
+default; the ``Args:`` the docstring leaves out come from its field docs
+(``components.params``).
 """
+
+# ruff: noqa: UP045 - kfp reads ``Optional[...]`` parameters, not ``X | None``
+from typing import Optional
 
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components.images import CPU_IMAGE
+from components.params import described
+from components.verify.config import VerifyConfig
 
 __all__ = ["verify"]
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@described(VerifyConfig)
 def verify(
     code_version: str,
     tasks: Input[Dataset],
@@ -22,16 +31,27 @@ def verify(
     verdicts: Output[Dataset],
     admitted: Output[Dataset],
     metrics: Output[Metrics],
-    repeats: int = 1,
-    judges: str = "",
-    concurrency: int = 2,
-    sandbox_backend: str = "podman",
-    sandbox_namespace: str = "",
-    sandbox_registry: str = "",
-    sandbox_pull_secret: str = "",
+    repeats: Optional[int] = None,
+    judges: Optional[str] = None,
+    concurrency: Optional[int] = None,
+    sandbox_backend: Optional[str] = None,
+    sandbox_namespace: Optional[str] = None,
+    sandbox_registry: Optional[str] = None,
+    sandbox_pull_secret: Optional[str] = None,
     options: dict = None,  # kfp reads a plain ``dict`` annotation; None means {}
 ) -> None:
-    """Ground truth, no-op, ablation, state replay (and judges) -> verdicts + admitted tasks."""
+    """Ground truth, no-op, ablation and judge checks of each task -> verdicts + admitted tasks.
+
+    Args:
+        tasks: Tasks artifact to verify.
+        judge_model: The model the ``local`` judge runs (served by an in-process ModelProxy).
+        verdicts: One verdict per task: every check's result, the judges' rationales, admitted.
+        admitted: The tasks that passed every required check (a tasks artifact).
+        metrics: Tasks and admitted tasks, for the Kubeflow UI.
+        judges: Comma-separated judge panel: litellm models (MODEL or MODEL@BASE_URL) and
+            ``local``; '' runs no judges. Unset: the config's panel (local).
+        options: Any other VerifyConfig field (JSON values); wins over the parameters above.
+    """
     import json
     import pathlib
 
@@ -47,11 +67,11 @@ def verify(
                 out=verdicts.path,
                 admitted=admitted.path,
                 repeats=repeats,
-                judges=tuple(j for j in judges.split(",") if j),
+                judges=tuple(j for j in judges.split(",") if j) if judges is not None else None,
                 local_judge_model=judge_model.path,
                 concurrency=concurrency,
-                sandbox_backend=sandbox_backend,
                 progress=False,
+                sandbox_backend=sandbox_backend,
                 sandbox_namespace=sandbox_namespace,
                 sandbox_registry=sandbox_registry,
                 sandbox_pull_secret=sandbox_pull_secret,

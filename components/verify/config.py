@@ -8,10 +8,11 @@ litellm model name and endpoint.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from termrl.errors import ConfigError
+from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["AGGREGATIONS", "CHECKS", "JudgeEndpoint", "VerifyConfig"]
 
@@ -90,15 +91,9 @@ class VerifyConfig:
     harness's own folders."""
     replay_max_mb: int = 512
     """Largest archive of solution changes the state-replay probe moves between sandboxes."""
-    sandbox_backend: str = "podman"
-    """The ``termrl.sandbox`` backend that runs every check."""
-    sandbox_namespace: str = ""
-    """Kubernetes backend: namespace of the sandbox pods ('' = ``termrl-sandboxes``)."""
-    sandbox_registry: str = ""
-    """Kubernetes backend: registry of the task environment images (``REG/termrl/env:<hash>``,
-    pushed by ``termrl images push-tasks``)."""
-    sandbox_pull_secret: str = ""
-    """Kubernetes backend: image pull secret of the sandbox pods ('' = none)."""
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """Sandbox backend and its options (``termrl.sandbox.settings``); flat, as ``sandbox_backend``,
+    ``sandbox_namespace``, ... on the command line, in ``--set`` and in KFP parameters."""
 
     judges: tuple[str, ...] = (LOCAL_JUDGE,)
     """The LLM-judge panel: litellm model names (``openai/gpt-4o``, ``anthropic/...``), each
@@ -142,7 +137,7 @@ class VerifyConfig:
 
     def validate(self, *, check_inputs: bool = True) -> None:
         """Raise ``ConfigError`` listing every problem, or return quietly."""
-        problems: list[str] = []
+        problems: list[str] = self.sandbox.problems()
         for name in ("tasks", "out", "admitted"):
             if not getattr(self, name):
                 problems.append(f"{name}: a path is required")

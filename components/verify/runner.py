@@ -40,7 +40,6 @@ from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task
 from termrl.errors import TermrlError
 from termrl.sandbox import SandboxManager
-from termrl.sandbox.manager import sandbox_options
 from termrl.taskrun import TaskSandboxes
 
 __all__ = ["verify_task", "verify_tasks"]
@@ -142,10 +141,9 @@ async def verify_tasks(tasks: list[Task], config: VerifyConfig) -> list[Verdict]
         # Checks queue for a slot as long as it takes: the slots are the only bound on sandboxes.
         manager = await stack.enter_async_context(
             SandboxManager(
-                backend=config.sandbox_backend,
+                config.sandbox,
                 max_sessions=config.concurrency,
                 acquire_timeout_sec=math.inf,
-                **sandbox_options(config.sandbox_backend, config),
             )
         )
         ctx = _Context(config, TaskSandboxes(manager), panel)

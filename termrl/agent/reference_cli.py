@@ -24,6 +24,7 @@ import click
 import httpx
 
 from termrl.llm.toolcalls import TOOLS, parse_response, system_prompt, truncate_middle
+from termrl.presets import REFERENCE_CLI
 
 __all__ = ["main", "run_agent"]
 
@@ -45,9 +46,9 @@ def run_agent(
     model: str,
     instruction: str,
     workdir: str,
-    max_turns: int = 10,
-    max_tokens: int = 256,
-    temperature: float = 1.0,
+    max_turns: int = REFERENCE_CLI["max_turns"],
+    max_tokens: int = REFERENCE_CLI["max_tokens"],
+    temperature: float = REFERENCE_CLI["temperature"],
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Run the loop until done or ``max_turns``; returns the summary printed by the CLI."""
@@ -119,9 +120,9 @@ def run_agent(
 )
 @click.option("--model", default="policy", show_default=True)
 @click.option("--workdir", default=".", show_default=True, help="Where commands run.")
-@click.option("--max-turns", default=10, show_default=True)
-@click.option("--max-tokens", default=256, show_default=True)
-@click.option("--temperature", default=1.0, show_default=True)
+@click.option("--max-turns", default=REFERENCE_CLI["max_turns"], show_default=True)
+@click.option("--max-tokens", default=REFERENCE_CLI["max_tokens"], show_default=True)
+@click.option("--temperature", default=REFERENCE_CLI["temperature"], show_default=True)
 @click.option("--seed", default=None, type=int)
 def main(
     instruction: str,

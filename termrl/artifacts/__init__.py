@@ -6,10 +6,14 @@
     eval_results     termrl.artifacts.eval_results  (EVAL_RESULTS)
     train_metrics    termrl.artifacts.metrics       (TRAIN_METRICS)
     rollout_metrics  termrl.artifacts.metrics       (ROLLOUT_METRICS)
+    checkpoint       termrl.artifacts.checkpoint    (CheckpointFolder: train's output folder,
+                                                     a model folder with train_metrics and
+                                                     training_state/ beside it)
 
 Rules shared by all of them are in ``termrl.artifacts.contract``.
 """
 
+from termrl.artifacts.checkpoint import CheckpointFolder, read_train_state
 from termrl.artifacts.contract import ArtifactSchema, artifact_info, read_artifact, write_artifact
 from termrl.artifacts.eval_results import EVAL_RESULTS, read_eval_results, write_eval_results
 from termrl.artifacts.metrics import (
@@ -40,6 +44,7 @@ __all__ = [
     "TRAJECTORIES",
     "VERDICTS",
     "ArtifactSchema",
+    "CheckpointFolder",
     "Task",
     "TaskFile",
     "artifact_info",
@@ -49,6 +54,7 @@ __all__ = [
     "read_rollout_metrics",
     "read_tasks",
     "read_train_metrics",
+    "read_train_state",
     "read_trajectories",
     "read_verdicts",
     "save_tasks",

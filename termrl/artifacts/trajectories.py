@@ -33,6 +33,9 @@ Episode columns (repeated on each of the episode's rows)
                       0.0 with the penalties off; null means 0.0). Kept apart from
                       ``reward``, the tests' outcome: train adds the two before the group
                       advantage, eval never sees shaping.
+    temperature       (1.3) the sampling temperature of the policy's responses (the
+                      rollout's); train takes log πθ at it, as μ was. Null: not recorded —
+                      an expert demonstration (nothing sampled) or a file older than 1.3.
 
 A placeholder row stands in for an episode that produced nothing (env init
 failed, sandbox unavailable, reward failed): empty token lists, ``masked``
@@ -41,7 +44,9 @@ trainer gives it zero weight.
 
 Version 1.1 added ``source``, ``replayed`` and ``anchor``; a 1.0 file reads with
 them null (a policy episode sampled from scratch). Version 1.2 added ``shaping``;
-an older file reads with it null (no shaping).
+an older file reads with it null (no shaping). Version 1.3 added ``temperature``; an
+older file reads with it null, and ``sampling_temperature`` reports that none is
+recorded (train then needs the temperature given: it refuses to guess).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from termrl.artifacts.contract import (
     ArtifactSchema,
@@ -56,12 +62,19 @@ from termrl.artifacts.contract import (
     read_artifact_with_added,
     write_artifact,
 )
+from termrl.errors import ArtifactError
 
-__all__ = ["TRAJECTORIES", "read_trajectories", "write_trajectories"]
+__all__ = [
+    "TRAJECTORIES",
+    "UNSAMPLED_TEMPERATURE",
+    "read_trajectories",
+    "sampling_temperature",
+    "write_trajectories",
+]
 
 TRAJECTORIES = ArtifactSchema(
     name="trajectories",
-    version="1.2",
+    version="1.3",
     schema=pa.schema(
         [
             # identity
@@ -98,6 +111,7 @@ TRAJECTORIES = ArtifactSchema(
             pa.field("episode_tokens", pa.int64()),
             pa.field("source", pa.string()),  # 1.1: policy | expert
             pa.field("anchor", pa.int32()),  # 1.1
+            pa.field("temperature", pa.float64()),  # 1.3
         ]
     ),
 )
@@ -106,7 +120,9 @@ ADDED_IN_1_1 = ("replayed", "source", "anchor")
 """Columns a 1.0 file lacks; ``read_trajectories`` fills them with nulls."""
 ADDED_IN_1_2 = ("shaping",)
 """Columns a 1.0 or 1.1 file lacks; ``read_trajectories`` fills them with nulls."""
-_ADDED = ADDED_IN_1_1 + ADDED_IN_1_2
+ADDED_IN_1_3 = ("temperature",)
+"""Columns a file older than 1.3 lacks; ``read_trajectories`` fills them with nulls."""
+_ADDED = ADDED_IN_1_1 + ADDED_IN_1_2 + ADDED_IN_1_3
 
 
 def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
@@ -117,3 +133,49 @@ def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
 def read_trajectories(path: str | os.PathLike) -> pa.Table:
     """Read and validate a trajectories artifact; an older file gets the later columns as nulls."""
     return read_artifact_with_added(path, TRAJECTORIES, _ADDED)
+
+
+UNSAMPLED_TEMPERATURE = 1.0
+"""What log πθ is taken at when nothing was sampled (demonstrations only): the plain likelihood."""
+
+
+def sampling_temperature(path: str | os.PathLike, given: float | None = None) -> float:
+    """The temperature to take log πθ at for the trajectories at ``path``:
+
+    - the one recorded on their policy rows (1.3 on); ``given``, if set, must agree;
+    - ``given``, for a file older than 1.3 whose policy rows record none (without it,
+      an ``ArtifactError``: a rollout at 0.7 trained at 1.0 would be silently wrong);
+    - ``UNSAMPLED_TEMPERATURE`` when no row was sampled (expert demonstrations only).
+
+    Rows sampled at several temperatures cannot share one log πθ: an ``ArtifactError``."""
+    try:
+        names = set(pq.read_schema(path).names)
+        columns = [c for c in ("temperature", "source") if c in names]
+        table = pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ArtifactError(f"cannot read trajectories {path}: {exc}") from exc
+    sources = table.column("source").to_pylist() if "source" in names else [None] * len(table)
+    sampled = [i for i, source in enumerate(sources) if source != "expert"]
+    temperatures = table.column("temperature").to_pylist() if "temperature" in names else []
+    found = sorted(
+        {temperatures[i] for i in sampled if temperatures and temperatures[i] is not None}
+    )
+    if len(found) > 1:
+        raise ArtifactError(
+            f"{path}: rows sampled at several temperatures ({', '.join(map(str, found))}); "
+            "train on one rollout's rows at a time"
+        )
+    if found:
+        if given is not None and given != found[0]:
+            raise ArtifactError(
+                f"{path} was sampled at temperature {found[0]}, not the {given} given"
+            )
+        return found[0]
+    if not sampled:
+        return given if given is not None else UNSAMPLED_TEMPERATURE
+    if given is None:
+        raise ArtifactError(
+            f"{path} records no sampling temperature (written before trajectories 1.3): "
+            "give the rollout's (train: --set temperature=T)"
+        )
+    return given

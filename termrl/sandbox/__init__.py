@@ -7,7 +7,7 @@
             result = await session.exec("ls /app", timeout=30)
 
 Modules: ``spec`` (what to start, what a command returns), ``manager`` (the
-entry point), ``backend`` (the abstract class every backend implements),
+entry point), ``settings`` (the backend registry and a stage's typed choice of backend), ``backend`` (the abstract class every backend implements),
 ``session`` (one sandbox), ``shell`` (the persistent-shell protocol every
 backend shares), ``fresh`` (processes outside the agent's shell, for
 scoring), ``procs`` (a local sandbox's processes from the host: stopping the
@@ -26,6 +26,7 @@ from termrl.sandbox.backend import Backend
 from termrl.sandbox.base_images import BASE_IMAGES, BaseImage, build_base_images
 from termrl.sandbox.manager import BACKENDS, SandboxManager
 from termrl.sandbox.session import Session, State
+from termrl.sandbox.settings import KubernetesOptions, SandboxSettings
 from termrl.sandbox.spec import ExecResult, SandboxSpec
 
 __all__ = [
@@ -34,7 +35,9 @@ __all__ = [
     "Backend",
     "BaseImage",
     "ExecResult",
+    "KubernetesOptions",
     "SandboxManager",
+    "SandboxSettings",
     "SandboxSpec",
     "Session",
     "State",

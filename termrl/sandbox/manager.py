@@ -1,6 +1,6 @@
 """``SandboxManager``: the one entry point rollout, verification and eval use.
 
-    async with SandboxManager(backend="podman") as manager:
+    async with SandboxManager(backend="podman") as manager:   # or a SandboxSettings
         async with await manager.create(SandboxSpec.from_task(task)) as session:
             result = await session.exec("cd /app && make", timeout=60)
 
@@ -17,61 +17,20 @@ import asyncio
 import os
 import time
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxUnavailable, failure_type
 from termrl.sandbox import metrics
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.session import Session
+from termrl.sandbox.settings import BACKENDS as _REGISTRY
+from termrl.sandbox.settings import SandboxSettings, make_backend
 from termrl.sandbox.spec import SandboxSpec
 
-__all__ = ["BACKENDS", "ClusterFields", "SandboxManager", "sandbox_options"]
+__all__ = ["BACKENDS", "SandboxManager", "SandboxSettings"]
 
-BACKENDS = ("podman", "docker", "bwrap", "kubernetes")
-
-
-class ClusterFields(Protocol):
-    """The kubernetes backend's fields of a sandbox stage's config ('' = unset)."""
-
-    sandbox_namespace: str
-    sandbox_registry: str
-    sandbox_pull_secret: str
-
-
-def sandbox_options(backend: str, config: ClusterFields) -> dict[str, Any]:
-    """``SandboxManager`` options of ``backend`` from a stage config's ``sandbox_*`` fields.
-
-    Only the kubernetes backend takes them; the local backends ignore them, so one set
-    of pipeline parameters serves a local run and a cluster.
-    """
-    if backend != "kubernetes":
-        return {}
-    options: dict[str, Any] = (
-        {"namespace": config.sandbox_namespace} if config.sandbox_namespace else {}
-    )
-    if config.sandbox_registry:
-        options["registry"] = config.sandbox_registry
-    if config.sandbox_pull_secret:
-        options["image_pull_secrets"] = (config.sandbox_pull_secret,)
-    return options
-
-
-def _make_backend(backend: str, options: dict[str, Any]) -> Backend:
-    if backend in ("podman", "docker"):
-        from termrl.sandbox.podman import PodmanBackend
-
-        return PodmanBackend(options.pop("binary", backend), **options)
-    if backend == "bwrap":
-        from termrl.sandbox.bwrap import BwrapBackend
-
-        return BwrapBackend(**options)
-    if backend == "kubernetes":
-        from termrl.sandbox.kubernetes import KubernetesBackend
-
-        return KubernetesBackend(**options)
-    raise SandboxUnavailable(
-        f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}"
-    )
+BACKENDS = tuple(_REGISTRY)
+"""The backends' names (``termrl.sandbox.settings.BACKENDS`` is the registry)."""
 
 
 class SandboxManager:
@@ -88,7 +47,7 @@ class SandboxManager:
 
     def __init__(
         self,
-        backend: str = "podman",
+        backend: str | SandboxSettings = "podman",
         *,
         output_limit: int = 16384,
         max_sessions: int = 256,
@@ -96,13 +55,14 @@ class SandboxManager:
         max_starting: int | None = None,
         **backend_options: Any,
     ):
-        self.backend_name = backend
-        self.backend: Backend = _make_backend(backend, dict(backend_options))
+        settings = SandboxSettings(backend) if isinstance(backend, str) else backend
+        self.backend_name = settings.backend
+        self.backend: Backend = make_backend(settings, **backend_options)
         self.output_limit = output_limit
         self.acquire_timeout_sec = acquire_timeout_sec
         self._slots = asyncio.Semaphore(max_sessions)
         if max_starting is None:
-            max_starting = 64 if backend == "kubernetes" else 4 * (os.cpu_count() or 1)
+            max_starting = 64 if settings.backend == "kubernetes" else 4 * (os.cpu_count() or 1)
         self._starting = asyncio.Semaphore(max_starting)
         self._sessions: set[Session] = set()
 

@@ -114,7 +114,7 @@ def test_the_shape_gives_the_cluster_its_sandbox_defaults():
         "reg.example.com",
     )
     assert pipeline_defaults(build_curriculum())["sandbox_backend"] == stage_default(
-        "rollout.backend", str
+        "rollout.sandbox_backend", str
     )
 
 

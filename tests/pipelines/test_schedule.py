@@ -6,6 +6,7 @@ every request, so the test reads exactly what the client sent.
 """
 
 import json
+import shlex
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -238,8 +239,8 @@ def _substitute(text: str, values: dict[str, str]) -> str:
 
 
 def _effective_eval_settings(args: str) -> dict[str, int]:
-    """trials, max_turns and max_new_tokens from an eval command line."""
-    words = args.split()
+    """trials, max_turns and max_new_tokens from an eval command line (split as the shell does)."""
+    words = shlex.split(args)
     flags = {"--trials": "trials", "--max-turns": "max_turns", "--max-new-tokens": "max_new_tokens"}
     return {flags[w]: int(words[i + 1]) for i, w in enumerate(words) if w in flags}
 
@@ -277,7 +278,7 @@ def test_argo_runs_the_kfp_nightly_settings_through_a_workflow_template():
         "max_turns": defaults["max_turns"],
         "max_new_tokens": defaults["max_new_tokens"],
     }
-    assert "--backend kubernetes" in evaluate
+    assert "--sandbox-backend kubernetes" in evaluate
     assert "/var/cache/termrl/nightly/{{workflow.name}}/eval_results.parquet" in evaluate  # kept
     for container in containers.values():  # the model cache, as the kfp pipeline mounts it
         assert {"name": "model-cache", "mountPath": "/var/cache/termrl"} in container[
@@ -349,16 +350,12 @@ def test_argo_command_writes_yaml(tmp_path):
         ),
     }
     # the sandboxes are pods pulling the task environments from the registry, with the pull secret
-    verify_args = _substitute(" ".join(containers["verify"]["args"]), params)
-    assert verify_args.endswith(
-        "--set sandbox_namespace= --set sandbox_registry=reg.example.com"
-        " --set sandbox_pull_secret=regcred"
-    )
+    sandbox = ["--sandbox-namespace", "", "--sandbox-registry", "reg.example.com"]
+    sandbox += ["--sandbox-pull-secret", "regcred"]
+    verify_args = [_substitute(a, params) for a in containers["verify"]["args"]]
+    assert _runs_of(verify_args, sandbox)
     evaluate = _substitute(containers["eval"]["args"][0], params)
-    assert evaluate.endswith(
-        "--set sandbox_namespace= --set sandbox_registry=reg.example.com"
-        " --set sandbox_pull_secret=regcred"
-    )
+    assert _runs_of(shlex.split(evaluate.rsplit("python -m components.eval", 1)[1]), sandbox)
     assert "/results/{{workflow.name}}/report.html" in evaluate
 
 
@@ -436,4 +433,9 @@ def test_every_argo_parameter_reaches_the_stage_fields_it_sets_in_the_kfp_nightl
             stage, _, field = link.partition(".")
             assert reached[stage][field] == value, (name, link)
             checked += 1
-    assert checked == 14  # every link of every stage-linked parameter
+    assert checked == 15  # every link of every stage-linked parameter
+
+
+def _runs_of(arguments: list[str], run: list[str]) -> bool:
+    """Whether ``run`` appears in ``arguments`` as consecutive items."""
+    return any(arguments[i : i + len(run)] == run for i in range(len(arguments)))

@@ -29,6 +29,7 @@ from termrl.sandbox.kubernetes import (
 from termrl.sandbox.procs import SERVICE_GRACE_SEC
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Shell
 from termrl.sandbox.spec import SandboxSpec
+from termrl.settings import build_config
 
 
 def _as_model(manifest: dict, kind: str):
@@ -93,25 +94,32 @@ def test_pod_pulls_with_the_image_pull_secret():
 
 def test_stage_sandbox_fields_reach_only_the_kubernetes_backend():
     from components.rollout.config import RolloutConfig
-    from termrl.sandbox.manager import SandboxManager, sandbox_options
+    from termrl.sandbox.manager import SandboxManager
+    from termrl.sandbox.settings import SandboxSettings
 
-    config = RolloutConfig(
-        sandbox_namespace="sb", sandbox_registry="reg.local/ml", sandbox_pull_secret="regcred"
-    )
-    assert sandbox_options("podman", config) == {}
-    options = sandbox_options("kubernetes", config)
+    flat = {
+        "sandbox_namespace": "sb",
+        "sandbox_registry": "reg.local/ml",
+        "sandbox_pull_secret": "regcred",
+    }
+    config = build_config(RolloutConfig, {}, flat)
+    assert config.sandbox.options is None  # podman: the cluster fields do not reach it
+    kubernetes = SandboxSettings.from_flat({"sandbox_backend": "kubernetes"}, config.sandbox)
+    options = kubernetes.options.backend_kwargs()
     assert options == {
         "namespace": "sb",
         "registry": "reg.local/ml",
         "image_pull_secrets": ("regcred",),
     }
-    backend = SandboxManager("kubernetes", api=object(), **options).backend
+    backend = SandboxManager(kubernetes, api=object()).backend
     assert (backend.namespace, backend.registry, backend.image_pull_secrets) == (
         "sb",
         "reg.local/ml",
         ("regcred",),
     )
-    assert sandbox_options("kubernetes", RolloutConfig()) == {}  # the backend's own defaults
+    default = SandboxSettings("kubernetes")
+    assert default.options.backend_kwargs() == {}  # the backend's own defaults
+    assert SandboxManager(default, api=object()).backend.namespace == "termrl-sandboxes"
 
 
 def test_network_policies_deny_all_but_egress_when_asked():

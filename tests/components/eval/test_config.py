@@ -10,6 +10,7 @@ from components.eval.config import EvalConfig
 from components.eval.trials import load_eval_tasks
 from termrl.artifacts.tasks import save_tasks
 from termrl.errors import ConfigError
+from termrl.sandbox.settings import SandboxSettings
 from termrl.taskfolders import import_task_folders
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "tasks"
@@ -23,7 +24,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         model=None,
         trials=0,
         concurrency=0,
-        backend="vmware",
+        sandbox=SandboxSettings("vmware"),
         temperature=-1,
     )
     with pytest.raises(ConfigError) as caught:

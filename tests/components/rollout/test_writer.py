@@ -43,6 +43,9 @@ def test_unreadable_parts_are_discarded_and_merge_writes_the_artifact(tmp_path):
         {k: v for k, v in row.items() if not k.startswith("_")}
         for row in record_to_rows(record(0, 0))
     ]
-    writer.merge(rows, tmp_path / "out.parquet", keep_parts=False)
+    writer.merge(rows, tmp_path / "out.parquet", temperature=0.7, keep_parts=False)
     assert read_trajectories(tmp_path / "out.parquet").num_rows == 2
     assert not (tmp_path / "parts").exists()
+    # every row records the rollout's sampling temperature: train reads it there
+    merged = read_trajectories(tmp_path / "out.parquet").column("temperature").to_pylist()
+    assert merged == [0.7, 0.7]

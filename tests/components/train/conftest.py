@@ -65,7 +65,8 @@ def episode_rows(
     **flags: Any,
 ) -> list[dict[str, Any]]:
     """Rows of one episode; ``flags`` may set masked/mask_reason/drop/placeholder/trainable,
-    the 1.1 columns: source, anchor, replayed (a list, one flag per chunk), and 1.2's shaping."""
+    the 1.1 columns: source, anchor, replayed (a list, one flag per chunk), 1.2's shaping and
+    1.3's temperature (default 1.0, the rollout's)."""
     success = reward > 0 if success is None else success
     rows = []
     replayed = flags.get("replayed") or [None] * len(chunks)
@@ -85,6 +86,7 @@ def episode_rows(
                 "response_logprobs": lp,
                 "reward": reward,
                 "shaping": flags.get("shaping"),
+                "temperature": flags.get("temperature", 1.0),  # 1.3: as a rollout records it
                 "success": success,
                 "stop_reason": "done",
                 "masked": flags.get("masked", False),
@@ -113,6 +115,7 @@ def expert_rows(
         success=True,
         source="expert",
         replayed=[True] * len(chunks),
+        temperature=None,  # nothing sampled
     )
 
 

@@ -48,3 +48,31 @@ async def test_train_takes_log_pi_at_the_temperature_the_rollout_sampled_at(
     mu = torch.tensor(gen.logprobs)
     assert torch.allclose(at_rollout, mu, atol=1e-4)
     assert (at_one - mu).abs().max() > 1e-2  # at temperature 1 the ratio would be off
+
+
+def test_train_reads_the_sampling_temperature_from_the_trajectories(
+    tiny_model_dir, toy_trajectories, tmp_path
+):
+    """No caller restates it: the rollout recorded 0.7 on its rows, train trains at 0.7."""
+    import pyarrow as pa
+
+    from components.train.config import TrainConfig
+    from components.train.trainer import train
+    from termrl.artifacts.checkpoint import read_train_state
+    from termrl.artifacts.trajectories import read_trajectories, write_trajectories
+
+    table = read_trajectories(toy_trajectories)
+    sampled = table.set_column(
+        table.schema.get_field_index("temperature"),
+        "temperature",
+        pa.array([0.7] * table.num_rows, pa.float64()),
+    )
+    path = tmp_path / "t07.parquet"
+    write_trajectories(path, sampled)
+    out = tmp_path / "out"
+    config = TrainConfig(
+        trajectories=str(path), model=str(tiny_model_dir), out=str(out), max_steps=1, progress=False
+    )
+    assert config.temperature is None  # unset: the data says
+    train(config)
+    assert read_train_state(out)["config"]["temperature"] == 0.7
