@@ -18,8 +18,8 @@ wants six (seconds first), so ``kfp_cron`` prepends ``0``.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import importlib
+import shlex
 import tempfile
 import typing
 from pathlib import Path
