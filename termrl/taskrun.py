@@ -110,6 +110,7 @@ from termrl.reward import (
 from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import SandboxSpec, resolve_env
 from termrl.tampering import find_tampering
+from termrl.tbcompat.runnable import unmet_requirements
 from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
 from termrl.tbcompat.timing import warn_if_tight
 from termrl.verifierenv import collect_artifacts
@@ -488,6 +489,9 @@ class TaskSandboxes:
     def spec(self, task: Task, *, verifier: bool = False) -> SandboxSpec:
         """The task's sandbox: its environment and limits (never its tests or solution). ``verifier``: a separate
         verifier's sandbox, the same but with no agent user (its tests pick their own) and its own network."""
+        unmet = unmet_requirements(task)  # judged on the machine that runs it (GPUs, platform)
+        if unmet:
+            raise EnvInitFailed(f"task {task.id} cannot run here: " + "; ".join(unmet))
         overrides: dict[str, object] = {}
         if verifier:
             overrides["user"] = None

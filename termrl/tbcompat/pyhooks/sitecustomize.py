@@ -1,0 +1,23 @@
+"""termrl's test phase: let a finished pytest run end although its tests left a thread running.
+
+Put on ``PYTHONPATH`` for the tests alone (``termrl.tbcompat.testphase``). In a
+pytest process it names the plugin ``termrl_exit_grace`` (beside this file)
+in ``PYTEST_PLUGINS``, for this process only: the plugin takes the name out
+again when pytest loads it, so the processes the tests start do not inherit
+it. Every other Python program is left as it is.
+"""
+
+import os
+import sys
+
+
+def _is_pytest(argv: list[str]) -> bool:
+    args = argv[1:3]
+    return args[:2] == ["-m", "pytest"] or any(
+        os.path.basename(a) in ("pytest", "py.test") for a in args[:1]
+    )
+
+
+if os.environ.get("TERMRL_EXIT_GRACE_SEC") and _is_pytest(getattr(sys, "orig_argv", [])):
+    _plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
+    os.environ["PYTEST_PLUGINS"] = ",".join([*_plugins, "termrl_exit_grace"])
