@@ -489,9 +489,6 @@ class TaskSandboxes:
     def spec(self, task: Task, *, verifier: bool = False) -> SandboxSpec:
         """The task's sandbox: its environment and limits (never its tests or solution). ``verifier``: a separate
         verifier's sandbox, the same but with no agent user (its tests pick their own) and its own network."""
-        unmet = unmet_requirements(task)  # judged on the machine that runs it (GPUs, platform)
-        if unmet:
-            raise EnvInitFailed(f"task {task.id} cannot run here: " + "; ".join(unmet))
         overrides: dict[str, object] = {}
         if verifier:
             overrides["user"] = None
@@ -535,6 +532,11 @@ class TaskSandboxes:
     async def open(self, task: Task, *, verifier: bool = False) -> AsyncIterator[Session]:
         """build(task), create a session, remove set-up leftovers and check they are gone (ResetFailed otherwise,
         TransientError passes through), yield it, close it. ``verifier``: the sandbox of a separate verifier."""
+        # Judged on the machine that runs it (GPUs, platform), per task: not in build(), whose
+        # error is shared by every task of the image.
+        unmet = unmet_requirements(task)
+        if unmet:
+            raise EnvInitFailed(f"task {task.id} cannot run here: " + "; ".join(unmet))
         spec = self.spec(task, verifier=verifier)
         await self._build(spec)
         async with await self.manager.create(spec) as session:
