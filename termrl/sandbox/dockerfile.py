@@ -58,17 +58,15 @@ def base_platforms(text: str) -> dict[str, str]:
 def rewrite_from(text: str, rewrites: dict[str, str]) -> str:
     """``text`` with every ``FROM <ref>`` whose ref is a key of ``rewrites`` pointed at its value.
 
-    A rewritten line loses its ``--platform``: the local image is built for this machine, and the
-    caller has refused a platform that is not this machine's (``termrl.tbcompat.adapt``).
+    A ``--platform`` stays: podman builds a local image for this machine's platform (or
+    ``$BUILDPLATFORM``) as it is, and another platform is refused before (``termrl.tbcompat.runnable``).
     """
     if not rewrites:
         return text
 
     def swap(match: re.Match[str]) -> str:
         ref = match.group("ref")
-        if ref not in rewrites:
-            return match.group(0)
-        return _PLATFORM.sub("", match.group("head")) + rewrites[ref] + match.group("tail")
+        return match.group("head") + rewrites.get(ref, ref) + match.group("tail")
 
     return _FROM.sub(swap, text)
 

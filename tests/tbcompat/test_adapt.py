@@ -196,8 +196,8 @@ def test_a_mirror_reference_with_a_digest_and_this_platform_builds_from_the_stan
     record = task.adaptations["base_images"][ref]
     assert (record["image"], record["digest"]) == ("termrl/standin:bookworm", DIGEST)
     built = next(f for f in SandboxSpec.from_task(task).build_files() if f.path == "Dockerfile")
-    # The stand-in is built for this machine: the platform flag goes with the registry name.
-    assert built.data == b"FROM termrl/standin:bookworm AS base\nRUN true\n"
+    # The stand-in is this machine's platform: podman builds FROM it with the flag as written.
+    assert built.data == b"FROM --platform=linux/amd64 termrl/standin:bookworm AS base\nRUN true\n"
 
 
 def test_a_platform_that_is_not_this_machines_is_refused_at_import(tmp_path):
