@@ -6,10 +6,10 @@ maps such a name onto one of the locally built ``BASE_IMAGES`` and says how
 the stand-in differs from the original, so the difference is recorded on the
 task instead of being discovered when a test fails:
 
-    t-bench/python-3-13, python:3.13*, python:3.14+, debian:trixie  ->  termrl/standin:trixie   (Python 3.13)
-    python:3.11*, python:<=3.12 (unless -trixie)                    ->  termrl/standin:bookworm (Python 3.11)
-    t-bench/ubuntu-24-04, ubuntu:24.04                       ->  termrl/standin:noble
-    debian:bookworm, ubuntu:22.04 / 20.04                    ->  termrl/base:bookworm
+    t-bench/python-3-13, python:3.13*, python:3.14+, debian:trixie  ->  termrl/standin:trixie
+    python:3.11*, python:3.12 and older (unless -trixie)            ->  termrl/standin:bookworm
+    t-bench/ubuntu-24-04, ubuntu:24.04                              ->  termrl/standin:noble
+    debian:bookworm, ubuntu:22.04 / 20.04                           ->  termrl/base:bookworm
 
 Python comes from Debian: 3.11 on bookworm, 3.13 on trixie. No other CPython
 can be had offline here (Debian packages no other version for these

@@ -182,7 +182,11 @@ async def prepare_test_phase(
         }
         if private_dir is None:
             await session.upload_files(
-                [TaskFile(f"{SANDBOX_HOOKS_DIR}/{n}", d, 0o644) for n, d in hooks.items()], "/"
+                [
+                    TaskFile(f"{SANDBOX_HOOKS_DIR.lstrip('/')}/{name}", data, 0o644)
+                    for name, data in hooks.items()
+                ],
+                "/",
             )
         else:
             folder = private_dir / "pyhooks"

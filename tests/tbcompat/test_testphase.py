@@ -14,7 +14,8 @@ from .conftest import TB_FIXTURES
 pytestmark = [pytest.mark.slow, pytest.mark.podman]
 
 
-async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
+async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images, monkeypatch):
+    monkeypatch.delenv("TERMRL_EXIT_GRACE_SEC", raising=False)  # the default grace
     task = read_task_folder(TB_FIXTURES / "yaml-to-json")
     spec = SandboxSpec.from_task(task)
     assert spec.network == "none"
@@ -23,6 +24,9 @@ async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
             before = await session.exec(f"command -v uv; ls {SANDBOX_KIT_DIR}", timeout=30)
             assert before.exit_code != 0 and "uv" not in before.output.split("\n")[0]
             env = (await prepare_test_phase(session, task)).env
+            hooks = await session.exec(f"ls {SANDBOX_HOOKS_DIR}", timeout=30)
+            assert hooks.output.split() == ["sitecustomize.py", "termrl_exit_grace.py"]
+            assert env["PYTHONPATH"] == SANDBOX_HOOKS_DIR and env["TERMRL_EXIT_GRACE_SEC"] == "30"
             exports = " ".join(f"{k}={v}" for k, v in env.items())
             checks = {
                 # what the installer line would have left behind
@@ -96,9 +100,9 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
         )
         assert sandbox_view.output.split() == [  # empty mount points only
             "/app/.venv:",
+            f"{SANDBOX_HOOKS_DIR}:",
             f"{SANDBOX_KIT_DIR}:",
             f"{SANDBOX_UV_CACHE_DIR}:",
-            f"{SANDBOX_HOOKS_DIR}:",
             "0",
         ], sandbox_view.output
         assert (await session.exec("cat ~/.local/bin/env")).output == "echo forged\n"  # kept
