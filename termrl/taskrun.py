@@ -110,6 +110,7 @@ from termrl.reward import (
 from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import SandboxSpec, resolve_env
 from termrl.tampering import find_tampering
+from termrl.tbcompat.runnable import unmet_requirements
 from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
 from termrl.tbcompat.timing import warn_if_tight
 from termrl.verifierenv import collect_artifacts
@@ -531,6 +532,11 @@ class TaskSandboxes:
     async def open(self, task: Task, *, verifier: bool = False) -> AsyncIterator[Session]:
         """build(task), create a session, remove set-up leftovers and check they are gone (ResetFailed otherwise,
         TransientError passes through), yield it, close it. ``verifier``: the sandbox of a separate verifier."""
+        # Judged on the machine that runs it (GPUs, platform), per task: not in build(), whose
+        # error is shared by every task of the image.
+        unmet = unmet_requirements(task)
+        if unmet:
+            raise EnvInitFailed(f"task {task.id} cannot run here: " + "; ".join(unmet))
         spec = self.spec(task, verifier=verifier)
         await self._build(spec)
         async with await self.manager.create(spec) as session:

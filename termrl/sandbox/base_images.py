@@ -122,8 +122,9 @@ class BaseImage:
 
 
 # The stand-ins for Terminal-Bench's base images and the public names they are built from.
-# t-bench/python-3-13 and python:3.12+ (a slim Python 3.13 with tmux, asciinema): Debian
-# trixie's python3 is 3.13, `python`, `pip` and `pip3` on PATH as in the python images.
+# t-bench/python-3-13 and python:3.13+ (a slim Python 3.13 with tmux, asciinema): Debian
+# trixie's python3 is 3.13, `python`, `pip` and `pip3` on PATH as in the python images. The
+# same recipe on bookworm (python3 3.11) serves python:3.11 and python:<=3.12 tags.
 # t-bench/ubuntu-24-04 and ubuntu:24.04: Ubuntu with tmux and asciinema, whose python3
 # comes with asciinema; Ubuntu has no `python` command and no pip, and enforces PEP 668.
 # Kept as lean as the originals; man pages are kept (man-db tasks install pages and run
@@ -147,6 +148,12 @@ _STANDIN_NAMES = (
     "debian:trixie",
     "debian:trixie-slim",
 )
+_PYTHON_BOOKWORM_NAMES = (
+    "python:3.11",
+    "python:3.11-slim",
+    "python:3.11-bookworm",
+    "python:3.11-slim-bookworm",
+)
 _NOBLE_NAMES = ("ubuntu:24.04", "ubuntu:noble")
 _NOBLE_CONFIG = tuple(c for c in DEFAULT_CONFIG if "BREAK_SYSTEM_PACKAGES" not in c)
 
@@ -167,6 +174,17 @@ BASE_IMAGES: list[BaseImage] = [
         # python:3.x images carry no EXTERNALLY-MANAGED marker: `uv pip install --system` works there.
         config=(*DEFAULT_CONFIG, "ENV UV_BREAK_SYSTEM_PACKAGES=1"),
         aliases=(*_STANDIN_NAMES, *(f"docker.io/library/{n}" for n in _STANDIN_NAMES)),
+        dpkg_excludes=("/usr/share/doc/*",),
+    ),
+    BaseImage(
+        name="termrl/standin:bookworm",
+        suite="bookworm",
+        packages=STANDIN_PACKAGES,
+        config=(*DEFAULT_CONFIG, "ENV UV_BREAK_SYSTEM_PACKAGES=1"),
+        aliases=(
+            *_PYTHON_BOOKWORM_NAMES,
+            *(f"docker.io/library/{n}" for n in _PYTHON_BOOKWORM_NAMES),
+        ),
         dpkg_excludes=("/usr/share/doc/*",),
     ),
     BaseImage(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["base_refs", "declare_build_args", "rewrite_from"]
+__all__ = ["base_platforms", "base_refs", "declare_build_args", "rewrite_from"]
 
 # FROM [--platform=...] image [AS name]; a trailing backslash continues the line.
 _FROM = re.compile(
@@ -20,6 +20,7 @@ _FROM = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _STAGE = re.compile(r"\bAS[ \t]+(\S+)", re.IGNORECASE)
+_PLATFORM = re.compile(r"--platform=(\S+)[ \t]+", re.IGNORECASE)
 
 
 def base_refs(text: str) -> list[str]:
@@ -44,8 +45,22 @@ def base_refs(text: str) -> list[str]:
     return refs
 
 
+def base_platforms(text: str) -> dict[str, str]:
+    """The ``--platform`` each base image is asked for (``FROM --platform=linux/amd64 ref``), by ref."""
+    found: dict[str, str] = {}
+    for match in _FROM.finditer(text):
+        platform = _PLATFORM.search(match.group("head"))
+        if platform:
+            found.setdefault(match.group("ref"), platform.group(1))
+    return found
+
+
 def rewrite_from(text: str, rewrites: dict[str, str]) -> str:
-    """``text`` with every ``FROM <ref>`` whose ref is a key of ``rewrites`` pointed at its value."""
+    """``text`` with every ``FROM <ref>`` whose ref is a key of ``rewrites`` pointed at its value.
+
+    A ``--platform`` stays: podman builds a local image for this machine's platform (or
+    ``$BUILDPLATFORM``) as it is, and another platform is refused before (``termrl.tbcompat.runnable``).
+    """
     if not rewrites:
         return text
 

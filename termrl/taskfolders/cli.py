@@ -39,6 +39,11 @@ def import_command(paths: tuple[Path, ...], out: Path, skip_invalid: bool) -> No
     report = import_task_folders(paths)
     for error in report.errors:
         click.echo(f"invalid task: {error}", err=True)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    for task in report.tasks:  # what the task will not get as it asked, said plainly
+        for note in task.adaptations.get("notes", []):
+            click.echo(f"note: {task.id}: {note}", err=True)
     if report.errors and not skip_invalid:
         raise click.ClickException(
             f"{len(report.errors)} invalid task folder(s); nothing written (use --skip-invalid to import the rest)"

@@ -166,6 +166,10 @@ def _step_toml(step: dict[str, Any]) -> dict[str, Any]:
     }
     if any(v is not None for v in verifier.values()):
         out["verifier"] = {k: v for k, v in verifier.items() if v is not None}
+    for key in ("inherit_prior_session", "dependencies", "depends_on"):
+        if key in step:
+            out[key] = step[key]
+    out.update(step.get("extra") or {})  # keys termrl keeps but does not know
     return out
 
 

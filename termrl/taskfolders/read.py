@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 import tomllib
@@ -39,11 +40,19 @@ from termrl.taskfolders.layout import (
     harbor_test_sh,
 )
 from termrl.taskfolders.runconfig import pop_field, run_config
-from termrl.taskfolders.schema import HARBOR_TABLES, TERMRL_TABLE, unsupported_fields
+from termrl.taskfolders.schema import (
+    HARBOR_TABLES,
+    TERMRL_TABLE,
+    split_extra,
+    unsupported_fields,
+)
 from termrl.taskrun import solution_steps
 from termrl.tbcompat.adapt import with_adaptations
+from termrl.tbcompat.runnable import unmet_requirements
 
 __all__ = ["ImportReport", "find_task_folders", "import_task_folders", "read_task_folder"]
+
+log = logging.getLogger("termrl.taskfolders")
 
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TASK_MARKERS = ("task.toml", "task.yaml", "instruction.md")
@@ -55,6 +64,8 @@ class ImportReport:
 
     tasks: list[Task] = field(default_factory=list)
     errors: list[TaskFormatError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What was kept but is not acted on (keys termrl does not know), one line each, folder first."""
 
 
 def _is_task_folder(path: Path) -> bool:
@@ -97,7 +108,7 @@ def import_task_folders(paths: Iterable[str | os.PathLike]) -> ImportReport:
     seen: dict[str, Path] = {}
     for folder in folders:
         try:
-            task = read_task_folder(folder)
+            task = read_task_folder(folder, report.warnings)
         except TaskFormatError as exc:
             report.errors.append(exc)
             continue
@@ -113,8 +124,12 @@ def import_task_folders(paths: Iterable[str | os.PathLike]) -> ImportReport:
     return report
 
 
-def read_task_folder(folder: str | os.PathLike) -> Task:
-    """Read one task folder in either layout; raises ``TaskFormatError`` on any problem."""
+def read_task_folder(folder: str | os.PathLike, warnings: list[str] | None = None) -> Task:
+    """Read one task folder in either layout; raises ``TaskFormatError`` on any problem.
+
+    Warnings (keys kept but not acted on) are appended to ``warnings``, or logged without one.
+    A task that asks for what this machine cannot give (``termrl.tbcompat.runnable``) is refused.
+    """
     folder = Path(folder)
     if not TASK_ID.match(folder.name):
         raise TaskFormatError(str(folder), f"folder name {folder.name!r} is not a valid task id")
@@ -122,11 +137,19 @@ def read_task_folder(folder: str | os.PathLike) -> Task:
     if has_toml and has_yaml:
         raise TaskFormatError(str(folder), "has both task.toml (Harbor) and task.yaml (legacy)")
     _check_links(folder)
-    if has_toml:
-        return with_adaptations(_read_harbor(folder))
-    if has_yaml:
-        return with_adaptations(_read_legacy(folder))
-    raise TaskFormatError(str(folder), "no task.toml (Harbor) or task.yaml (legacy)")
+    if not has_toml and not has_yaml:
+        raise TaskFormatError(str(folder), "no task.toml (Harbor) or task.yaml (legacy)")
+    found: list[str] = []
+    task = with_adaptations(_read_harbor(folder, found) if has_toml else _read_legacy(folder))
+    unmet = unmet_requirements(task)
+    if unmet:
+        raise TaskFormatError(str(folder), "cannot run here: " + "; ".join(unmet))
+    for warning in found:  # the caller's to show when it collects them, else logged
+        if warnings is None:
+            log.warning("%s: %s", folder, warning)
+        else:
+            warnings.append(f"{folder}: {warning}")
+    return task
 
 
 def _check_links(folder: Path) -> None:
@@ -228,7 +251,7 @@ def _resource_mb(folder: Path, rest: dict[str, Any], name: str) -> int | None:
     return size
 
 
-def _read_harbor(folder: Path) -> Task:
+def _read_harbor(folder: Path, warnings: list[str]) -> Task:
     where = str(folder)
     try:
         config = tomllib.loads(_text(folder, "task.toml") or "")
@@ -254,6 +277,10 @@ def _read_harbor(folder: Path) -> Task:
         raise TaskFormatError(
             where, "task.toml: [metadata.termrl.extra] must be a table of non-Harbor keys"
         )
+    warnings += [
+        f"task.toml: [{key}] is not a Harbor table termrl knows: kept in the task, not acted on"
+        for key in sorted(split_extra(rest)[1])
+    ]
     rest.update(extra)
     # An exported legacy task names its own test script in [termrl].test_command.
     if "test_command" in ours:
@@ -261,7 +288,7 @@ def _read_harbor(folder: Path) -> Task:
             raise TaskFormatError(where, "no tests (tests/ missing or empty)")
     elif not multi_step and not (folder / "tests" / "test.sh").is_file():
         raise TaskFormatError(where, "no tests (tests/test.sh missing)")
-    run = run_config(folder, rest)  # a multi-step task: each step's tests checked there
+    run = run_config(folder, rest, warnings)  # a multi-step task: each step's tests checked there
     step_files = _files(folder, folder / "steps")
     if (
         not instruction or not instruction.strip()

@@ -19,7 +19,14 @@ with a message naming the field:
   ``name``, ``min_reward`` (a number or a table of reward keys),
   ``[steps.agent].timeout_sec``, ``[steps.verifier]`` ``timeout_sec`` / ``env`` /
   ``user``; a step's files are ``steps/<name>/`` (``instruction.md``, ``tests/``,
-  ``solution/``), kept as ``Task.step_files``. Anything else in a step is refused.
+  ``solution/``), kept as ``Task.step_files``. Two keys some task sets add to a step are run as
+  they mean: ``inherit_prior_session = true`` (the step goes on in the previous step's session:
+  termrl runs every step so; ``false`` is refused) and ``dependencies`` / ``depends_on`` (names of
+  earlier steps: steps run in order, so they have run; a later or unknown name is refused). Any
+  other key in a step that is not Harbor's, as Harbor ignores keys it does not know, is kept
+  (the step's ``extra``, exported back) with a warning that termrl does not act on it; Harbor's
+  own settings that termrl does not run in a step (``healthcheck``, ``agent.user``, ...) are
+  refused.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ _STEP_KEYS = {"name", "min_reward", "agent", "verifier"}
 _STEP_AGENT_KEYS = {"timeout_sec"}
 _STEP_VERIFIER_KEYS = {"timeout_sec", "env", "user"}
 _STEP_ENTRIES = {"instruction.md", "tests", "solution"}
+_STEP_HARBOR_TABLES = {"environment", "solution", "healthcheck", "artifacts", "tests"}
+"""Harbor settings a step could carry that termrl does not run in a step (refused, named)."""
+_STEP_ORDER_KEYS = ("dependencies", "depends_on")
+"""Step keys naming the steps that must run before this one."""
 
 
 def pop_field(table: dict[str, Any], section: str, key: str) -> Any:
@@ -205,8 +216,63 @@ def _min_reward(folder: Path, where: str, value: Any) -> float | dict[str, float
     return float(value)
 
 
+def _step_order_keys(
+    folder: Path, name: str, index: int, step: dict[str, Any], earlier: list[str]
+) -> None:
+    """Check the ordering keys of a step: what they ask is what termrl does, else refuse them."""
+    inherit = step.get("inherit_prior_session")
+    if inherit is not None and not isinstance(inherit, bool):
+        raise _fail(folder, f"step {name!r}: inherit_prior_session must be true or false")
+    if inherit is False and index > 0:
+        raise _fail(
+            folder,
+            f"step {name!r}: inherit_prior_session = false (a fresh session for this step) is "
+            "not supported: termrl runs every step in the one session and sandbox of the task",
+        )
+    for key in _STEP_ORDER_KEYS:
+        names = step.get(key)
+        if names is None:
+            continue
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _fail(folder, f"step {name!r}: {key} must be a list of step names")
+        later = [n for n in names if n not in earlier]
+        if later:
+            raise _fail(
+                folder,
+                f"step {name!r}: {key} names {later}, which are not earlier steps (termrl runs "
+                "steps in the order they are listed)",
+            )
+
+
+def _step_extra(
+    folder: Path, name: str, step: dict[str, Any], warnings: list[str]
+) -> dict[str, Any]:
+    """The keys of a step that are not Harbor's: kept as they are, each named in a warning.
+
+    Harbor's own settings in a step that termrl does not run (a step's healthcheck,
+    ``agent.user``, ...) change how the step runs: they are refused, naming them.
+    """
+    agent, verifier = step.get("agent") or {}, step.get("verifier") or {}
+    refused = (
+        sorted(k for k in step if k in _STEP_HARBOR_TABLES)
+        + [f"agent.{k}" for k in sorted(set(agent) - _STEP_AGENT_KEYS)]
+        + [f"verifier.{k}" for k in sorted(set(verifier) - _STEP_VERIFIER_KEYS)]
+    )
+    if refused:
+        raise _fail(folder, f"step {name!r}: {', '.join(refused)} are not supported in a step")
+    known = {*_STEP_KEYS, "inherit_prior_session", *_STEP_ORDER_KEYS}
+    extra = {k: v for k, v in step.items() if k not in known}
+    warnings += [
+        f"step {name!r}: {key} is not a key termrl knows: kept in the task, not acted on"
+        for key in sorted(extra)
+    ]
+    return extra
+
+
 def _steps(
-    folder: Path, rest: dict[str, Any], mode: str | None
+    folder: Path, rest: dict[str, Any], mode: str | None, warnings: list[str]
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The ``[[steps]]`` configs and the strategy (each step's instruction checked, kept in ``step_files``)."""
     strategy = rest.pop("multi_step_reward_strategy", None)
@@ -242,13 +308,8 @@ def _steps(
             raise _fail(folder, f"{where} needs a unique name that is a folder name, got {name!r}")
         names.add(name)
         agent, verifier = step.get("agent") or {}, step.get("verifier") or {}
-        unknown = (
-            sorted(set(step) - _STEP_KEYS)
-            + [f"agent.{k}" for k in sorted(set(agent) - _STEP_AGENT_KEYS)]
-            + [f"verifier.{k}" for k in sorted(set(verifier) - _STEP_VERIFIER_KEYS)]
-        )
-        if unknown:
-            raise _fail(folder, f"step {name!r}: {', '.join(unknown)} are not supported in a step")
+        _step_order_keys(folder, name, index, step, [done["name"] for done in out])
+        kept = _step_extra(folder, name, step, warnings)
         instruction = folder / "steps" / name / "instruction.md"
         try:
             text = instruction.read_bytes().decode("utf-8")
@@ -295,6 +356,9 @@ def _steps(
                 "verifier_user": _user(
                     folder, f"step {name!r}: verifier.user", verifier.get("user")
                 ),
+                # The ordering keys and the unknown ones are kept: export writes them back.
+                **{k: step[k] for k in ("inherit_prior_session", *_STEP_ORDER_KEYS) if k in step},
+                **({"extra": kept} if kept else {}),
             }
         )
     on_disk = (
@@ -308,8 +372,11 @@ def _steps(
     return out, strategy
 
 
-def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
-    """The ``Task`` fields of the run configuration, popped from ``rest`` (see the module docstring)."""
+def run_config(folder: Path, rest: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """The ``Task`` fields of the run configuration, popped from ``rest`` (see the module docstring).
+
+    What is kept but not acted on is appended to ``warnings``.
+    """
     mode = pop_field(rest, "verifier", "environment_mode")
     if mode not in (None, "shared", "separate"):
         raise _fail(
@@ -337,7 +404,7 @@ def run_config(folder: Path, rest: dict[str, Any]) -> dict[str, Any]:
             raise _fail(folder, f"{name} must be a non-empty string, got {value!r}")
     if workdir is not None and not workdir.startswith("/"):
         raise _fail(folder, f"[environment].workdir must be an absolute path, got {workdir!r}")
-    steps, strategy = _steps(folder, rest, mode)
+    steps, strategy = _steps(folder, rest, mode, warnings)
     return {
         "allow_internet": allow_internet,
         "docker_image": image,

@@ -10,13 +10,17 @@ the task's bytes never change and export writes them back as they were:
     build    SandboxSpec.build_files()        FROM names -> local stand-ins (termrl.sandbox.dockerfile),
                                               recorded installer URLs served offline (sandbox.build_tools)
     test     testphase.prepare_test_phase()   uv + pinned wheels + offline config copied in,
-                                              PIP_NO_INDEX / PIP_FIND_LINKS / UV_CONFIG_FILE set
+                                              PIP_NO_INDEX / PIP_FIND_LINKS / UV_CONFIG_FILE set;
+                                              a finished pytest run ends within a grace period
     check    timing.warn_if_tight(...)        a reference run over 80 % of a timeout
 
-Modules: ``standins`` (which local base image stands in for a name, and how
-it differs), ``scan`` (what the test scripts download), ``installers`` (what
-the build context downloads), ``kit`` (fetching and caching the offline kit on
-the host). The ``termrl tbcompat`` commands live in ``pipelines/tbcompat_cli.py``,
+Modules: ``standins`` (which local base image stands in for a name, how
+it differs, and the registry mirrors read as Docker Hub), ``scan`` and
+``shell`` (what the test scripts download, read as the shell splits them),
+``installers`` (what the build context downloads), ``kit`` (fetching and
+caching the offline kit on the host), ``runnable`` (what a task asks of the
+machine that cannot be met: GPUs, another platform), ``testphase`` and
+``pyhooks/`` (the kit and the exit-grace hooks at test time). The ``termrl tbcompat`` commands live in ``pipelines/tbcompat_cli.py``,
 above ``termrl.taskfolders``, whose folder reader they use.
 
 ``tbcompat`` builds on ``termrl.sandbox`` (base images, build tools), never the

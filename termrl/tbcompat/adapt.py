@@ -27,6 +27,7 @@ files and this record beside them, so every step is reversible.
 from __future__ import annotations
 
 import platform
+import re
 from typing import Any
 
 from termrl.artifacts.tasks import Task
@@ -56,10 +57,13 @@ def adaptations_for(task: Task) -> dict[str, Any]:
             )
             continue
         resolved.append(standin)
+        if standin.mismatch:
+            notes.append(f"FROM {ref}: {standin.mismatch}")
         if standin.rewrite:
             out.setdefault("base_images", {})[ref] = {
                 "image": standin.image,
                 "differences": list(standin.differences),
+                **({"digest": standin.digest} if standin.digest else {}),
             }
 
     installers, problems = scan_installers(task.environment_files)
@@ -78,6 +82,7 @@ def adaptations_for(task: Task) -> dict[str, Any]:
             notes.append(
                 f"test kit built for Python {python} / glibc {glibc}: the base image is not known here"
             )
+        notes += _missing_interpreters(scan.pythons, python, scan.found_in)
         kit = KitSpec(
             uv=(scan.uv_version or DEFAULT_UV_VERSION) if scan.uses_uv else None,
             python=python,
@@ -89,6 +94,25 @@ def adaptations_for(task: Task) -> dict[str, Any]:
     if notes:
         out["notes"] = notes
     return out
+
+
+def _missing_interpreters(asked: list[str], have: str, found_in: list[str]) -> list[str]:
+    """A note for each interpreter the test scripts ask uv for that the sandbox does not have.
+
+    uv finds the sandbox's own python3 offline; any other version it would download, which the
+    test phase cannot, and no other CPython can be had offline here (``standins.python_mismatch``).
+    """
+    where = ", ".join(found_in) or "the test scripts"
+    notes = []
+    for request in asked:  # 3.12, 3.12.4, python3.12, cpython-3.12: a version; a path is not
+        match = re.fullmatch(r"(?:c?python-?)?(3\.\d+)(?:\.\d+)?", request)
+        if match and match.group(1) != have:
+            notes.append(
+                f"the tests ask uv for Python {request} ({where}), which cannot be provided "
+                f"offline: the sandbox has Python {have} only, and no Python {match.group(1)} can "
+                "be had from the registries this machine reaches; the tests will not find one"
+            )
+    return notes
 
 
 def with_adaptations(task: Task) -> Task:

@@ -21,15 +21,21 @@ as a problem, not guessed.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from termrl.artifacts.tasks import TaskFile
+from termrl.tbcompat.shell import simple_commands
 
-__all__ = ["ScanResult", "install_commands", "scan_scripts", "uv_installer_version"]
+__all__ = [
+    "ScanResult",
+    "install_commands",
+    "python_requests",
+    "scan_scripts",
+    "uv_installer_version",
+]
 
 _INSTALLER = re.compile(
     r"https://(?:astral\.sh/uv/(?:(?P<v1>\d+\.\d+\.\d+)/)?install\.sh"
@@ -123,22 +129,14 @@ class ScanResult:
     """The files that install anything, in path order."""
     problems: list[str] = field(default_factory=list)
     """Requirements that cannot be read without running the script."""
+    pythons: list[str] = field(default_factory=list)
+    """The interpreters uv is asked for (``uvx --python 3.12``, ``uv venv -p 3.11``), in order."""
 
 
 def uv_installer_version(text: str) -> tuple[bool, str | None]:
     """(whether ``text`` runs astral's uv installer, the version its URL names)."""
     match = _INSTALLER.search(text)
     return (True, match.group("v1") or match.group("v2")) if match else (False, None)
-
-
-def _words(line: str) -> list[str]:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        return list(lexer)
-    except ValueError:  # unbalanced quotes: fall back to plain words
-        return line.split("#", 1)[0].split()
 
 
 def install_commands(text: str) -> list[tuple[str, list[str]]]:
@@ -148,20 +146,26 @@ def install_commands(text: str) -> list[tuple[str, list[str]]]:
     ``uv-with`` (uvx / uv tool run / uv run: only the ``--with``-style options count),
     ``uvx`` (uvx / uv tool run / uv tool install: the tool itself counts too).
     """
-    commands: list[tuple[str, list[str]]] = []
-    joined = re.sub(r"\\\r?\n", " ", text)
-    for line in joined.splitlines():
-        current: list[str] = []
-        for word in [*_words(line), ";"]:
-            if word and set(word) <= set(";&|()<>"):
-                if current:
-                    found = _classify(current)
-                    if found:
-                        commands.append(found)
-                current = []
-            else:
-                current.append(word)
-    return commands
+    found = (_classify(words) for words in simple_commands(text))
+    return [command for command in found if command]
+
+
+def python_requests(text: str) -> list[str]:
+    """The ``--python``/``-p`` values of the uv and uvx commands in a shell script, in order."""
+    found: list[str] = []
+    for words in simple_commands(text):
+        while words and (words[0] in _PREFIXES or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+            words = words[1:]
+        if not words or PurePosixPath(words[0]).name not in ("uv", "uvx"):
+            continue
+        rest = iter(words[1:])
+        for word in rest:
+            option, eq, inline = word.partition("=")
+            if option in ("--python", "-p"):
+                value = inline if eq else next(rest, "")
+                if value and value not in found:
+                    found.append(value)
+    return found
 
 
 def _classify(words: list[str]) -> tuple[str, list[str]] | None:
@@ -275,6 +279,7 @@ def scan_scripts(files: list[TaskFile]) -> ScanResult:
         text = texts[path]
         installs, version = uv_installer_version(text)
         result.uses_uv |= installs or bool(_USES_UV.search(text))
+        result.pythons += [p for p in python_requests(text) if p not in result.pythons]
         if version and not result.uv_version:
             result.uv_version = version
         installs_packages = False

@@ -6,13 +6,30 @@ maps such a name onto one of the locally built ``BASE_IMAGES`` and says how
 the stand-in differs from the original, so the difference is recorded on the
 task instead of being discovered when a test fails:
 
-    t-bench/python-3-13, python:3.12+, debian:trixie  ->  termrl/standin:trixie
-    t-bench/ubuntu-24-04, ubuntu:24.04                ->  termrl/standin:noble
-    python:<=3.11, debian:bookworm, ubuntu:22.04 / 20.04  ->  termrl/base:bookworm
+    t-bench/python-3-13, python:3.13*, python:3.14+, debian:trixie  ->  termrl/standin:trixie
+    python:3.11*, python:3.12 and older (unless -trixie)            ->  termrl/standin:bookworm
+    t-bench/ubuntu-24-04, ubuntu:24.04                              ->  termrl/standin:noble
+    debian:bookworm, ubuntu:22.04 / 20.04                           ->  termrl/base:bookworm
 
-A name that already is a local base tag resolves to itself (nothing to
-rewrite). Names with no faithful stand-in (Alpine, other distributions,
-private images) resolve to None: they must exist locally to build.
+Python comes from Debian: 3.11 on bookworm, 3.13 on trixie. No other CPython
+can be had offline here (Debian packages no other version for these
+releases; PyPI and npm carry none that installs without a download from
+elsewhere). A tag asking for 3.11 or 3.13 gets the release that has it, even
+when the tag names the other one (``python:3.13-slim-bookworm``: test
+scripts run ``uvx -p 3.13``, and pins follow the version); any other tag
+gets the release it names, else bookworm up to 3.12 (the official images'
+release until August 2025, and 3.12's older neighbour) and trixie after.
+Whatever differs from what the tag asks for is said plainly
+(``StandIn.mismatch``), recorded on the task and printed at import.
+
+Names are read as Docker reads them: the registries and mirrors in
+``DOCKER_HUB_OFFICIAL`` serve Docker Hub's official images under the same
+names (``public.ecr.aws/docker/library/python:3.11`` is ``python:3.11``), and a
+digest is recorded but not checked (the stand-in is built here, so no digest
+can match). A name that already is a local base tag resolves to itself
+(nothing to rewrite). Names with no faithful stand-in (Alpine, other
+distributions, private images) resolve to None: they must exist locally to
+build.
 """
 
 from __future__ import annotations
@@ -22,11 +39,47 @@ from dataclasses import dataclass
 
 from termrl.sandbox.base_images import BASE_IMAGES, BaseImage
 
-__all__ = ["BOOKWORM", "NOBLE", "SUITES", "TRIXIE", "StandIn", "normalize_ref", "resolve_base"]
+__all__ = [
+    "BOOKWORM",
+    "DOCKER_HUB_HOSTS",
+    "DOCKER_HUB_OFFICIAL",
+    "NOBLE",
+    "PYTHON_BOOKWORM",
+    "SUITES",
+    "TRIXIE",
+    "StandIn",
+    "normalize_ref",
+    "platform_problem",
+    "python_mismatch",
+    "release_mismatch",
+    "resolve_base",
+    "split_digest",
+]
 
 TRIXIE = "termrl/standin:trixie"
+PYTHON_BOOKWORM = "termrl/standin:bookworm"
 NOBLE = "termrl/standin:noble"
 BOOKWORM = "termrl/base:bookworm"
+
+DOCKER_HUB_OFFICIAL = (
+    "docker.io/library/",
+    "index.docker.io/library/",
+    "registry-1.docker.io/library/",
+    "public.ecr.aws/docker/library/",
+    "mirror.gcr.io/library/",
+)
+"""Prefixes under which Docker Hub and its mirrors serve Docker Hub's official images, unchanged:
+``<prefix>python:3.11-slim`` is the image ``python:3.11-slim``."""
+DOCKER_HUB_HOSTS = ("docker.io/", "index.docker.io/", "registry-1.docker.io/", "mirror.gcr.io/")
+"""Registries where a one-part name is an official image (``library/`` implied, as Docker does)."""
+_LOCAL_PREFIXES = ("localhost/",)
+_NATIVE_PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
+_BUILD_PLATFORM_ARGS = (
+    "$BUILDPLATFORM",
+    "${BUILDPLATFORM}",
+    "$TARGETPLATFORM",
+    "${TARGETPLATFORM}",
+)
 
 SUITES = {"bookworm": ("3.11", "2.36"), "trixie": ("3.13", "2.41")}
 """Debian suite -> (its python3 version, its glibc version): what wheels a stand-in takes."""
@@ -50,32 +103,113 @@ class StandIn:
     differences: tuple[str, ...] = ()
     rewrite: bool = True
     """False when ``ref`` already names the local image (nothing to rewrite)."""
+    digest: str | None = None
+    """The ``@sha256:...`` the reference pins: recorded, not checked (no registry here)."""
+    mismatch: str | None = None
+    """The plain statement of a Python version or Debian release the name asks for and the stand-in
+    does not give (None: it gives both)."""
+
+
+def split_digest(ref: str) -> tuple[str, str | None]:
+    """(``ref`` without its digest, the digest or None)."""
+    name, at, digest = ref.partition("@")
+    return name, digest if at else None
 
 
 def normalize_ref(ref: str) -> str:
-    """``ref`` without a digest, a Docker Hub prefix or ``localhost/``, with a tag."""
-    ref = ref.split("@", 1)[0]
-    for prefix in (
-        "docker.io/library/",
-        "index.docker.io/library/",
-        "registry-1.docker.io/library/",
-        "docker.io/",
-        "localhost/",
-    ):
+    """``ref`` as Docker resolves it: no digest, no Docker Hub or mirror prefix, with a tag."""
+    ref = split_digest(ref)[0]
+    for prefix in (*DOCKER_HUB_OFFICIAL, *_LOCAL_PREFIXES):
         if ref.startswith(prefix):
             ref = ref[len(prefix) :]
             break
+    else:
+        for (
+            host
+        ) in DOCKER_HUB_HOSTS:  # docker.io/python = python; docker.io/nvidia/cuda = nvidia/cuda
+            if ref.startswith(host):
+                ref = ref[len(host) :]
+                break
     last = ref.rsplit("/", 1)[-1]
     return ref if ":" in last else f"{ref}:latest"
+
+
+def platform_problem(ref: str, platform: str, machine: str) -> str | None:
+    """Why ``FROM --platform=<platform> <ref>`` cannot be built on ``machine`` (None: it can).
+
+    Build-platform arguments and this machine's own platform are honoured (the stand-ins are
+    built for it); another platform would need emulation, which builds here do not have.
+    """
+    native = _NATIVE_PLATFORMS.get(machine, f"linux/{machine}")
+    if platform in _BUILD_PLATFORM_ARGS or platform.lower().startswith(native):
+        return None
+    return (
+        f"FROM --platform={platform} {ref}: this machine builds {native} images only "
+        "(no emulation of other platforms here)"
+    )
 
 
 def _recipe(name: str) -> BaseImage:
     return next(image for image in BASE_IMAGES if image.name == name)
 
 
-def _standin(ref: str, image: str, differences: list[str], rewrite: bool = True) -> StandIn:
+def _standin(
+    ref: str, image: str, differences: list[str], rewrite: bool = True, mismatch: str | None = None
+) -> StandIn:
     python, glibc = SUITES[_recipe(image).suite]
-    return StandIn(ref, image, python, glibc, tuple(differences), rewrite)
+    digest = split_digest(ref)[1]
+    if digest:
+        differences = [
+            *differences,
+            f"pinned to {digest}: recorded, not checked (the stand-in is built here)",
+        ]
+    differences = [mismatch, *differences] if mismatch else differences
+    return StandIn(ref, image, python, glibc, tuple(differences), rewrite, digest, mismatch)
+
+
+_PYTHON_RELEASES = {"bookworm": PYTHON_BOOKWORM, "trixie": TRIXIE}
+"""Debian releases the python stand-ins are built on -> the stand-in."""
+_OLDER_RELEASES = ("bullseye", "buster", "stretch")
+
+
+def python_mismatch(wanted: str, have: str, release: str) -> str:
+    """The plain statement of a Python version the stand-in cannot give (recorded and printed)."""
+    return (
+        f"Python {have} (Debian {release}'s python3) instead of Python {wanted}: no Python "
+        f"{wanted} for Debian {release} can be had offline here (Debian packages 3.11 for "
+        "bookworm and 3.13 for trixie; PyPI and npm carry no CPython that installs without a "
+        f"download from elsewhere); code or pins that need exactly {wanted} may fail"
+    )
+
+
+def release_mismatch(named: str, chosen: str, wanted: str) -> str:
+    """The plain statement of a Debian release the stand-in cannot give (recorded and printed)."""
+    return (
+        f"Debian {chosen} instead of Debian {named}: Python {wanted} can be had offline here only "
+        f"as Debian {chosen}'s python3 (none for {named}), and the Python version decides more of "
+        "a task (its pins, `uvx -p` in its tests) than the release; tools differ (OpenSSL, glibc, "
+        "apt package versions)"
+    )
+
+
+def _python_release(tag: str, minor: int | None) -> tuple[str, str | None]:
+    """(the Debian release of a python:<tag> stand-in, the plain statement of a release mismatch)."""
+    named = next((r for r in (*_PYTHON_RELEASES, *_OLDER_RELEASES) if r in tag), None)
+    by_version = {SUITES[r][0]: r for r in _PYTHON_RELEASES}
+    wanted = f"3.{minor}" if minor is not None else None
+    if wanted in by_version:  # the Python asked for exists here on one release only
+        chosen = by_version[wanted]
+    elif named in _PYTHON_RELEASES:
+        chosen = named
+    else:
+        # No release named: bookworm up to 3.12, whose official images were bookworm-based until
+        # August 2025 and whose pins far more often have 3.11 wheels than 3.13 ones; trixie after.
+        chosen = "bookworm" if minor is not None and minor <= 12 else "trixie"
+    if named is None or named == chosen:
+        return chosen, None
+    if named in _OLDER_RELEASES:
+        return chosen, f"Debian {chosen} stands in for Debian {named} (no {named} stand-in)"
+    return chosen, release_mismatch(named, chosen, wanted or SUITES[chosen][0])
 
 
 def _python_image(ref: str, tag: str) -> StandIn | None:
@@ -85,24 +219,27 @@ def _python_image(ref: str, tag: str) -> StandIn | None:
     if match and match.group(1) != "3":
         return None
     minor = int(match.group(2)) if match and match.group(2) else None  # python:3 / :latest / :slim
-    image = BOOKWORM if minor is not None and minor <= 11 else TRIXIE
-    have = SUITES[_recipe(image).suite][0]
+    release, release_note = _python_release(tag, minor)
+    image = _PYTHON_RELEASES[release]
+    have = SUITES[release][0]
     wanted = f"3.{minor}" if minor is not None else "the newest 3.x"
     differences = [
         f"Debian's python3 {have} in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) "
         f"stands in for the official image's Python {wanted} in /usr/local",
         "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
     ]
+    mismatch = (
+        python_mismatch(f"3.{minor}", have, release)
+        if minor is not None and f"3.{minor}" != have
+        else release_note
+    )
+    if release_note and mismatch != release_note:
+        differences.append(release_note)
     if "slim" not in tag:
         differences.append("no compilers or -dev headers (the full python image has them)")
-    if image == BOOKWORM:
-        differences.append(
-            "extra Debian tools preinstalled (git, jq, sqlite3, python3-pytest, ...)"
-        )
-    else:
-        differences += ["tmux, asciinema and curl preinstalled", _MAN_KEPT, _ENV_SET]
-    differences.append(f"Debian {_recipe(image).suite} packages: {_DEBIAN_APT}")
-    return _standin(ref, image, differences)
+    differences += ["tmux, asciinema and curl preinstalled", _MAN_KEPT, _ENV_SET]
+    differences.append(f"Debian {release} packages: {_DEBIAN_APT}")
+    return _standin(ref, image, differences, mismatch=mismatch)
 
 
 _UBUNTU = (  # tag prefixes -> (stand-in, Ubuntu version, Ubuntu's python3)
@@ -156,6 +293,7 @@ def _distro_image(ref: str, name: str, tag: str) -> StandIn | None:
 
 def _tbench_image(ref: str, name: str) -> StandIn | None:
     if name.endswith("/python-3-13"):
+        # Built FROM python:3.13-slim-bookworm; bookworm has no Python 3.13 here, trixie has.
         return _standin(
             ref,
             TRIXIE,
@@ -168,6 +306,7 @@ def _tbench_image(ref: str, name: str) -> StandIn | None:
                 _MAN_KEPT,
                 _ENV_SET,
             ],
+            mismatch=release_mismatch("bookworm", "trixie", "3.13"),
         )
     if name.endswith("/ubuntu-24-04"):
         return _standin(
@@ -207,5 +346,7 @@ def resolve_base(ref: str) -> StandIn | None:
     for image in BASE_IMAGES:
         if normalize_ref(ref) in {normalize_ref(t) for t in image.tags} and image.suite in SUITES:
             python, glibc = SUITES[image.suite]
-            return StandIn(ref, image.name, python, glibc, (), rewrite=ref != image.name)
+            return StandIn(
+                ref, image.name, python, glibc, (), ref != image.name, split_digest(ref)[1]
+            )
     return None

@@ -78,3 +78,15 @@ async def test_uv_installs_from_pypi_during_a_build_and_leaves_no_trace(base_ima
         timeout=120,
     )
     assert check.returncode == 0, check.stderr
+
+
+def test_base_platforms_names_the_platform_each_base_is_asked_for():
+    from termrl.sandbox.dockerfile import base_platforms
+
+    assert base_platforms(MULTI_STAGE) == {
+        "ghcr.io/laude-institute/t-bench/python-3-13:20250620": "linux/amd64"
+    }
+    assert base_platforms("FROM --platform=$BUILDPLATFORM python:3.11 AS b\nFROM b\n") == {
+        "python:3.11": "$BUILDPLATFORM"
+    }
+    assert base_platforms("FROM python:3.11\n") == {}

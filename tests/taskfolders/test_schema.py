@@ -211,3 +211,91 @@ def test_a_multi_step_task_needs_no_top_level_instruction_or_tests(tmp_path):
 def test_bad_steps_are_named(tmp_path, toml, problem):
     with pytest.raises(TaskFormatError, match=re.escape(problem)):
         read_task_folder(_multi_step(tmp_path, toml))
+
+
+STEP_B = "Do b.\n"
+
+
+def _two_steps(tmp_path, first: str, second: str):
+    folder = _multi_step(
+        tmp_path, f'[[steps]]\nname = "a"\n{first}\n[[steps]]\nname = "b"\n{second}\n'
+    )
+    (folder / "steps" / "b" / "tests").mkdir(parents=True)
+    (folder / "steps" / "b" / "instruction.md").write_text(STEP_B)
+    (folder / "steps" / "b" / "tests" / "test.sh").write_text(
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    return folder
+
+
+def test_step_keys_termrl_does_not_know_are_kept_with_a_warning_and_exported(tmp_path):
+    folder = _two_steps(
+        tmp_path,
+        'title = "first"\nid = 1',
+        'dependencies = ["a"]\ninherit_prior_session = true\ntitle = "second"\n'
+        "[steps.rubric]\nweight = 2",
+    )
+    warnings: list[str] = []
+    task = read_task_folder(folder, warnings)
+    assert warnings == [
+        f"{folder}: step 'a': id is not a key termrl knows: kept in the task, not acted on",
+        f"{folder}: step 'a': title is not a key termrl knows: kept in the task, not acted on",
+        f"{folder}: step 'b': rubric is not a key termrl knows: kept in the task, not acted on",
+        f"{folder}: step 'b': title is not a key termrl knows: kept in the task, not acted on",
+    ]
+    assert task.steps[0]["extra"] == {"title": "first", "id": 1}
+    assert (task.steps[1]["dependencies"], task.steps[1]["inherit_prior_session"]) == (["a"], True)
+    [out] = export_tasks([task], tmp_path / "out")
+    steps = tomllib.loads((out / "task.toml").read_text())["steps"]
+    assert steps[1] == {
+        "name": "b",
+        "dependencies": ["a"],
+        "inherit_prior_session": True,
+        "title": "second",
+        "rubric": {"weight": 2},
+    }
+    assert read_task_folder(out).steps == task.steps  # the round trip keeps them
+
+
+@pytest.mark.parametrize(
+    ("second", "problem"),
+    [
+        ("inherit_prior_session = false", "inherit_prior_session = false (a fresh session"),
+        ('dependencies = ["c"]', "dependencies names ['c'], which are not earlier steps"),
+        ('depends_on = ["b"]', "depends_on names ['b'], which are not earlier steps"),
+        ("dependencies = 3", "dependencies must be a list of step names"),
+        ('[steps.verifier]\nenvironment_mode = "separate"', "verifier.environment_mode are not"),
+    ],
+)
+def test_step_keys_whose_meaning_termrl_cannot_run_are_refused_by_name(tmp_path, second, problem):
+    with pytest.raises(TaskFormatError, match=re.escape(problem)):
+        read_task_folder(_two_steps(tmp_path, "", second))
+
+
+def test_a_table_harbor_does_not_know_is_kept_with_a_warning(tmp_path):
+    folder = _multi_step(tmp_path, '[[steps]]\nname = "a"\n[custom]\nowner = "x"\n')
+    warnings: list[str] = []
+    task = read_task_folder(folder, warnings)
+    assert task.metadata["custom"] == {"owner": "x"}
+    assert warnings == [
+        f"{folder}: task.toml: [custom] is not a Harbor table termrl knows: kept in the task, "
+        "not acted on"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[environment]\ngpus = 1\n", "[environment].gpus = 1: termrl's sandboxes get no GPU"),
+        ('[environment]\ngpus = "x"\n', "[environment].gpus must be a whole number"),
+    ],
+)
+def test_resources_that_cannot_be_met_stop_the_import_with_the_reason(tmp_path, toml, problem):
+    folder = _multi_step(tmp_path, '[[steps]]\nname = "a"\n' + toml)
+    with pytest.raises(TaskFormatError, match=re.escape(problem)):
+        read_task_folder(folder)
+
+
+def test_zero_gpus_asks_for_nothing(tmp_path):
+    folder = _multi_step(tmp_path, '[[steps]]\nname = "a"\n[environment]\ngpus = 0\n')
+    assert read_task_folder(folder).metadata["environment"] == {"gpus": 0}

@@ -13,7 +13,7 @@ from termrl.taskfolders import export_tasks, import_task_folders, read_task_fold
 from termrl.taskfolders.layout import LEGACY_ROOT_FILES
 from termrl.tbcompat.adapt import adaptations_for, with_adaptations
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION
-from termrl.tbcompat.standins import NOBLE, TRIXIE
+from termrl.tbcompat.standins import NOBLE, TRIXIE, release_mismatch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TB = FIXTURES / "terminal-bench"
@@ -42,7 +42,8 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
     for task_id, (ref, uv, groups, found_in) in expected.items():
         adaptations = tasks[task_id].adaptations
         assert list(adaptations["base_images"]) == [ref]
-        assert adaptations["base_images"][ref]["image"] == (NOBLE if "ubuntu" in ref else TRIXIE)
+        ubuntu = "ubuntu" in ref
+        assert adaptations["base_images"][ref]["image"] == (NOBLE if ubuntu else TRIXIE)
         assert adaptations["base_images"][ref]["differences"]
         kit = adaptations["test_kit"]
         assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (
@@ -52,7 +53,12 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
             groups,
             found_in,
         )
-        assert "notes" not in adaptations
+        if ubuntu:
+            assert "notes" not in adaptations
+        else:  # bookworm-based originals, served by trixie (the only Python 3.13 here): said plainly
+            assert adaptations["notes"] == [
+                f"FROM {ref}: {release_mismatch('bookworm', 'trixie', '3.13')}"
+            ]
 
 
 def test_tasks_that_run_as_written_get_no_adaptations():
@@ -88,7 +94,7 @@ def test_with_adaptations_recomputes_its_keys_and_keeps_the_others():
     }
     with_adaptations(task)
     assert list(task.adaptations["base_images"]) == [PY313]
-    assert "notes" not in task.adaptations
+    assert "old" not in task.adaptations["notes"]
     assert task.adaptations["perturbed_by"] == "synthesize"
 
 
@@ -166,3 +172,59 @@ def test_a_build_time_installer_is_recorded_and_keys_the_image():
     assert (
         spec.image_key != plain.image_key
     )  # an image built with the local installers is another image
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def _dockerfile_task(
+    dockerfile: str, test_sh: str = "echo 1 > /logs/verifier/reward.txt\n"
+) -> Task:
+    return Task(
+        id="t",
+        instruction="x",
+        environment_files=[TaskFile("Dockerfile", dockerfile.encode())],
+        test_files=[TaskFile("test.sh", test_sh.encode(), 0o755)],
+    )
+
+
+def test_a_mirror_reference_with_a_digest_and_this_platform_builds_from_the_stand_in():
+    ref = f"public.ecr.aws/docker/library/python:3.11-slim@{DIGEST}"
+    task = with_adaptations(
+        _dockerfile_task(f"FROM --platform=linux/amd64 {ref} AS base\nRUN true\n")
+    )
+    record = task.adaptations["base_images"][ref]
+    assert (record["image"], record["digest"]) == ("termrl/standin:bookworm", DIGEST)
+    built = next(f for f in SandboxSpec.from_task(task).build_files() if f.path == "Dockerfile")
+    # The stand-in is this machine's platform: podman builds FROM it with the flag as written.
+    assert built.data == b"FROM --platform=linux/amd64 termrl/standin:bookworm AS base\nRUN true\n"
+
+
+def test_a_platform_that_is_not_this_machines_is_refused_at_import(tmp_path):
+    from termrl.errors import TaskFormatError
+    from termrl.tbcompat.runnable import unmet_requirements
+
+    task = _dockerfile_task("FROM --platform=linux/arm64 python:3.11-slim\n")
+    assert unmet_requirements(task, machine="x86_64") == [
+        "FROM --platform=linux/arm64 python:3.11-slim: this machine builds linux/amd64 images "
+        "only (no emulation of other platforms here)"
+    ]
+    assert unmet_requirements(task, machine="aarch64") == []
+    if os.uname().machine != "x86_64":
+        pytest.skip("the folder below asks for linux/arm64")
+    [folder] = export_tasks([task], tmp_path)
+    with pytest.raises(TaskFormatError, match="cannot run here: FROM --platform=linux/arm64"):
+        read_task_folder(folder)
+
+
+def test_an_interpreter_the_tests_ask_uv_for_and_cannot_get_is_said_plainly():
+    task = _dockerfile_task(
+        "FROM python:3.11-slim\n",
+        "uvx --python 3.12 -w pytest==8.4.1 pytest /tests\nuv venv -p 3.11 /tmp/v\n",
+    )
+    notes = adaptations_for(task)["notes"]
+    assert notes == [
+        "the tests ask uv for Python 3.12 (test.sh), which cannot be provided offline: the sandbox "
+        "has Python 3.11 only, and no Python 3.12 can be had from the registries this machine "
+        "reaches; the tests will not find one"
+    ]

@@ -138,3 +138,56 @@ def test_install_commands_split_on_shell_operators():
         ("uv-add", ["a==1"]),
         ("pip", ["b==2"]),
     ]
+
+
+def test_redirections_are_not_requirements():
+    script = """
+pip install pytest==8.4.1 2>/dev/null
+uv pip install requests==2.32.3 &>/dev/null || true
+uv add numpy==2.1.0 >| /tmp/log 2>&1
+pip3 install rich==13.9.4 2>&1 | tee /tmp/pip.log
+uvx --with pytest-json-ctrf==0.3.5 pytest==8.4.1 </dev/null >>/tmp/out
+"""
+    assert scan_scripts([sh("tests/test.sh", script)]).groups == [
+        ["pytest==8.4.1"],
+        ["requests==2.32.3"],
+        ["numpy==2.1.0"],
+        ["rich==13.9.4"],
+        ["pytest-json-ctrf==0.3.5", "pytest==8.4.1"],
+    ]
+    assert scan_scripts([sh("tests/test.sh", script)]).problems == []
+
+
+HEREDOCS = (
+    "cat > /tmp/notes.txt <<END\n"
+    "pip install not-a-command==1.0\n"
+    "END\n"
+    "cat <<-'PY' > /tmp/x.py\n"
+    "\tuv add also-not==2.0\n"
+    "\tPY\n"
+    "pip install after-heredoc==3.0\n"
+)
+
+
+def test_here_document_bodies_are_data_not_commands():
+    result = scan_scripts([sh("tests/test.sh", HEREDOCS)])
+    assert result.groups == [["after-heredoc==3.0"]]
+    assert result.problems == []
+
+
+def test_command_substitution_is_one_unknown_word():
+    result = scan_scripts([sh("tests/test.sh", "pip install $(cat reqs.txt) pytest==8.4.1\n")])
+    assert result.groups == [["pytest==8.4.1"]]
+    assert result.problems == [
+        "tests/test.sh: cannot prepare '$(cat reqs.txt)' offline (not a plain requirement)"
+    ]
+
+
+def test_the_interpreters_uv_is_asked_for():
+    script = """
+uvx --python 3.12 --with pytest==8.4.1 pytest
+uv venv -p 3.11 .venv
+uv run --python=3.12 pytest
+uv pip install --python 3.13 x==1
+"""
+    assert scan_scripts([sh("tests/test.sh", script)]).pythons == ["3.12", "3.11", "3.13"]

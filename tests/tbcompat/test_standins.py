@@ -8,7 +8,18 @@ import subprocess
 import pytest
 
 from termrl.sandbox.base_images import BASE_IMAGES
-from termrl.tbcompat.standins import BOOKWORM, NOBLE, SUITES, TRIXIE, normalize_ref, resolve_base
+from termrl.tbcompat.standins import (
+    BOOKWORM,
+    DOCKER_HUB_HOSTS,
+    DOCKER_HUB_OFFICIAL,
+    NOBLE,
+    PYTHON_BOOKWORM,
+    SUITES,
+    TRIXIE,
+    normalize_ref,
+    platform_problem,
+    resolve_base,
+)
 
 TBENCH = "ghcr.io/laude-institute/t-bench"
 
@@ -16,19 +27,26 @@ TBENCH = "ghcr.io/laude-institute/t-bench"
 @pytest.mark.parametrize(
     ("ref", "image", "python", "mentions"),
     [
-        (f"{TBENCH}/python-3-13:20250620", TRIXIE, "3.13", "python:3.13-slim-bookworm"),
+        # Built FROM python:3.13-slim-bookworm; only trixie has a Python 3.13 here (said plainly).
+        (f"{TBENCH}/python-3-13:20250620", TRIXIE, "3.13", "instead of Debian bookworm"),
         (f"{TBENCH}/python-3-13@sha256:{'0' * 64}", TRIXIE, "3.13", "/usr/local"),
         (f"{TBENCH}/ubuntu-24-04:20250624", NOBLE, "3.13", "no `python` command"),
-        ("python:3.13-slim-bookworm", TRIXIE, "3.13", "Python 3.13"),
-        ("docker.io/library/python:3.12-slim", TRIXIE, "3.13", "Python 3.12"),
+        ("python:3.13-slim-bookworm", TRIXIE, "3.13", "Debian trixie instead of Debian bookworm"),
+        ("python:3.11-slim-bookworm", PYTHON_BOOKWORM, "3.11", "Python 3.11 in /usr/local"),
+        ("python:3.11-trixie", PYTHON_BOOKWORM, "3.11", "Debian bookworm instead of Debian trixie"),
+        ("python:3.13-slim-trixie", TRIXIE, "3.13", "Python 3.13"),
+        ("python:3.12-slim-trixie", TRIXIE, "3.13", "instead of Python 3.12"),
+        ("docker.io/library/python:3.12-slim", PYTHON_BOOKWORM, "3.11", "instead of Python 3.12"),
+        ("python:3.14", TRIXIE, "3.13", "instead of Python 3.14"),
         ("python:latest", TRIXIE, "3.13", "newest 3.x"),
         (
             "python:3.11",
-            BOOKWORM,
+            PYTHON_BOOKWORM,
             "3.11",
             "compilers",
         ),  # the full image has gcc; the stand-in has not
-        ("python:3.10-slim-bullseye", BOOKWORM, "3.11", "Python 3.10"),
+        ("python:3.10-slim-bullseye", PYTHON_BOOKWORM, "3.11", "Python 3.10"),
+        ("python:3.11-slim-bullseye", PYTHON_BOOKWORM, "3.11", "Debian bullseye"),
         ("debian:bookworm-slim", BOOKWORM, "3.11", "extra tools"),
         ("debian:12", BOOKWORM, "3.11", "extra tools"),
         ("debian:trixie", TRIXIE, "3.13", "preinstalled"),
@@ -75,7 +93,9 @@ def test_a_local_base_name_builds_as_written():
 
 def test_every_stand_in_is_a_recipe_that_build_base_builds():
     names = {image.name: image for image in BASE_IMAGES}
-    assert {TRIXIE, BOOKWORM} <= set(names)
+    assert {TRIXIE, PYTHON_BOOKWORM, BOOKWORM} <= set(names)
+    assert names[PYTHON_BOOKWORM].packages == names[TRIXIE].packages
+    assert names[PYTHON_BOOKWORM].suite == "bookworm"
     assert {names[TRIXIE].suite, names[BOOKWORM].suite} <= set(SUITES)
     trixie = names[TRIXIE]
     for package in ("tmux", "asciinema", "curl", "python3-pip", "python3-venv"):
@@ -90,6 +110,68 @@ def test_every_stand_in_is_a_recipe_that_build_base_builds():
         assert not any("/usr/share/man" in p for p in image.dpkg_excludes)
 
 
+@pytest.mark.parametrize("prefix", DOCKER_HUB_OFFICIAL)
+def test_each_mirror_of_the_official_images_resolves_as_the_plain_name(prefix):
+    plain = resolve_base("python:3.11-slim")
+    mirrored = resolve_base(f"{prefix}python:3.11-slim")
+    assert plain is not None and mirrored is not None
+    assert (mirrored.image, mirrored.differences) == (plain.image, plain.differences)
+    assert mirrored.ref == f"{prefix}python:3.11-slim" and mirrored.rewrite
+
+
+@pytest.mark.parametrize("host", DOCKER_HUB_HOSTS)
+def test_a_one_part_name_on_docker_hub_or_a_mirror_is_an_official_image(host):
+    assert normalize_ref(f"{host}python:3.12") == "python:3.12"
+    assert normalize_ref(f"{host}nvidia/cuda:12.4.0") == "nvidia/cuda:12.4.0"
+
+
+def test_a_digest_is_recorded_not_required():
+    digest = "sha256:" + "ab" * 32
+    standin = resolve_base(f"public.ecr.aws/docker/library/python:3.11-slim@{digest}")
+    assert standin is not None and standin.image == PYTHON_BOOKWORM
+    assert standin.digest == digest
+    assert any(digest in d and "not checked" in d for d in standin.differences)
+    assert resolve_base("python:3.11-slim").digest is None
+
+
+@pytest.mark.parametrize(
+    ("platform", "machine", "problem"),
+    [
+        ("linux/amd64", "x86_64", None),
+        ("linux/amd64/v2", "x86_64", None),
+        ("$BUILDPLATFORM", "x86_64", None),
+        ("${TARGETPLATFORM}", "aarch64", None),
+        ("linux/arm64", "aarch64", None),
+        ("linux/arm64", "x86_64", "this machine builds linux/amd64 images only"),
+        ("linux/amd64", "aarch64", "this machine builds linux/arm64 images only"),
+    ],
+)
+def test_a_platform_is_honoured_when_it_is_this_machines(platform, machine, problem):
+    found = platform_problem("python:3.11", platform, machine)
+    assert (found is None) if problem is None else (problem in found and platform in found)
+
+
+@pytest.mark.parametrize(
+    ("ref", "mismatch"),
+    [
+        ("python:3.11-slim-bookworm", None),
+        ("python:3.13-slim-trixie", None),
+        ("python:3.13-slim", None),
+        ("python:3.12-slim", "Python 3.11 (Debian bookworm's python3) instead of Python 3.12"),
+        ("python:3.13-bookworm", "Debian trixie instead of Debian bookworm"),
+        (f"{TBENCH}/python-3-13:20250620", "Debian trixie instead of Debian bookworm"),
+    ],
+)
+def test_what_a_tag_asks_for_and_does_not_get_is_said_plainly(ref, mismatch):
+    standin = resolve_base(ref)
+    assert standin is not None
+    if mismatch is None:
+        assert standin.mismatch is None
+    else:
+        assert standin.mismatch.startswith(mismatch) and "offline" in standin.mismatch
+        assert standin.differences[0] == standin.mismatch
+
+
 def test_normalize_ref():
     assert normalize_ref("docker.io/library/python:3.13@sha256:abc") == "python:3.13"
     assert normalize_ref("ubuntu") == "ubuntu:latest"
@@ -97,7 +179,7 @@ def test_normalize_ref():
 
 
 @pytest.mark.podman
-@pytest.mark.parametrize("name", [TRIXIE, NOBLE, BOOKWORM])
+@pytest.mark.parametrize("name", [TRIXIE, PYTHON_BOOKWORM, NOBLE, BOOKWORM])
 def test_the_python_and_glibc_recorded_for_a_stand_in_are_what_it_has(name):
     """The kit fetches wheels for these versions: they must match the built image."""
     if shutil.which("podman") is None:
@@ -128,6 +210,7 @@ def test_the_python_and_glibc_recorded_for_a_stand_in_are_what_it_has(name):
             ["python", "python3", "pip", "pip3", "tmux", "asciinema"],
             [],
         ),  # as in python:3.13 images
+        (PYTHON_BOOKWORM, ["python", "python3", "pip", "pip3", "tmux", "asciinema"], []),
         (NOBLE, ["python3", "tmux", "asciinema"], ["python", "pip", "pip3"]),  # as in Ubuntu 24.04
     ],
 )

@@ -7,14 +7,15 @@ import pytest
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.taskfolders import read_task_folder
 from termrl.tbcompat.kit import SANDBOX_KIT_DIR, SANDBOX_UV_CACHE_DIR
-from termrl.tbcompat.testphase import prepare_test_phase, remove_mount_points
+from termrl.tbcompat.testphase import SANDBOX_HOOKS_DIR, prepare_test_phase, remove_mount_points
 
 from .conftest import TB_FIXTURES
 
 pytestmark = [pytest.mark.slow, pytest.mark.podman]
 
 
-async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
+async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images, monkeypatch):
+    monkeypatch.delenv("TERMRL_EXIT_GRACE_SEC", raising=False)  # the default grace
     task = read_task_folder(TB_FIXTURES / "yaml-to-json")
     spec = SandboxSpec.from_task(task)
     assert spec.network == "none"
@@ -23,6 +24,9 @@ async def test_the_kit_makes_uv_and_pip_installs_work_offline(base_images):
             before = await session.exec(f"command -v uv; ls {SANDBOX_KIT_DIR}", timeout=30)
             assert before.exit_code != 0 and "uv" not in before.output.split("\n")[0]
             env = (await prepare_test_phase(session, task)).env
+            hooks = await session.exec(f"ls {SANDBOX_HOOKS_DIR}", timeout=30)
+            assert hooks.output.split() == ["sitecustomize.py", "termrl_exit_grace.py"]
+            assert env["PYTHONPATH"] == SANDBOX_HOOKS_DIR and env["TERMRL_EXIT_GRACE_SEC"] == "30"
             exports = " ".join(f"{k}={v}" for k, v in env.items())
             checks = {
                 # what the installer line would have left behind
@@ -70,7 +74,9 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
             *(f"/root/.local/bin/{n}" for n in ("uv", "uvx", "env")),
             SANDBOX_UV_CACHE_DIR,  # what the tests install is theirs alone too
             "/app/.venv",  # the virtualenv `uv add` makes in the working directory
+            SANDBOX_HOOKS_DIR,  # a finished pytest run ends within the grace period
         }
+        assert phase.binds[SANDBOX_HOOKS_DIR][1]
         assert not phase.binds["/app/.venv"][1] and not phase.binds[SANDBOX_UV_CACHE_DIR][1]
         exports = " ".join(f"{k}={v}" for k, v in phase.env.items())
         seen = await session.exec_fresh(
@@ -88,11 +94,13 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
         )
         assert installed.output.startswith("/app/.venv/lib/"), installed.output
         sandbox_view = await session.exec(
-            f"ls -A {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} /app/.venv; wc -c < ~/.local/bin/uv",
+            f"ls -A {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} {SANDBOX_HOOKS_DIR} /app/.venv; "
+            "wc -c < ~/.local/bin/uv",
             timeout=30,
         )
         assert sandbox_view.output.split() == [  # empty mount points only
             "/app/.venv:",
+            f"{SANDBOX_HOOKS_DIR}:",
             f"{SANDBOX_KIT_DIR}:",
             f"{SANDBOX_UV_CACHE_DIR}:",
             "0",
@@ -100,9 +108,11 @@ async def test_with_private_mounts_the_kit_is_the_tests_alone(base_images, tmp_p
         assert (await session.exec("cat ~/.local/bin/env")).output == "echo forged\n"  # kept
         await remove_mount_points(session, phase)
         after = await session.exec(
-            f"ls -d {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} /app/.venv ~/.local/bin/uv", timeout=30
+            f"ls -d {SANDBOX_KIT_DIR} {SANDBOX_UV_CACHE_DIR} {SANDBOX_HOOKS_DIR} /app/.venv "
+            "~/.local/bin/uv",
+            timeout=30,
         )
-        assert after.output.count("No such file") == 4, after.output
+        assert after.output.count("No such file") == 5, after.output
         # A .venv that is there already is the task's: the tests use it as it is.
         await session.exec("mkdir /app/.venv", timeout=30)
         again = await prepare_test_phase(session, task, tmp_path / "again")
