@@ -120,11 +120,12 @@ BACKEND_FEATURES = (
 
 
 def release(version: str, what: str = "KFP backend version") -> tuple[int, ...]:
-    """``2.17.0``, ``v2.17`` -> (2, 17, 0), (2, 17); anything else is a ``ConfigError``."""
+    """``2.17.0``, ``v2.17`` -> (2, 17, 0); anything else is a ``ConfigError``. Padded to three
+    parts, so that ``2.17`` compares as ``2.17.0`` (a bare tuple ``(2, 17)`` sorts below it)."""
     parts = version.strip().removeprefix("v").split(".")
     if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
         raise ConfigError(f"{what} {version!r} is not a release number such as 2.17.0")
-    return tuple(int(p) for p in parts)
+    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
 
 
 def backend_problems(documents: Documents, backend: str, pipeline: str) -> list[str]:

@@ -134,7 +134,7 @@ TEMPLATE_NAME = "termrl-nightly-eval"
 ARGO_VERSION = "3.6"
 """The Argo Workflows version the nightly's YAML is written for unless told: the first with the
 CronWorkflow's ``schedules`` (KFP 2.17's manifests install Argo 4.0, which has only that)."""
-SCHEDULES_SINCE = (3, 6)
+SCHEDULES_SINCE = (3, 6, 0)
 WORKSPACE_ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 """The per-run workspace's access mode: ReadWriteMany by default, since the CPU steps and the eval
 on a GPU node mount it from different nodes; ReadWriteOnce where every step lands on one node."""

@@ -17,7 +17,13 @@ from click.testing import CliRunner
 from google.protobuf import json_format
 
 from pipelines.cli_options import TESTED_KFP_BACKEND
-from pipelines.compile import BACKEND_FEATURES, backend_problems, compile_pipeline, read_compiled
+from pipelines.compile import (
+    BACKEND_FEATURES,
+    backend_problems,
+    compile_pipeline,
+    read_compiled,
+    release,
+)
 from pipelines.curriculum import CurriculumShape, build_curriculum
 from pipelines.local import pipeline_defaults
 from pipelines.nightly_eval import build_nightly_eval
@@ -153,3 +159,15 @@ def test_compile_command_names_the_backend(tmp_path):
     nightly = ["--pipeline", "nightly-eval", "--kfp-backend-version", "2.16.0"]
     assert CliRunner().invoke(compile_command, [*common, *nightly]).exit_code == 0
     assert out.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "read"), [("2.17", (2, 17, 0)), ("v2.16.1", (2, 16, 1)), ("3", (3, 0, 0))]
+)
+def test_a_short_version_means_its_first_release(given, read):
+    assert release(given) == read
+
+
+def test_a_short_backend_version_runs_what_its_first_release_runs(tmp_path):
+    # "2.17" is 2.17.0, which runs OneOf over artifacts: not (2, 17) < (2, 17, 0)
+    assert compile_pipeline("curriculum", tmp_path / "c.yaml", SECRET_SHAPE, "2.17").exists()
