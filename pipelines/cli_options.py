@@ -12,7 +12,18 @@ import click
 from components.images import CPU_IMAGE, GPU_IMAGE
 from pipelines.placement import cluster_images, local_images, parse_gpu_placement
 
-__all__ = ["PLACEMENT_OPTIONS", "placement_fields", "placement_options", "sandbox_fields"]
+__all__ = [
+    "PLACEMENT_OPTIONS",
+    "TESTED_KFP_BACKEND",
+    "placement_fields",
+    "placement_options",
+    "sandbox_fields",
+]
+
+TESTED_KFP_BACKEND = "2.17.0"
+"""The KFP backend the compiled output is written for (``termrl compile --kfp-backend-version``):
+the first that runs all of it (the artifact ``dsl.OneOf`` fix, kubeflow/pipelines#13436, shipped
+in 2.17.0). The SDK that compiles it is pinned to the same minor (pyproject.toml)."""
 
 PLACEMENT_OPTIONS = (
     "registry",

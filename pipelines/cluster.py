@@ -10,6 +10,9 @@
                                       labelled ``termrl.network: none`` (the default), any egress for one
                                       labelled ``egress`` (a task that asks for the internet)
                                   ResourceQuota: most pods, CPU and memory all sandboxes hold together
+    model cache (optional)        a ReadWriteMany PersistentVolumeClaim in NAMESPACE, which
+                                  ``termrl compile --model-cache-pvc`` mounts in every stage (retries
+                                  resume from it; parallel stages on different nodes mount it at once)
 
 Every function returns plain manifest dicts (what ``kubectl apply -f`` reads);
 tests validate them against the ``kubernetes`` client's models. The sandbox
@@ -35,8 +38,10 @@ __all__ = [
     "NAMESPACE",
     "SANDBOX_NAMESPACE",
     "SERVICE_ACCOUNT",
+    "ModelCache",
     "SandboxQuota",
     "cluster_manifests",
+    "model_cache_manifest",
     "executor_rbac",
     "namespace_manifest",
     "sandbox_quota",
@@ -78,6 +83,48 @@ class SandboxQuota:
                     f"sandbox quota: {name} {value!r} is not a Kubernetes quantity (e.g. 64, 500m, 128Gi)"
                 )
         return problems
+
+
+@dataclass(frozen=True)
+class ModelCache:
+    """The model-cache volume: checkpoints, converted models and the nightly's results."""
+
+    name: str = "termrl-model-cache"
+    size: str = "100Gi"
+    """Room for a few policies' checkpoints (SmolLM2-class: a few GiB each) and the cache's models."""
+    storage_class: str = ""
+    """A class that provides ReadWriteMany (NFS, CephFS, EFS, Filestore...); '' = the default."""
+
+    def problems(self) -> list[str]:
+        from kubernetes.utils import parse_quantity
+
+        problems = []
+        if not _DNS_SUBDOMAIN.fullmatch(self.name) or len(self.name) > 253:
+            problems.append(f"model cache PVC name {self.name!r} is not a valid name")
+        if self.storage_class and not _DNS_SUBDOMAIN.fullmatch(self.storage_class):
+            problems.append(f"storage class {self.storage_class!r} is not a valid name")
+        try:
+            parse_quantity(self.size)
+        except ValueError:
+            problems.append(f"model cache size {self.size!r} is not a Kubernetes quantity (100Gi)")
+        return problems
+
+
+def model_cache_manifest(cache: ModelCache, namespace: str) -> dict[str, Any]:
+    """The model cache's PVC: ReadWriteMany, since stages running at once on different nodes (CPU
+    and GPU ones) mount it, and a retried stage's pod may land on another node."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": cache.size}},
+    }
+    if cache.storage_class:
+        spec["storageClassName"] = cache.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(cache.name, namespace),
+        "spec": spec,
+    }
 
 
 def _metadata(name: str, namespace: str) -> dict[str, Any]:
@@ -183,12 +230,13 @@ def cluster_manifests(
     service_account: str = SERVICE_ACCOUNT,
     quota: SandboxQuota = SandboxQuota(),  # noqa: B008 - frozen, never mutated
     existing_account: bool = False,
+    model_cache: ModelCache | None = None,
 ) -> list[dict[str, Any]]:
     """Every object, in the order ``kubectl apply`` needs (namespaces first).
 
     ``existing_account``: the pipeline's namespace and service account exist already (KFP's own,
     such as ``kubeflow``/``pipeline-runner``), so they are left out: ``kubectl delete -f`` on this
-    output must not remove them.
+    output must not remove them. ``model_cache``: its PVC, last (``model_cache_manifest``).
     """
     names = (
         ("namespace", namespace, _DNS_LABEL),
@@ -201,6 +249,7 @@ def cluster_manifests(
         if not pattern.fullmatch(name) or len(name) > 253
     ]
     problems += quota.problems()
+    problems += model_cache.problems() if model_cache else []
     if problems:
         raise ConfigError(problems)
     policies = sandbox_backend.network_policy_manifest(sandbox_namespace)
@@ -215,6 +264,7 @@ def cluster_manifests(
         *sandbox_rbac(sandbox_namespace, service_account, namespace),
         *policies,
         sandbox_quota(sandbox_namespace, quota),
+        *([model_cache_manifest(model_cache, namespace)] if model_cache else []),
     ]
 
 

@@ -18,6 +18,9 @@ from termrl.errors import TermrlError
 
 __all__ = ["cluster", "schedule"]
 
+ARGO_VERSION_DEFAULT = "3.6"
+"""``pipelines.schedule.ARGO_VERSION`` (that module imports hera; `termrl --help` stays quick)."""
+
 
 @click.group("schedule")
 def schedule() -> None:
@@ -53,6 +56,37 @@ def schedule() -> None:
 )
 @click.option("--experiment", default="termrl", show_default=True)
 @click.option("--namespace", default=None, help="KFP namespace (multi-user) / Argo namespace.")
+@click.option(
+    "--service-account",
+    default=None,
+    help="Account the runs' pods run as: with --argo default "
+    f"{manifests.SERVICE_ACCOUNT} (`termrl cluster manifests`; with its --existing-account, the "
+    "--service-account given there, e.g. pipeline-runner); with --host default the KFP profile's.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="--host: run every task afresh each night. Default: each task's own caching, as the "
+    "pipeline sets it (the policy copy and the eval never cached, the tasks cached).",
+)
+@click.option(
+    "--argo-version",
+    default=None,
+    help=f"--argo: the cluster's Argo Workflows version (default {ARGO_VERSION_DEFAULT}): before "
+    "3.6 the CronWorkflow gets `schedule`, from 3.6 `schedules`.",
+)
+@click.option(
+    "--workspace-access-mode",
+    type=click.Choice(["ReadWriteMany", "ReadWriteOnce"]),
+    default=None,
+    help="--argo: access mode of the per-run workspace volume (default ReadWriteMany: the CPU "
+    "steps and the eval on a GPU node mount it from different nodes).",
+)
+@click.option(
+    "--workspace-storage-class",
+    default=None,
+    help="--argo: storage class of the workspace volume (default: the cluster's default class).",
+)
 @placement_options
 def schedule_nightly(
     cron: str,
@@ -64,17 +98,33 @@ def schedule_nightly(
     placement: dict[str, Any],
     results_pvc: str,
     model_cache_pvc: str,
+    service_account: str | None,
+    no_cache: bool,
+    argo_version: str | None,
+    workspace_access_mode: str | None,
+    workspace_storage_class: str | None,
 ) -> None:
     """Run the nightly eval on a cron schedule (KFP recurring run, or Argo with --argo)."""
     from pipelines.curriculum import CurriculumShape
     from pipelines.local import pipeline_defaults
     from pipelines.nightly_eval import build_nightly_eval
-    from pipelines.schedule import ARGO_FIXED, nightly_argo, round_trip, schedule_kfp
+    from pipelines.schedule import ARGO_FIXED, argo_yaml, nightly_argo, schedule_kfp
 
     if (host is None) == (argo_out is None):
         raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
-    if host is not None and results_pvc:
-        raise click.UsageError("--results-pvc is for --argo: KFP keeps results as run artifacts")
+    argo_only = {
+        "--results-pvc": results_pvc,
+        "--argo-version": argo_version,
+        "--workspace-access-mode": workspace_access_mode,
+        "--workspace-storage-class": workspace_storage_class,
+    }
+    if host is not None and (given := [name for name, value in argo_only.items() if value]):
+        raise click.UsageError(
+            f"{', '.join(given)}: for --argo only (KFP keeps results as run artifacts and "
+            "its own workspace)"
+        )
+    if argo_out is not None and no_cache:
+        raise click.UsageError("--no-cache is for --host: the Argo nightly caches nothing")
     code_version = source_version()
     try:
         fields = placement_fields(placement, code_version)
@@ -88,7 +138,14 @@ def schedule_nightly(
                 **sandbox_fields(placement),
             )
             job = schedule_kfp(
-                host, cron, params=params, experiment=experiment, namespace=namespace, shape=shape
+                host,
+                cron,
+                params=params,
+                experiment=experiment,
+                namespace=namespace,
+                shape=shape,
+                enable_caching=False if no_cache else None,
+                service_account=service_account,
             )
             click.echo(f"recurring run {job} created on {host} (cron {cron})")
             return
@@ -110,9 +167,12 @@ def schedule_nightly(
             namespace=namespace or "default",
             results_pvc=results_pvc,
             model_cache_pvc=model_cache_pvc,
+            service_account=service_account or manifests.SERVICE_ACCOUNT,
+            workspace_access_mode=workspace_access_mode or "ReadWriteMany",
+            workspace_storage_class=workspace_storage_class or "",
             **fields,
         )
-        text, _ = round_trip(template, workflow)
+        text = argo_yaml(template, workflow, argo_version or ARGO_VERSION_DEFAULT)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
     Path(argo_out).write_text(text)
@@ -171,6 +231,24 @@ def cluster() -> None:
     show_default=True,
     help="Most memory all sandbox pods request and use together.",
 )
+@click.option(
+    "--model-cache-pvc",
+    default=None,
+    metavar="NAME",
+    help="Also a ReadWriteMany PVC NAME in NAMESPACE for `termrl compile --model-cache-pvc NAME` "
+    "(retries resume from it; stages on different nodes mount it at once).",
+)
+@click.option(
+    "--model-cache-size",
+    default=manifests.ModelCache.size,
+    show_default=True,
+    help="--model-cache-pvc: the storage it requests.",
+)
+@click.option(
+    "--storage-class",
+    default="",
+    help="--model-cache-pvc: a storage class providing ReadWriteMany (default: the cluster's default).",
+)
 def cluster_manifests(
     namespace: str,
     sandbox_namespace: str,
@@ -179,8 +257,13 @@ def cluster_manifests(
     sandbox_pods: int,
     sandbox_cpu: str,
     sandbox_memory: str,
+    model_cache_pvc: str | None,
+    model_cache_size: str,
+    storage_class: str,
 ) -> None:
-    """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies and ResourceQuota (kubectl apply -f -)."""
+    """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies, ResourceQuota and model-cache PVC (kubectl apply -f -)."""
+    if storage_class and not model_cache_pvc:
+        raise click.UsageError("--storage-class is the model cache's: give --model-cache-pvc NAME")
     try:
         documents = manifests.cluster_manifests(
             namespace=namespace,
@@ -188,6 +271,9 @@ def cluster_manifests(
             service_account=service_account,
             quota=manifests.SandboxQuota(pods=sandbox_pods, cpu=sandbox_cpu, memory=sandbox_memory),
             existing_account=existing_account,
+            model_cache=manifests.ModelCache(model_cache_pvc, model_cache_size, storage_class)
+            if model_cache_pvc
+            else None,
         )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -130,8 +130,10 @@ class CurriculumParams:
     """kubernetes: image pull secret (in the sandbox namespace) of the sandbox pods."""
     accelerator_type: str = own("nvidia.com/gpu", platform=True)
     """Accelerator that rollout, train and eval request."""
-    accelerator_count: int = own(1, platform=True)
-    """Accelerators each of rollout, train and eval requests."""
+    accelerator_count: str = own("1", platform=True)
+    """Accelerators each of rollout, train and eval requests, a Kubernetes quantity as a string (KFP's driver
+    reads the limit as a string: an int parameter set none); "0" asks for none (a zero limit:
+    the pods fit on nodes without GPUs, a CPU-only cluster)."""
     synthesize_options: dict = own({})
     """Any SynthesizeConfig field, for both synthesize stages (``termrl run --set
     synthesize.FIELD=VALUE``)."""

@@ -61,8 +61,10 @@ class NightlyParams:
     """kubernetes: image pull secret (in the sandbox namespace) of the sandbox pods."""
     accelerator_type: str = own("nvidia.com/gpu", platform=True)
     """Accelerator the eval requests."""
-    accelerator_count: int = own(1, platform=True)
-    """Accelerators the eval requests."""
+    accelerator_count: str = own("1", platform=True)
+    """Accelerators the eval requests, a Kubernetes quantity as a string (KFP's driver
+    reads the limit as a string: an int parameter set none); "0" asks for none (a zero limit:
+    the pods fit on nodes without GPUs, a CPU-only cluster)."""
     eval_options: dict = own({})
     """Any EvalConfig field."""
 

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipelines.cli_options import placement_fields, placement_options, sandbox_fields
+from pipelines.cli_options import (
+    TESTED_KFP_BACKEND,
+    placement_fields,
+    placement_options,
+    sandbox_fields,
+)
 from pipelines.docker_runner import RUNNERS, ContainerSettings, RunnerChoice
 from pipelines.options import pipeline_arguments
 from pipelines.versioning import source_version
@@ -225,6 +230,13 @@ def run(
 @click.option(
     "--code-version", default=None, help="Default of code_version (default: the source hash)."
 )
+@click.option(
+    "--kfp-backend-version",
+    default=TESTED_KFP_BACKEND,
+    show_default=True,
+    help="The KFP backend the YAML will run on: a feature it cannot run is refused, naming the "
+    "version it needs (OneOf over artifacts needs 2.17.0, optional secret entries 2.15.0).",
+)
 def compile_command(
     out: str,
     name: str,
@@ -235,6 +247,7 @@ def compile_command(
     api_key_secret: str,
     api_key_env: tuple[str, ...],
     code_version: str | None,
+    kfp_backend_version: str,
 ) -> None:
     """Compile a pipeline to YAML for the Kubeflow UI (images a cluster can pull: --registry or full names)."""
     from pipelines.compile import compile_pipeline, read_compiled
@@ -253,7 +266,7 @@ def compile_command(
             **placement_fields(placement, code_version),
             **sandbox_fields(placement),
         )
-        path = compile_pipeline(name, out, shape)
+        path = compile_pipeline(name, out, shape, backend=kfp_backend_version)
         spec, _ = read_compiled(path)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

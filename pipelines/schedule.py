@@ -11,6 +11,10 @@
     round_trip(*documents)           serialise, parse back, compare: the YAML written is the
                                      objects built
 
+The CronWorkflow is written for one Argo version (``ARGO_VERSION`` by default):
+``schedules`` (a list) from Argo 3.6, which deprecated ``schedule`` (one
+expression), the only form before it.
+
 Cron expressions are the standard five fields (``0 3 * * *``); KFP's scheduler
 wants six (seconds first), so ``kfp_cron`` prepends ``0``.
 """
@@ -39,7 +43,10 @@ __all__ = [
     "ARGO_FIXED",
     "ARGO_PARAMETERS",
     "ARGO_SETTINGS",
+    "ARGO_VERSION",
+    "WORKSPACE_ACCESS_MODES",
     "argo_cron",
+    "argo_yaml",
     "kfp_cron",
     "nightly_argo",
     "round_trip",
@@ -78,12 +85,15 @@ def schedule_kfp(
     namespace: str | None = None,
     pipeline_yaml: str | Path | None = None,
     shape: CurriculumShape | None = None,
+    enable_caching: bool | None = None,
+    service_account: str | None = None,
 ) -> str:
     """Create the recurring run on the KFP API at ``host``; returns its id.
 
     Without ``pipeline_yaml`` the nightly-eval pipeline is compiled on the fly with ``shape``.
-    Caching is off for the recurring run: a nightly eval that reused last
-    night's results would measure nothing.
+    ``enable_caching`` None keeps each task's own caching, as the pipeline sets it (the policy
+    copy and the eval never cached, so each night measures afresh; the tasks cached); False runs
+    every task afresh. ``service_account``: the runs' account (None: the KFP profile's default).
     """
     import kfp
 
@@ -105,7 +115,8 @@ def schedule_kfp(
             params=params or {},
             max_concurrency=1,
             no_catchup=True,
-            enable_caching=False,
+            enable_caching=enable_caching,
+            service_account=service_account,
         )
     return job.recurring_run_id
 
@@ -121,6 +132,13 @@ ARGO_STAGES = {
 ARGO_OWN = ("model",)
 """Parameters no stage field takes, which the workflow uses itself (the eval resolves ``model``)."""
 TEMPLATE_NAME = "termrl-nightly-eval"
+ARGO_VERSION = "3.6"
+"""The Argo Workflows version the nightly's YAML is written for unless told: the first with the
+CronWorkflow's ``schedules`` (KFP 2.17's manifests install Argo 4.0, which has only that)."""
+SCHEDULES_SINCE = (3, 6, 0)
+WORKSPACE_ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
+"""The per-run workspace's access mode: ReadWriteMany by default, since the CPU steps and the eval
+on a GPU node mount it from different nodes; ReadWriteOnce where every step lands on one node."""
 
 
 def _argo_parameters() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -294,6 +312,8 @@ def nightly_argo(
     results_pvc: str = "",
     model_cache_pvc: str = "",
     model_cache_path: str = "/var/cache/termrl",
+    workspace_access_mode: str = WORKSPACE_ACCESS_MODES[0],
+    workspace_storage_class: str = "",
 ) -> tuple[Any, Any]:
     """The nightly eval for Argo Workflows: a WorkflowTemplate, and a CronWorkflow that runs it.
 
@@ -306,7 +326,9 @@ def nightly_argo(
     report are kept on ``results_pvc``, else on the model cache (``nightly/<workflow name>``); with
     neither, they would go with the workspace, so that is refused. ``model_cache_pvc`` is mounted in
     every stage as the kfp pipeline mounts it (TERMRL_CACHE). Sandboxes are pods created under
-    ``service_account`` (``termrl cluster manifests`` grants it that).
+    ``service_account`` (``termrl cluster manifests`` grants it that). The workspace volume is
+    ``workspace_access_mode`` (``WORKSPACE_ACCESS_MODES``), of ``workspace_storage_class`` ('' =
+    the cluster's default class).
     """
     from hera.workflows import DAG, CronWorkflow, Parameter, WorkflowTemplate
     from hera.workflows import models as m
@@ -320,12 +342,18 @@ def nightly_argo(
             "the Argo nightly eval keeps its results on a volume: give a results PVC or a model "
             "cache PVC (the run's own workspace is deleted with the run)"
         )
+    if workspace_access_mode not in WORKSPACE_ACCESS_MODES:
+        problems.append(
+            f"workspace access mode {workspace_access_mode!r}: one of "
+            + ", ".join(WORKSPACE_ACCESS_MODES)
+        )
     if problems:
         raise ConfigError(problems)
     storage = _storage(results_pvc, model_cache_pvc, model_cache_path)
     arguments = [Parameter(name=name, value=str(params[name])) for name in ARGO_PARAMETERS]
     workspace = m.PersistentVolumeClaimSpec(
-        access_modes=["ReadWriteOnce"],
+        access_modes=[workspace_access_mode],
+        storage_class_name=workspace_storage_class or None,
         resources=m.VolumeResourceRequirements(requests={"storage": "20Gi"}),
     )
     with WorkflowTemplate(
@@ -374,3 +402,18 @@ def round_trip(*documents: Any) -> tuple[str, list[dict[str, Any]]]:
         texts.append(text)
         parsed.append(again)
     return "---\n".join(texts), parsed
+
+
+def argo_yaml(template: Any, cron_workflow: Any, argo_version: str = ARGO_VERSION) -> str:
+    """The two documents' YAML (checked by ``round_trip``) for Argo ``argo_version``: before 3.6
+    the CronWorkflow takes one ``schedule``, not the ``schedules`` list, which it would reject."""
+    import yaml
+
+    from pipelines.compile import release
+
+    text, (_, cron) = round_trip(template, cron_workflow)
+    if release(argo_version, "Argo version") >= SCHEDULES_SINCE:
+        return text
+    spec = cron["spec"]
+    (spec["schedule"],) = spec.pop("schedules")
+    return "---\n".join([template.to_yaml(), yaml.safe_dump(cron, sort_keys=False)])

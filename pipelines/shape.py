@@ -84,7 +84,8 @@ class CurriculumShape:
     api_key_secret: str = ""
     """A Kubernetes secret whose keys become environment variables of the API-calling stages."""
     api_key_env: tuple[str, ...] = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    """Secret keys exposed (each under its own name)."""
+    """Secret keys exposed (each under its own name); each is optional: a stage whose model needs a
+    key that is missing fails with the provider's own error, not at pod creation."""
     image_pull_secrets: tuple[str, ...] = ()
     """Secrets (type dockerconfigjson) every stage's pod pulls its image with: a private registry."""
     gpu_tolerations: tuple[Toleration, ...] = ()
@@ -211,5 +212,8 @@ def apply_platform(
             task,
             secret_name=shape.api_key_secret,
             secret_key_to_env={k: k for k in shape.api_key_env},
+            # Each key may be missing (a cluster with one provider's key only): an absent key
+            # leaves its variable unset instead of failing the pod (CreateContainerConfigError).
+            optional=True,
         )
     return task

@@ -14,7 +14,13 @@ import yaml
 from click.testing import CliRunner
 from kubernetes.client import ApiClient
 
-from pipelines.cluster import SANDBOX_NAMESPACE, SandboxQuota, cluster_manifests, to_yaml
+from pipelines.cluster import (
+    SANDBOX_NAMESPACE,
+    ModelCache,
+    SandboxQuota,
+    cluster_manifests,
+    to_yaml,
+)
 from pipelines.cluster_cli import cluster
 from termrl.errors import ConfigError
 from termrl.sandbox.kubernetes import KubernetesBackend, pod_manifest
@@ -190,3 +196,34 @@ def test_kubectl_client_dry_run_accepts_the_manifests():
         text=True,
     )
     assert applied.returncode == 0, applied.stderr
+
+
+def test_the_model_cache_pvc_is_read_write_many_for_the_stages_that_mount_it():
+    cache = ModelCache("termrl-model-cache", "200Gi", "nfs-client")
+    documents = cluster_manifests(namespace="ml", model_cache=cache)
+    (pvc,) = _by_kind(documents)["PersistentVolumeClaim"]
+    assert _round_trip(pvc) == pvc  # a valid V1PersistentVolumeClaim
+    assert pvc["metadata"]["namespace"] == "ml"  # where the pipeline's pods mount it
+    assert pvc["spec"] == {
+        "accessModes": ["ReadWriteMany"],  # parallel stages on different nodes, retries elsewhere
+        "resources": {"requests": {"storage": "200Gi"}},
+        "storageClassName": "nfs-client",
+    }
+    assert "PersistentVolumeClaim" not in _by_kind(cluster_manifests())  # only when asked for
+    with pytest.raises(ConfigError) as caught:
+        cluster_manifests(model_cache=ModelCache("Cache", "lots", "a_b"))
+    assert len(caught.value.problems) == 3
+
+
+def test_manifests_command_writes_the_model_cache_pvc_the_compile_step_names():
+    args = ["manifests", "--namespace", "ml", "--model-cache-pvc", "termrl-model-cache"]
+    result = CliRunner().invoke(cluster, [*args, "--model-cache-size", "50Gi"])
+    assert result.exit_code == 0, result.output
+    (pvc,) = [d for d in yaml.safe_load_all(result.output) if d["kind"] == "PersistentVolumeClaim"]
+    assert (pvc["metadata"]["name"], pvc["spec"]["resources"]["requests"]["storage"]) == (
+        "termrl-model-cache",
+        "50Gi",
+    )
+    assert "storageClassName" not in pvc["spec"]  # the cluster's default class
+    lone = CliRunner().invoke(cluster, ["manifests", "--storage-class", "nfs"])
+    assert lone.exit_code != 0 and "give --model-cache-pvc NAME" in lone.output

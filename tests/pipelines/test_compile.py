@@ -234,7 +234,7 @@ def test_gpu_parameters_have_defaults(compiled):
     _, spec, _ = compiled
     params = spec.root.input_definitions.parameters
     assert params["accelerator_type"].default_value.string_value == "nvidia.com/gpu"
-    assert params["accelerator_count"].default_value.number_value == 1
+    assert params["accelerator_count"].default_value.string_value == "1"
     assert params["code_version"].default_value.string_value == "golden"
     assert all(p.HasField("default_value") or p.is_optional for p in params.values())
 
@@ -257,6 +257,7 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
         if has_secret:
             env = {e["envVar"] for e in config["secretAsEnv"][0]["keyToEnv"]}
             assert env == {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+            assert config["secretAsEnv"][0]["optional"] is True, name
 
 
 def test_matches_golden(compiled):
