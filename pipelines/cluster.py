@@ -6,9 +6,13 @@
     namespace SANDBOX_NAMESPACE   the sandbox pods (``termrl.sandbox.kubernetes``):
                                   Role + RoleBinding: SERVICE_ACCOUNT creates, watches and deletes pods,
                                       execs into them (pods/exec) and reads their logs
+                                  labelled for Pod Security: ``baseline`` enforced (what sandbox pods
+                                      fit), ``restricted`` warned and audited
                                   NetworkPolicies: no ingress ever; no egress (not even DNS) for a sandbox
-                                      labelled ``termrl.network: none`` (the default), any egress for one
-                                      labelled ``egress`` (a task that asks for the internet)
+                                      labelled ``termrl.network: none`` (the default); for one labelled
+                                      ``egress`` (a task that asks for the internet) DNS and addresses
+                                      outside the cluster's ranges (``cluster_cidrs``: pod, service and
+                                      node CIDRs; private ranges by default), never in-cluster services
                                   ResourceQuota: most pods, CPU and memory all sandboxes hold together
 
 Every function returns plain manifest dicts (what ``kubectl apply -f`` reads);
@@ -33,6 +37,7 @@ from termrl.sandbox import kubernetes as sandbox_backend
 
 __all__ = [
     "NAMESPACE",
+    "POD_SECURITY",
     "SANDBOX_NAMESPACE",
     "SERVICE_ACCOUNT",
     "SandboxQuota",
@@ -86,8 +91,20 @@ def _metadata(name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace, "labels": dict(_LABELS)}
 
 
-def namespace_manifest(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""The sandbox namespace's Pod Security labels. Sandbox pods fit baseline; a backend told to give
+egress sandboxes raw sockets (``raw_sockets``, NET_RAW) needs ``enforce: privileged`` instead."""
+
+
+def namespace_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def service_account_manifest(name: str, namespace: str) -> dict[str, Any]:
@@ -183,12 +200,14 @@ def cluster_manifests(
     service_account: str = SERVICE_ACCOUNT,
     quota: SandboxQuota = SandboxQuota(),  # noqa: B008 - frozen, never mutated
     existing_account: bool = False,
+    cluster_cidrs: tuple[str, ...] = sandbox_backend.CLUSTER_CIDRS,
 ) -> list[dict[str, Any]]:
     """Every object, in the order ``kubectl apply`` needs (namespaces first).
 
     ``existing_account``: the pipeline's namespace and service account exist already (KFP's own,
     such as ``kubeflow``/``pipeline-runner``), so they are left out: ``kubectl delete -f`` on this
-    output must not remove them.
+    output must not remove them. ``cluster_cidrs``: what egress sandboxes never reach (the pod,
+    service and node CIDRs; by default every private, shared and link-local range).
     """
     names = (
         ("namespace", namespace, _DNS_LABEL),
@@ -201,21 +220,37 @@ def cluster_manifests(
         if not pattern.fullmatch(name) or len(name) > 253
     ]
     problems += quota.problems()
+    problems += _cidr_problems(cluster_cidrs)
     if problems:
         raise ConfigError(problems)
-    policies = sandbox_backend.network_policy_manifest(sandbox_namespace)
+    policies = sandbox_backend.network_policy_manifest(sandbox_namespace, tuple(cluster_cidrs))
     for policy in policies:
         policy["metadata"]["labels"] = dict(_LABELS)
     namespaces = (sandbox_namespace,) if existing_account else (namespace, sandbox_namespace)
     account = [] if existing_account else [service_account_manifest(service_account, namespace)]
     return [
-        *(namespace_manifest(name) for name in dict.fromkeys(namespaces)),
+        *(
+            namespace_manifest(name, POD_SECURITY if name == sandbox_namespace else None)
+            for name in dict.fromkeys(namespaces)
+        ),
         *account,
         *executor_rbac(namespace, service_account),
         *sandbox_rbac(sandbox_namespace, service_account, namespace),
         *policies,
         sandbox_quota(sandbox_namespace, quota),
     ]
+
+
+def _cidr_problems(cidrs: tuple[str, ...]) -> list[str]:
+    import ipaddress
+
+    problems = []
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            problems.append(f"cluster CIDR {cidr!r} is not a network (e.g. 10.244.0.0/16)")
+    return problems
 
 
 def to_yaml(manifests: list[dict[str, Any]]) -> str:

@@ -171,6 +171,13 @@ def cluster() -> None:
     show_default=True,
     help="Most memory all sandbox pods request and use together.",
 )
+@click.option(
+    "--cluster-cidr",
+    "cluster_cidrs",
+    multiple=True,
+    help="A pod, service or node CIDR that egress sandboxes must not reach (repeat; default: "
+    "every private, shared and link-local range).",
+)
 def cluster_manifests(
     namespace: str,
     sandbox_namespace: str,
@@ -179,6 +186,7 @@ def cluster_manifests(
     sandbox_pods: int,
     sandbox_cpu: str,
     sandbox_memory: str,
+    cluster_cidrs: tuple[str, ...],
 ) -> None:
     """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies and ResourceQuota (kubectl apply -f -)."""
     try:
@@ -188,6 +196,7 @@ def cluster_manifests(
             service_account=service_account,
             quota=manifests.SandboxQuota(pods=sandbox_pods, cpu=sandbox_cpu, memory=sandbox_memory),
             existing_account=existing_account,
+            **({"cluster_cidrs": cluster_cidrs} if cluster_cidrs else {}),
         )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -118,7 +118,40 @@ def test_network_policies_deny_all_but_egress_when_asked():
     none, egress = (_as_model(m, "V1NetworkPolicy") for m in network_policy_manifest("sandboxes"))
     assert none.spec.pod_selector.match_labels["termrl.network"] == "none"
     assert none.spec.ingress == [] and none.spec.egress == []
-    assert egress.spec.ingress == [] and len(egress.spec.egress) == 1
+    assert egress.spec.ingress == []
+    outside, dns = egress.spec.egress  # the internet, and the cluster's DNS
+    v4, v6 = (peer.ip_block for peer in outside.to)
+    assert (v4.cidr, v6.cidr) == ("0.0.0.0/0", "::/0")
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(v4._except)
+    assert [p.port for p in dns.ports] == [53, 53] and dns.to[0].pod_selector.match_labels == {
+        "k8s-app": "kube-dns"
+    }
+
+
+def test_egress_excludes_the_cluster_ranges_given():
+    """The pod, service and node CIDRs of a cluster (backend options) are what egress never reaches."""
+    cidrs = ("10.244.0.0/16", "10.96.0.0/12", "192.168.49.0/24", "fd00:10:244::/56")
+    _, egress = (
+        _as_model(m, "V1NetworkPolicy") for m in network_policy_manifest("sandboxes", cidrs)
+    )
+    v4, v6 = (peer.ip_block for peer in egress.spec.egress[0].to)
+    assert v4._except == list(cidrs[:3]) and v6._except == [cidrs[3]]
+
+
+def test_pods_fit_the_baseline_pod_security_level_unless_raw_sockets_are_asked_for():
+    """Baseline forbids adding NET_RAW; only an egress task on a backend told to allow raw sockets gets it."""
+    baseline = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD"}
+    baseline |= {"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+    for network in ("none", "egress"):
+        spec = SandboxSpec(image="img", network=network)
+        (container,) = _as_model(pod_manifest(spec, "img", "p"), "V1Pod").spec.containers
+        assert set(container.security_context.capabilities.add) <= baseline
+    raw = pod_manifest(SandboxSpec(image="img", network="egress"), "img", "p", raw_sockets=True)
+    assert "NET_RAW" in raw["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
+    offline = pod_manifest(SandboxSpec(image="img"), "img", "p", raw_sockets=True)
+    assert (
+        "NET_RAW" not in offline["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
+    )
 
 
 def test_without_cluster_configuration_it_is_unavailable(tmp_path, monkeypatch):
@@ -174,9 +207,14 @@ class PipeWS:
         self.process.stdin.write(data.encode())
         self.process.stdin.flush()
 
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
+    def read_channel(self, channel: int) -> str:
+        """The error channel's status, as the API server words it once the process has ended."""
+        import json
+
+        from tests.k8s_standin.exec_stream import status_of_exit
+
+        code = self.process.poll()
+        return "" if channel != 3 or code is None else json.dumps(status_of_exit(code, []))
 
     def close(self) -> None:
         import os
