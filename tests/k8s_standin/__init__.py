@@ -90,6 +90,7 @@ class StandIn:
     async def _serve(self) -> None:
         await self.runtime.prepare()
         app = build_app(self.runtime)
+        self.store = app["store"]
         for name in self.namespaces:  # what `termrl cluster manifests` would have created
             app["store"].objects[("api/v1", "namespaces", "", name)] = {
                 "apiVersion": "v1",

@@ -56,6 +56,8 @@ class Store:
     def __init__(self, runtime: PodRuntime):
         self.runtime = runtime
         self.objects: dict[Key, dict[str, Any]] = {}
+        self.refused: list[str] = []
+        """Every refusal of a pod for exceeded quota, in order (what tests watch a backend wait on)."""
         self._versions = itertools.count(1)
 
     def get(self, key: Key) -> dict[str, Any]:
@@ -282,6 +284,7 @@ class Routes:
         live = [p for p in self.store.pods(namespace) if p["status"]["phase"] not in TERMINAL]
         refusal = quota_refusal(pod, quotas, live)
         if refusal is not None:
+            self.store.refused.append(refusal.message)
             raise refusal
         pod["spec"].setdefault("nodeName", "standin")
         pod["status"] = {"phase": "Pending", "hostIP": "127.0.0.1", "qosClass": "Guaranteed"}
