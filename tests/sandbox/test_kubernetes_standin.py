@@ -210,3 +210,42 @@ async def test_sigterm_in_a_stage_deletes_its_sandboxes(k8s_standin, base_images
         if stage.poll() is None:
             stage.kill()
             stage.wait()
+
+
+async def test_network_follows_the_namespace_policies(k8s_standin, base_images, host):
+    """The manifests' policies, realized by podman's networking: ``none`` pods get no network at all,
+    ``egress`` pods reach out but never the host's loopback. (That egress skips the cluster's ranges
+    is a CNI's part: the stand-in cannot filter by destination, see test_kubernetes.py's manifests.)"""
+    from tests.sandbox.servers import serving
+
+    hits: list[str] = []
+    async with (
+        serving(host, "outside", hits) as out_port,
+        serving("127.0.0.1", "loopback", hits) as lo_port,
+        SandboxManager("kubernetes", api=_api(k8s_standin)) as manager,
+    ):
+        online = await manager.create(SandboxSpec(image=base_images, network="egress"))
+        reached = await online.exec(f"curl -sS --max-time 5 http://{host}:{out_port}/", timeout=20)
+        assert reached.output == "reached-outside"
+        for address in ("10.0.2.2", "127.0.0.1"):
+            blocked = await online.exec(f"curl -sS --max-time 3 http://{address}:{lo_port}/")
+            assert blocked.exit_code != 0 and "reached" not in blocked.output
+        offline = await manager.create(SandboxSpec(image=base_images))
+        refused = await offline.exec(f"curl -sS --max-time 3 http://{host}:{out_port}/")
+        assert refused.exit_code != 0 and "reached" not in refused.output
+        assert (await offline.exec("ls /sys/class/net")).output.split() == ["lo"]
+    assert hits == ["outside"]
+
+
+async def test_cpu_and_memory_limits_hold_in_the_pod(k8s_standin, base_images):
+    """The pod's limits as the kubelet applies them: memory (the OOM killer) and CPU (the cgroup
+    quota). The lifetime (``activeDeadlineSeconds``): test_k8s_standin.py."""
+    spec = SandboxSpec(image=base_images, cpus=0.5, memory_mb=64)
+    async with SandboxManager("kubernetes", api=_api(k8s_standin)) as manager:
+        session = await manager.create(spec)
+        hog = await session.exec_fresh("python3 -c 'b = bytearray(256 << 20); print(len(b))'")
+        assert hog.exit_code == 137 and "268435456" not in hog.output  # killed, never allocated
+        quota = await session.exec(
+            "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu.max 2>/dev/null | head -1"
+        )
+        assert quota.output.split()[0] == "50000"
