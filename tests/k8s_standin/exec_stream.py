@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.k8s_standin.runtime import CONMON_DIR
+
 __all__ = ["PROTOCOLS", "serve_exec", "status_of_exit"]
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
@@ -55,6 +57,7 @@ async def serve_exec(
         return ws
     process = await asyncio.create_subprocess_exec(
         *argv,
+        cwd=CONMON_DIR,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

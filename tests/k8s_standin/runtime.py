@@ -19,11 +19,12 @@ import json
 import re
 import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-__all__ = ["PodRuntime", "now"]
+__all__ = ["CONMON_DIR", "PodRuntime", "now", "run"]
 
 EGRESS_NETWORK = "slirp4netns:allow_host_loopback=false"
 """What an egress pod gets: a network stack of its own, the host's loopback out of reach."""
@@ -33,9 +34,14 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+CONMON_DIR = Path(tempfile.gettempdir()) / "termrl-k8s-standin"
+"""Where podman runs: conmon marks an OOM kill with a file "oom" in its working directory."""
+
+
 async def run(*argv: str, check: bool = True) -> tuple[int, str]:
+    CONMON_DIR.mkdir(exist_ok=True)
     process = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=CONMON_DIR
     )
     out, _ = await process.communicate()
     text = out.decode(errors="replace")
@@ -135,10 +141,14 @@ class PodRuntime:
             argv += ["--security-opt", "seccomp=unconfined"]
         for variable in container.get("env") or []:
             argv += ["--env", f"{variable['name']}={variable.get('value', '')}"]
-        if container.get("workingDir"):
-            argv += ["--workdir", container["workingDir"]]
-        if container.get("command"):
-            argv += ["--entrypoint", json.dumps(container["command"])]
+        command, workdir = container.get("command"), container.get("workingDir")
+        if workdir and command:
+            # The runtime creates a missing workingDir (runc does); podman 4.3 refuses one instead.
+            command = ["/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', workdir, *command]
+        elif workdir:
+            argv += ["--workdir", workdir]
+        if command:
+            argv += ["--entrypoint", json.dumps(command)]
         return [*argv, container["image"], *(container.get("args") or [])]
 
     async def _watch(self, pod: dict[str, Any], container: str) -> None:
@@ -191,8 +201,11 @@ class PodRuntime:
         self, pod: dict[str, Any], container: str, command: list[str], stdin: bool
     ) -> list[str]:
         """``podman exec``: the container's user, environment and working directory, as the CRI's exec."""
-        interactive = ["--interactive"] if stdin else []
-        return [self.binary, "exec", *interactive, self.container_name(pod, container), *command]
+        options = ["--interactive"] if stdin else []
+        spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+        if spec.get("workingDir"):
+            options += ["--workdir", spec["workingDir"]]
+        return [self.binary, "exec", *options, self.container_name(pod, container), *command]
 
 
 def _container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:

@@ -14,11 +14,13 @@ import sys
 import uuid
 
 import pytest
+from click.testing import CliRunner
 from kubernetes import client, config
 
 from termrl.errors import SandboxDied
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.sandbox import kubernetes as backend_module
+from termrl.sandbox.cli import sandbox as sandbox_cli
 from termrl.sandbox.kubernetes_gc import delete_orphaned_sandboxes
 from termrl.sandbox.kubernetes_manifests import StageOwner
 
@@ -167,6 +169,11 @@ async def test_gc_deletes_the_sandboxes_no_live_stage_owns(k8s_standin, base_ima
                 if api.read_namespaced_pod(ended.sandbox.name, NAMESPACE).status.phase != "Running":
                     break
                 await asyncio.sleep(0.1)
+            gc = ["gc", "--backend", "kubernetes", "--kubeconfig", kubeconfig, "--dry-run"]
+            listed = await asyncio.to_thread(CliRunner().invoke, sandbox_cli, gc)
+            assert listed.exit_code == 0, listed.output
+            assert set(listed.output.split("\n")[:2]) == {orphan.sandbox.name, ended.sandbox.name}
+            assert "would delete 2 pod(s)" in listed.output
             deleted = await asyncio.to_thread(delete_orphaned_sandboxes, api, NAMESPACE)
             assert set(deleted) == {orphan.sandbox.name, ended.sandbox.name}
             left = _sandbox_pods(api)
