@@ -115,9 +115,9 @@ class StandIn:
         self._thread.join(10)
 
     async def _shutdown(self) -> None:
+        await self.runtime.remove_all()  # first: open exec streams may hold the server's cleanup up
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.runtime.remove_all()
 
     def __enter__(self) -> StandIn:
         return self.start()
