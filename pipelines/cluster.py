@@ -7,7 +7,7 @@
                                   Role + RoleBinding: SERVICE_ACCOUNT creates, watches and deletes pods,
                                       execs into them (pods/exec) and reads their logs
                                   labelled for Pod Security: ``baseline`` enforced (what sandbox pods
-                                      fit), ``restricted`` warned and audited
+                                      fit), ``restricted`` audited
                                   NetworkPolicies: no ingress ever; no egress (not even DNS) for a sandbox
                                       labelled ``termrl.network: none`` (the default); for one labelled
                                       ``egress`` (a task that asks for the internet) DNS and addresses
@@ -93,11 +93,13 @@ def _metadata(name: str, namespace: str) -> dict[str, Any]:
 
 POD_SECURITY = {
     "pod-security.kubernetes.io/enforce": "baseline",
-    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/warn": "baseline",
     "pod-security.kubernetes.io/audit": "restricted",
 }
-"""The sandbox namespace's Pod Security labels. Sandbox pods fit baseline; a backend told to give
-egress sandboxes raw sockets (``raw_sockets``, NET_RAW) needs ``enforce: privileged`` instead."""
+"""The sandbox namespace's Pod Security labels: sandbox pods fit baseline, which is enforced (and
+warned, so ``kubectl`` says so too); restricted is only audited (root and Docker's capabilities are
+what tasks expect). A backend told to give egress sandboxes raw sockets (``raw_sockets``, NET_RAW)
+needs ``enforce: privileged`` instead."""
 
 
 def namespace_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
