@@ -98,6 +98,9 @@ def _is_quota_exceeded(error: Any) -> bool:
 class ExecChannel(Channel):
     """A ``Channel`` over a kubernetes ``WSClient`` exec stream (stdout and stderr merged).
 
+    The stream is in binary mode: the API server frames output as it reads it, so a UTF-8 character
+    may straddle two frames, which the client's text mode would decode apart (into U+FFFD).
+
     The client is synchronous: a reader thread pumps it into an asyncio queue.
     """
 
@@ -124,7 +127,7 @@ class ExecChannel(Channel):
     async def write(self, data: bytes) -> None:
         if not self.ws.is_open():
             raise SandboxDied("the exec stream is closed")
-        await asyncio.to_thread(self.ws.write_stdin, data.decode())
+        await asyncio.to_thread(self.ws.write_stdin, data)
 
     async def read(self) -> bytes:
         chunk = await self._queue.get()
@@ -166,6 +169,7 @@ class KubernetesSandbox(Sandbox):
                 stderr=True,
                 tty=False,
                 _preload_content=False,
+                binary=True,  # bytes as they come: see ExecChannel
             )
         finally:
             if api is not self.api:  # the websocket lives on; the client's own pool is not needed
@@ -180,7 +184,7 @@ class KubernetesSandbox(Sandbox):
         deadline = time.monotonic() + HELPER_TIMEOUT_SEC
         while ws.is_open() and time.monotonic() < deadline:
             ws.update(timeout=1)
-            out.append(ws.read_stdout(timeout=0) or "")
+            out.append(ws.read_stdout(timeout=0) or b"")
         finished = not ws.is_open()
         ws.close()
         if not finished:
@@ -190,7 +194,7 @@ class KubernetesSandbox(Sandbox):
         code = exit_status(ws)
         if code is None:
             raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
-        return code, "".join(out)
+        return code, b"".join(out).decode(errors="replace")
 
     async def signal(self, pid: int, sig: str, mode: str) -> None:
         await asyncio.to_thread(self._exec, KILL_HELPER, sig, str(pid), mode)

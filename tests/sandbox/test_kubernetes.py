@@ -195,16 +195,16 @@ class PipeWS:
     def update(self, timeout: float = 0) -> None:
         threading.Event().wait(min(timeout, 0.01))
 
-    def read_stdout(self, timeout: float = 0) -> str:
+    def read_stdout(self, timeout: float = 0) -> bytes:  # binary mode, as the backend opens streams
         with self._lock:
             data, self._buffer = b"".join(self._buffer), []
-        return data.decode()
+        return data
 
-    def read_stderr(self, timeout: float = 0) -> str:
-        return ""
+    def read_stderr(self, timeout: float = 0) -> bytes:
+        return b""
 
-    def write_stdin(self, data: str) -> None:
-        self.process.stdin.write(data.encode())
+    def write_stdin(self, data: bytes) -> None:
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
     def read_channel(self, channel: int) -> str:

@@ -120,3 +120,16 @@ async def test_close_deletes_the_pod_and_the_manager_closes_leftovers(k8s_standi
         assert not _exists(manager, closed.sandbox.name)
         assert manager.sessions == [left_open]
     assert not _exists(manager, left_open.sandbox.name) and left_open.state is State.CLOSED
+
+
+async def test_a_character_split_across_stream_frames_arrives_whole(kube, base_images):
+    """The API server frames output as it reads it, so a UTF-8 character can straddle two frames; a
+    client decoding each frame on its own (the official one's text mode) turns it into U+FFFD."""
+    split = (
+        "python3 -c \"import sys, time; o = sys.stdout.buffer; e = 'é'.encode(); "
+        "o.write(e[:1]); o.flush(); time.sleep(0.3); o.write(e[1:] + b'\\n')\""
+    )
+    async with await kube.create(SandboxSpec(image=base_images)) as session:
+        assert (await session.exec(split)).output == "é\n"
+        assert (await session.exec_fresh(split)).output == "é\n"
+        assert (await session.exec("printf 'ü%.0s' 1 2 3")).output == "üüü"
