@@ -113,6 +113,8 @@ class ExecChannel(Channel):
         self._thread.start()
 
     def _pump(self) -> None:
+        from websocket import WebSocketException
+
         try:
             while not self._closed.is_set() and self.ws.is_open():
                 self.ws.update(timeout=0.2)
@@ -121,6 +123,8 @@ class ExecChannel(Channel):
                     if data:
                         chunk = data.encode() if isinstance(data, str) else data
                         self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+        except (OSError, WebSocketException):
+            pass  # the socket closed under update() (close(), a dropped connection): the end, as EOF
         finally:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, b"")
 

@@ -27,7 +27,7 @@ from types import TracebackType
 import yaml
 from aiohttp import web
 
-from tests.k8s_standin.api import build_app
+from tests.k8s_standin.api import STORE, build_app
 from tests.k8s_standin.runtime import PodRuntime
 
 __all__ = ["DEFAULT_NAMESPACE", "StandIn", "kubeconfig_text"]
@@ -90,9 +90,9 @@ class StandIn:
     async def _serve(self) -> None:
         await self.runtime.prepare()
         app = build_app(self.runtime)
-        self.store = app["store"]
+        self.store = app[STORE]
         for name in self.namespaces:  # what `termrl cluster manifests` would have created
-            app["store"].objects[("api/v1", "namespaces", "", name)] = {
+            app[STORE].objects[("api/v1", "namespaces", "", name)] = {
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {"name": name, "uid": str(uuid.uuid4())},

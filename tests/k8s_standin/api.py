@@ -32,7 +32,7 @@ from tests.k8s_standin.admission import (
 from tests.k8s_standin.exec_stream import serve_exec
 from tests.k8s_standin.runtime import PodRuntime, now
 
-__all__ = ["build_app"]
+__all__ = ["STORE", "Store", "build_app"]
 
 KINDS = {
     "pods": "Pod",
@@ -174,11 +174,14 @@ async def status_errors(request: web.Request, handler: Any) -> web.StreamRespons
         return web.json_response(e.status(), status=e.code)
 
 
+STORE = web.AppKey("store", Store)
+
+
 def build_app(runtime: PodRuntime) -> web.Application:
     """The aiohttp application of one stand-in."""
     store = Store(runtime)
     app = web.Application(middlewares=[status_errors], client_max_size=64 * 1024 * 1024)
-    app["store"] = store
+    app[STORE] = store
     routes = Routes(store)
     ns_path = "/api/v1/namespaces/{ns}"
     app.router.add_get("/version", routes.version)
