@@ -70,6 +70,8 @@ NAMESPACE = "termrl-sandboxes"
 """Where sessions start unless told otherwise; ``termrl cluster manifests`` sets this namespace up."""
 HELPER_TIMEOUT_SEC = 120.0
 """Longest a helper script (signals, file transfers, stopping processes) may run in a pod."""
+PID_LINE_WAIT_SEC = 30.0
+"""How long a fresh process's pid line is still awaited when its caller stops waiting first (to kill it)."""
 QUOTA_BACKOFF_SEC = (1.0, 30.0)
 """First and longest wait between tries while the namespace's ResourceQuota is full."""
 
@@ -89,6 +91,20 @@ def exit_status(ws: Any) -> int | None:
     if code is None:  # a failure that is not an exit status (the process could not start)
         raise SandboxDied(f"exec failed: {status.get('message', raw)}")
     return int(code)
+
+
+async def _late_pid(channel: Channel, mark: str, pending: bytes, within: float) -> int | None:
+    """The pid line of a fresh process whose caller stopped waiting before the line arrived."""
+    give_up = time.monotonic() + within
+    while b"\n" not in pending and len(pending) < 256:
+        try:
+            chunk = await asyncio.wait_for(channel.read(), max(give_up - time.monotonic(), 0))
+        except TimeoutError:
+            return None
+        if not chunk:
+            return None
+        pending += chunk
+    return split_pid_line(mark, pending)[0]
 
 
 def _is_quota_exceeded(error: Any) -> bool:
@@ -285,6 +301,10 @@ class KubernetesSandbox(Sandbox):
                     pending = None
                 cap.add(chunk)
         finally:  # past its timeout, or its caller cancelled: the process and its children go
+            if (
+                not ended and pid is None and pending is not None
+            ):  # on a loaded host, still on its way
+                pid = await asyncio.shield(_late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
             if not ended and pid is not None:
                 await asyncio.shield(self.signal(pid, "KILL", "all"))
             await channel.close()

@@ -333,3 +333,53 @@ async def test_stop_helper_waits_for_a_service_still_starting(podman, base_image
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+class HeldWS(PipeWS):
+    """A PipeWS whose output is held back until ``release`` is set: a loaded host's late frames."""
+
+    def __init__(self, argv: list[str]):
+        super().__init__(argv)
+        self.release = threading.Event()
+        self.stream_closed = False
+
+    def read_stdout(self, timeout: float = 0) -> bytes:
+        return super().read_stdout(timeout) if self.release.is_set() else b""
+
+    def is_open(self) -> bool:
+        return not self.stream_closed and super().is_open()
+
+    def close(self) -> None:
+        """As an API server's stream: closing it leaves the process running."""
+        self.stream_closed = True
+
+
+async def test_a_cancelled_fresh_process_is_killed_even_before_its_pid_line_arrived():
+    """Cancelled (or timed out) before the pid line came through the stream, the caller still waits
+    for it, to kill the process and its children; without it they ran on."""
+    pod, streams = _local_pod(), []
+
+    def held(command: list[str]) -> HeldWS:
+        streams.append(HeldWS(command))
+        return streams[-1]
+
+    pod._stream = held  # type: ignore[method-assign]
+    call = asyncio.ensure_future(
+        pod.exec_fresh(
+            "sleep 98772 & sleep 98771; wait", env=None, workdir="/", timeout=600, output_limit=4096
+        )
+    )
+    probe = ["pgrep", "-f", "^sleep 9877[12]$"]
+    for _ in range(600):
+        if len(subprocess.run(probe, capture_output=True, text=True).stdout.split()) == 2:
+            break
+        await asyncio.sleep(0.1)
+    call.cancel()
+    streams[0].release.set()  # the pid line arrives after the caller gave up
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert subprocess.run(probe, capture_output=True, text=True).stdout == ""
+    finally:
+        for ws in streams:
+            PipeWS.close(ws)
