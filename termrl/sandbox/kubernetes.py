@@ -156,9 +156,11 @@ class ExecChannel(Channel):
         return chunk
 
     async def close(self) -> None:
+        # The pump first (it stops within one update() timeout): the client is not thread-safe, and
+        # a socket closed under its update() raised in the pump thread.
         self._closed.set()
-        await asyncio.to_thread(self.ws.close)
         await asyncio.to_thread(self._thread.join, 5)
+        await asyncio.to_thread(self.ws.close)
 
 
 class KubernetesSandbox(Sandbox):
