@@ -6,9 +6,13 @@
     namespace SANDBOX_NAMESPACE   the sandbox pods (``termrl.sandbox.kubernetes``):
                                   Role + RoleBinding: SERVICE_ACCOUNT creates, watches and deletes pods,
                                       execs into them (pods/exec) and reads their logs
+                                  labelled for Pod Security: ``baseline`` enforced (what sandbox pods
+                                      fit), ``restricted`` audited
                                   NetworkPolicies: no ingress ever; no egress (not even DNS) for a sandbox
-                                      labelled ``termrl.network: none`` (the default), any egress for one
-                                      labelled ``egress`` (a task that asks for the internet)
+                                      labelled ``termrl.network: none`` (the default); for one labelled
+                                      ``egress`` (a task that asks for the internet) DNS and addresses
+                                      outside the cluster's ranges (``cluster_cidrs``: pod, service and
+                                      node CIDRs; private ranges by default), never in-cluster services
                                   ResourceQuota: most pods, CPU and memory all sandboxes hold together
     model cache (optional)        a ReadWriteMany PersistentVolumeClaim in NAMESPACE, which
                                   ``termrl compile --model-cache-pvc`` mounts in every stage (retries
@@ -36,6 +40,7 @@ from termrl.sandbox import kubernetes as sandbox_backend
 
 __all__ = [
     "NAMESPACE",
+    "POD_SECURITY",
     "SANDBOX_NAMESPACE",
     "SERVICE_ACCOUNT",
     "ModelCache",
@@ -133,8 +138,22 @@ def _metadata(name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace, "labels": dict(_LABELS)}
 
 
-def namespace_manifest(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""The sandbox namespace's Pod Security labels: sandbox pods fit baseline, which is enforced (and
+warned, so ``kubectl`` says so too); restricted is only audited (root and Docker's capabilities are
+what tasks expect). A backend told to give egress sandboxes raw sockets (``raw_sockets``, NET_RAW)
+needs ``enforce: privileged`` instead."""
+
+
+def namespace_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def service_account_manifest(name: str, namespace: str) -> dict[str, Any]:
@@ -231,12 +250,15 @@ def cluster_manifests(
     quota: SandboxQuota = SandboxQuota(),  # noqa: B008 - frozen, never mutated
     existing_account: bool = False,
     model_cache: ModelCache | None = None,
+    cluster_cidrs: tuple[str, ...] = sandbox_backend.CLUSTER_CIDRS,
 ) -> list[dict[str, Any]]:
     """Every object, in the order ``kubectl apply`` needs (namespaces first).
 
     ``existing_account``: the pipeline's namespace and service account exist already (KFP's own,
     such as ``kubeflow``/``pipeline-runner``), so they are left out: ``kubectl delete -f`` on this
     output must not remove them. ``model_cache``: its PVC, last (``model_cache_manifest``).
+    ``cluster_cidrs``: what egress sandboxes never reach (the pod, service and node CIDRs; by
+    default every private, shared and link-local range).
     """
     names = (
         ("namespace", namespace, _DNS_LABEL),
@@ -250,15 +272,19 @@ def cluster_manifests(
     ]
     problems += quota.problems()
     problems += model_cache.problems() if model_cache else []
+    problems += _cidr_problems(cluster_cidrs)
     if problems:
         raise ConfigError(problems)
-    policies = sandbox_backend.network_policy_manifest(sandbox_namespace)
+    policies = sandbox_backend.network_policy_manifest(sandbox_namespace, tuple(cluster_cidrs))
     for policy in policies:
         policy["metadata"]["labels"] = dict(_LABELS)
     namespaces = (sandbox_namespace,) if existing_account else (namespace, sandbox_namespace)
     account = [] if existing_account else [service_account_manifest(service_account, namespace)]
     return [
-        *(namespace_manifest(name) for name in dict.fromkeys(namespaces)),
+        *(
+            namespace_manifest(name, POD_SECURITY if name == sandbox_namespace else None)
+            for name in dict.fromkeys(namespaces)
+        ),
         *account,
         *executor_rbac(namespace, service_account),
         *sandbox_rbac(sandbox_namespace, service_account, namespace),
@@ -266,6 +292,18 @@ def cluster_manifests(
         sandbox_quota(sandbox_namespace, quota),
         *([model_cache_manifest(model_cache, namespace)] if model_cache else []),
     ]
+
+
+def _cidr_problems(cidrs: tuple[str, ...]) -> list[str]:
+    import ipaddress
+
+    problems = []
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            problems.append(f"cluster CIDR {cidr!r} is not a network (e.g. 10.244.0.0/16)")
+    return problems
 
 
 def to_yaml(manifests: list[dict[str, Any]]) -> str:

@@ -249,6 +249,13 @@ def cluster() -> None:
     default="",
     help="--model-cache-pvc: a storage class providing ReadWriteMany (default: the cluster's default).",
 )
+@click.option(
+    "--cluster-cidr",
+    "cluster_cidrs",
+    multiple=True,
+    help="A pod, service or node CIDR that egress sandboxes must not reach (repeat; default: "
+    "every private, shared and link-local range).",
+)
 def cluster_manifests(
     namespace: str,
     sandbox_namespace: str,
@@ -260,6 +267,7 @@ def cluster_manifests(
     model_cache_pvc: str | None,
     model_cache_size: str,
     storage_class: str,
+    cluster_cidrs: tuple[str, ...],
 ) -> None:
     """Print the Namespaces, ServiceAccount, RBAC, NetworkPolicies, ResourceQuota and model-cache PVC (kubectl apply -f -)."""
     if storage_class and not model_cache_pvc:
@@ -274,6 +282,7 @@ def cluster_manifests(
             model_cache=manifests.ModelCache(model_cache_pvc, model_cache_size, storage_class)
             if model_cache_pvc
             else None,
+            **({"cluster_cidrs": cluster_cidrs} if cluster_cidrs else {}),
         )
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc

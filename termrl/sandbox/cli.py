@@ -1,4 +1,4 @@
-"""`termrl sandbox build-base | stats | cleanup`."""
+"""`termrl sandbox build-base | stats | cleanup | gc`."""
 
 from __future__ import annotations
 
@@ -85,3 +85,31 @@ def cleanup(binary: str, older_than: float) -> None:
 
     removed = asyncio.run(PodmanBackend(binary).cleanup(older_than))
     click.echo(f"removed {removed} container(s)")
+
+
+@sandbox.command("gc")
+@click.option(
+    "--backend",
+    type=click.Choice(["kubernetes"]),
+    default="kubernetes",
+    show_default=True,
+    help="Where to collect (podman's leftovers: `termrl sandbox cleanup`).",
+)
+@click.option("--namespace", default=None, help="The sandbox namespace [the backend's default].")
+@click.option("--kubeconfig", default=None, help="A kubeconfig file [in-cluster, else ~/.kube].")
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
+def gc(backend: str, namespace: str | None, kubeconfig: str | None, dry_run: bool) -> None:
+    """Delete the sandbox pods no live stage owns: ended ones, and those whose stage pod is gone."""
+    from termrl.sandbox.kubernetes import NAMESPACE, KubernetesBackend
+    from termrl.sandbox.kubernetes_gc import delete_orphaned_sandboxes, orphaned_sandboxes
+
+    namespace = namespace or NAMESPACE
+    try:
+        api = KubernetesBackend(namespace, kubeconfig=kubeconfig).api
+    except TermrlError as e:
+        raise click.ClickException(str(e)) from e
+    collect = orphaned_sandboxes if dry_run else delete_orphaned_sandboxes
+    names = collect(api, namespace)
+    for name in names:
+        click.echo(name)
+    click.echo(f"{'would delete' if dry_run else 'deleted'} {len(names)} pod(s) in {namespace}")

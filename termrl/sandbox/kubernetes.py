@@ -1,40 +1,38 @@
 """The Kubernetes backend: one pod per session, the shell over the exec stream API.
 
-    create: POST a pod (``pod_manifest``) ─► wait for Running ─► exec ``bash -c SUPERVISOR``
-            with stdin over a websocket (``ExecChannel``) ─► the same ``Shell`` as podman
+    create: POST a pod (``pod_manifest``; a full quota is waited out) ─► wait for Running ─►
+            exec ``bash -c SUPERVISOR`` with stdin over a websocket (``ExecChannel``) ─► the same
+            ``Shell`` as podman
 
-The pod is non-privileged (no privilege escalation, capabilities cut to
-Docker's default set, RuntimeDefault seccomp), mounts no service-account
-token and no service links, carries the spec's CPU and memory as requests
-and limits and its ``storage_mb`` as an ephemeral-storage limit, ends at ``activeDeadlineSeconds`` (the lifetime) and is labelled
-per task/group so a whole group can be listed or deleted. ``network: none``
-is a label that ``network_policy_manifest`` turns into a deny-all policy;
-egress pods get a policy allowing only egress. A pod's pids limit is a
-kubelet setting (``podPidsLimit``), not a pod field.
+What the pod looks like, its NetworkPolicies and its owner: ``termrl.sandbox.kubernetes_manifests``.
+A pod's pids limit is a kubelet setting (``podPidsLimit``), not a pod field.
 
-Scoring's fresh processes (``exec_fresh``) are new exec streams with the
-container's configured environment (plus the caller's variables) and the
-pod's security context. Stopping the agent's processes during scoring runs
-``STOP_HELPER`` in the pod (there is no host to act from), with the agent's
-own privileges: it uses bash builtins and ``ls``, which the agent could have
-replaced.
+Every exec stream gets an API client of its own: the official client's ``stream()`` swaps
+``api_client.request`` for the websocket call while it runs, so a REST call from another thread on
+a shared client could go out as a websocket handshake (kubernetes-client/python#928). REST calls
+share one client (its connection pool is thread-safe).
 
-Images are not built here: a cluster pulls task images from a registry, so
-``registry`` maps a task environment to ``<registry>/termrl/env:<hash>``,
-pushed by whoever built it (``SandboxManager(backend="podman").build_image``).
-Files move through exec'd ``base64``/``tar`` (text-safe over the stream).
+Scoring's fresh processes (``exec_fresh``) are new exec streams with the container's configured
+environment (plus the caller's variables) and the pod's security context. Stopping the agent's
+processes during scoring runs ``STOP_HELPER`` in the pod (there is no host to act from), with the
+agent's own privileges: it uses bash builtins and ``ls``, which the agent could have replaced.
 
-The manifests and the channel logic are tested without a cluster; the
-create/exec path against a real API server is covered by no test (the README
-says what has and has not run).
+Images are not built here: a cluster pulls task images from a registry, so ``registry`` maps a
+task environment to ``<registry>/termrl/env:<hash>``, pushed by whoever built it
+(``SandboxManager(backend="podman").build_image``). Files move through exec'd ``base64``/``tar``
+(text-safe over the stream).
+
+Tests run this backend unchanged, through the official client, against ``tests.k8s_standin`` (a
+local API server whose pods are podman pods).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import math
-import re
+import random
 import threading
 import time
 import uuid
@@ -42,211 +40,82 @@ from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
-from termrl.sandbox.docker_defaults import DOCKER_CAPS
 from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.kubernetes_manifests import (
+    CLUSTER_CIDRS,
+    CONTAINER,
+    StageOwner,
+    network_policy_manifest,
+    pod_manifest,
+)
 from termrl.sandbox.procs import SERVICE_GRACE_SEC
 from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
 from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, OutputCap, Shell
 from termrl.sandbox.spec import SandboxSpec
+from termrl.sandbox.stop_helper import STOP_HELPER
 
 __all__ = [
+    "CLUSTER_CIDRS",
     "NAMESPACE",
     "STOP_HELPER",
     "ExecChannel",
     "KubernetesBackend",
     "KubernetesSandbox",
+    "StageOwner",
     "network_policy_manifest",
     "pod_manifest",
 ]
 
 NAMESPACE = "termrl-sandboxes"
 """Where sessions start unless told otherwise; ``termrl cluster manifests`` sets this namespace up."""
-CONTAINER = "sandbox"
-# pid 1 reaps orphans and exits on SIGTERM.
-IDLE_COMMAND = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
-
-# Runs inside the pod: stop-helper stop [GRACE [SHELL_PID]] | stop-helper cont PID:START...
-# stop: first waits, at most GRACE seconds (integer), while a running process that is not a
-# service is younger than GRACE: a server the agent started last may still be on its way to
-# listening (termrl.sandbox.procs.SERVICE_GRACE_SEC, the host backends' wait; SHELL_PID, the agent's
-# shell, is never waited for: it is as young as the pod). Then SIGSTOPs
-# every process but pid 1, this helper (and what it starts) and the services (holders of a
-# listening socket, and their descendants: termrl.sandbox.procs's rule), in rounds until a
-# round finds nothing new; prints PID:START of each process it stopped.
-# cont: SIGCONT each PID whose start time (field 22 of its stat) is still START.
-STOP_HELPER = r"""
-me=$$
-start_of() { local line; read -r line 2>/dev/null < "/proc/$1/stat" || return 1; set -- ${line##*) }; REPLY=${20}; }
-if [ "$1" = cont ]; then
-  shift
-  for entry in "$@"; do
-    start_of "${entry%%:*}" && [ "$REPLY" = "${entry#*:}" ] && kill -CONT "${entry%%:*}" 2>/dev/null
-  done
-  exit 0
-fi
-holds_listener() {
-  local line ino
-  while read -r line; do
-    [[ $line == *"socket:["* ]] || continue
-    ino=${line##*socket:[}; ino=${ino%]}
-    [ -n "${listening[$ino]}" ] && return 0
-  done < <(ls -l "/proc/$1/fd" 2>/dev/null)
-  return 1
-}
-scan() {  # the process table (state, ppid, start) and the services, as of now
-  declare -gA listening=() ppid=() state=() start=() service=()
-  local table want st inode flags p d line
-  for table in tcp tcp6 udp udp6; do
-    want=0A; [ "${table#udp}" != "$table" ] && want=07
-    { read -r _; while read -r _ _ _ st _ _ _ _ _ inode _; do
-        [ "$st" = "$want" ] && listening[$inode]=1
-      done; } 2>/dev/null < "/proc/net/$table"
-  done
-  { read -r _; while read -r _ _ _ flags _ _ inode _; do
-      (( 16#$flags & 0x10000 )) && listening[$inode]=1
-    done; } 2>/dev/null < /proc/net/unix
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    read -r line 2>/dev/null < "$d/stat" || continue
-    set -- ${line##*) }
-    state[$p]=$1 ppid[$p]=$2 start[$p]=${20}
-  done
-  for p in "${!state[@]}"; do holds_listener "$p" && service[$p]=1; done
-}
-stoppable() {  # running, not pid 1, not this helper's, not a service's
-  local q=$1
-  [ "$1" = 1 ] && return 1
-  case ${state[$1]} in T|t|Z|X) return 1 ;; esac
-  while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
-    [ "$q" = "$me" ] || [ -n "${service[$q]}" ] && return 1
-    q=${ppid[$q]}
-  done
-  return 0
-}
-uptime_cs() { local up; read -r up _ < /proc/uptime; REPLY=$(( ${up%.*} * 100 + 10#${up#*.} )); }
-grace_cs=$(( ${2:-0} * 100 ))
-declare -A settled  # the agent's shell: as young as the pod, never a service starting up
-for p in "${@:3}"; do settled[$p]=1; done
-idle_of_init() {  # pid 1's own `sleep 3600` (IDLE_COMMAND): as young as the pod too
-  local args
-  [ "${ppid[$1]}" = 1 ] && mapfile -d '' args 2>/dev/null < "/proc/$1/cmdline" && [ "${args[*]}" = "sleep 3600" ]
-}
-exec {pause}<> <(:)  # read -t on a pipe nobody writes: a sleep without an external binary
-uptime_cs; until_cs=$(( REPLY + grace_cs ))
-while (( grace_cs > 0 )); do
-  scan; uptime_cs; young=0
-  for p in "${!state[@]}"; do  # /proc start times are in USER_HZ ticks, 100 a second
-    [ -z "${settled[$p]}" ] && ! idle_of_init "$p" && stoppable "$p" && (( REPLY - start[$p] < grace_cs )) \
-      && { young=1; break; }
-  done
-  (( young && REPLY < until_cs )) || break
-  read -t 0.2 -u "$pause" _
-done
-declare -A stopped
-for round in 1 2 3 4 5 6 7 8 9 10; do
-  scan
-  fresh=0
-  for p in "${!state[@]}"; do
-    [ -n "${stopped[$p]}" ] && continue
-    stoppable "$p" || continue
-    kill -STOP "$p" 2>/dev/null && { stopped[$p]=1; echo "$p:${start[$p]}"; fresh=1; }
-  done
-  ((fresh)) || break
-done
-exit 0
-"""
+HELPER_TIMEOUT_SEC = 120.0
+"""Longest a helper script (signals, file transfers, stopping processes) may run in a pod."""
+PID_LINE_WAIT_SEC = 30.0
+"""How long a fresh process's pid line is still awaited when its caller stops waiting first (to kill it)."""
+QUOTA_BACKOFF_SEC = (1.0, 30.0)
+"""First and longest wait between tries while the namespace's ResourceQuota is full."""
 
 
-def _label_value(value: str) -> str:
-    """A valid label value: <= 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", value)[:63]
-    return cleaned.strip("._-") or "x"
+def exit_status(ws: Any) -> int | None:
+    """The exit status an ended exec stream reported on its error channel; None if it sent none
+    (the stream was cut: the pod went, or the connection dropped). The client's own ``returncode``
+    raises TypeError on an empty channel."""
+    raw = ws.read_channel(3)
+    if not raw:
+        return None
+    status = json.loads(raw)
+    if status.get("status") == "Success":
+        return 0
+    causes = (status.get("details") or {}).get("causes") or []
+    code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
+    if code is None:  # a failure that is not an exit status (the process could not start)
+        raise SandboxDied(f"exec failed: {status.get('message', raw)}")
+    return int(code)
 
 
-def pod_manifest(
-    spec: SandboxSpec,
-    image: str,
-    name: str,
-    *,
-    runtime_class: str | None = None,
-    image_pull_secrets: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """The pod of one session, as a plain manifest dict (``image_pull_secrets``: a private registry)."""
-    labels = {"termrl.sandbox": "1", "termrl.network": spec.network}
-    labels.update({key: _label_value(value) for key, value in spec.labels.items()})
-    resources = {"cpu": f"{int(spec.cpus * 1000)}m", "memory": f"{spec.memory_mb}Mi"}
-    # The kubelet evicts a pod that writes past the limit. The request is explicitly 0: left out, it
-    # would default to the limit and reserve storage_mb of node disk per pod.
-    storage = {"ephemeral-storage": f"{spec.storage_mb}Mi"} if spec.storage_mb else {}
-    no_storage = {"ephemeral-storage": "0"} if spec.storage_mb else {}
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": image,
-        "command": IDLE_COMMAND,
-        "env": [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
-        "resources": {
-            "requests": dict(resources, **no_storage),
-            "limits": dict(resources, **storage),
-        },
-        "securityContext": {
-            "privileged": False,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"], "add": [c.removeprefix("CAP_") for c in DOCKER_CAPS]},
-        },
-        "stdin": False,
-        "tty": False,
-    }
-    if spec.workdir:
-        container["workingDir"] = spec.workdir
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "hostNetwork": False,
-        "hostPID": False,
-        "hostIPC": False,
-        "activeDeadlineSeconds": max(1, math.ceil(spec.lifetime_sec)),
-        "terminationGracePeriodSeconds": 0,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-    }
-    if runtime_class:
-        pod_spec["runtimeClassName"] = runtime_class
-    if image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in image_pull_secrets]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": pod_spec,
-    }
+async def _late_pid(channel: Channel, mark: str, pending: bytes, within: float) -> int | None:
+    """The pid line of a fresh process whose caller stopped waiting before the line arrived."""
+    give_up = time.monotonic() + within
+    while b"\n" not in pending and len(pending) < 256:
+        try:
+            chunk = await asyncio.wait_for(channel.read(), max(give_up - time.monotonic(), 0))
+        except TimeoutError:
+            return None
+        if not chunk:
+            return None
+        pending += chunk
+    return split_pid_line(mark, pending)[0]
 
 
-def network_policy_manifest(namespace: str) -> list[dict[str, Any]]:
-    """Policies for the sandbox namespace: no traffic at all, or egress only."""
-
-    def policy(name: str, network: str, egress: list[dict[str, Any]] | None) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "podSelector": {"matchLabels": {"termrl.sandbox": "1", "termrl.network": network}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-        }
-        spec["egress"] = egress or []
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        }
-
-    return [
-        policy("termrl-sandbox-none", "none", None),
-        policy("termrl-sandbox-egress", "egress", [{}]),
-    ]
+def _is_quota_exceeded(error: Any) -> bool:
+    return error.status == 403 and "exceeded quota" in str(error.body)
 
 
 class ExecChannel(Channel):
     """A ``Channel`` over a kubernetes ``WSClient`` exec stream (stdout and stderr merged).
+
+    The stream is in binary mode: the API server frames output as it reads it, so a UTF-8 character
+    may straddle two frames, which the client's text mode would decode apart (into U+FFFD).
 
     The client is synchronous: a reader thread pumps it into an asyncio queue.
     """
@@ -260,6 +129,8 @@ class ExecChannel(Channel):
         self._thread.start()
 
     def _pump(self) -> None:
+        from websocket import WebSocketException
+
         try:
             while not self._closed.is_set() and self.ws.is_open():
                 self.ws.update(timeout=0.2)
@@ -268,13 +139,15 @@ class ExecChannel(Channel):
                     if data:
                         chunk = data.encode() if isinstance(data, str) else data
                         self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+        except (OSError, WebSocketException):
+            pass  # the socket closed under update() (close(), a dropped connection): the end, as EOF
         finally:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, b"")
 
     async def write(self, data: bytes) -> None:
         if not self.ws.is_open():
             raise SandboxDied("the exec stream is closed")
-        await asyncio.to_thread(self.ws.write_stdin, data.decode())
+        await asyncio.to_thread(self.ws.write_stdin, data)
 
     async def read(self) -> bytes:
         chunk = await self._queue.get()
@@ -283,47 +156,67 @@ class ExecChannel(Channel):
         return chunk
 
     async def close(self) -> None:
+        # The pump first (it stops within one update() timeout): the client is not thread-safe, and
+        # a socket closed under its update() raised in the pump thread.
         self._closed.set()
-        await asyncio.to_thread(self.ws.close)
         await asyncio.to_thread(self._thread.join, 5)
+        await asyncio.to_thread(self.ws.close)
 
 
 class KubernetesSandbox(Sandbox):
-    """A pod and the API handle to reach it."""
+    """A pod, the API handle to read and delete it, and a way to make a client per exec stream."""
 
     backend = "kubernetes"
 
-    def __init__(self, api: Any, namespace: str, name: str):
+    def __init__(self, api: Any, namespace: str, name: str, exec_api: Any = None):
         self.api = api
         self.namespace = namespace
         self.name = name
+        self._exec_api = exec_api if exec_api is not None else (lambda: api)
 
-    def _stream(self, command: list[str]) -> Any:
+    def _stream(self, command: list[str], *, stdin: bool = False) -> Any:
+        """An exec stream of ``command`` in the pod, opened through a client of its own."""
         from kubernetes.stream import stream
 
-        return stream(
-            self.api.connect_get_namespaced_pod_exec,
-            self.name,
-            self.namespace,
-            container=CONTAINER,
-            command=command,
-            stdin=False,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-        )
+        api = self._exec_api()
+        try:
+            return stream(
+                api.connect_get_namespaced_pod_exec,
+                self.name,
+                self.namespace,
+                container=CONTAINER,
+                command=command,
+                stdin=stdin,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                binary=True,  # bytes as they come: see ExecChannel
+            )
+        finally:
+            if api is not self.api:  # the websocket lives on; the client's own pool is not needed
+                api.api_client.close()
 
     def _exec(self, script: str, *args: str) -> tuple[int, str]:
-        """Run a short helper script in the pod (not the session shell); (status, stdout)."""
+        """Run a short helper script in the pod (not the session shell); (status, stdout).
+
+        Raises SandboxDied when it outlives ``HELPER_TIMEOUT_SEC`` or its stream is cut."""
         ws = self._stream(["bash", "-c", script, "termrl", *args])
         out = []
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HELPER_TIMEOUT_SEC
         while ws.is_open() and time.monotonic() < deadline:
             ws.update(timeout=1)
-            out.append(ws.read_stdout(timeout=0) or "")
+            out.append(ws.read_stdout(timeout=0) or b"")
+        finished = not ws.is_open()
         ws.close()
-        return ws.returncode or 0, "".join(out)
+        if not finished:
+            raise SandboxDied(
+                f"a helper in pod {self.name} did not finish within {HELPER_TIMEOUT_SEC:g}s"
+            )
+        code = exit_status(ws)
+        if code is None:
+            raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
+        return code, b"".join(out).decode(errors="replace")
 
     async def signal(self, pid: int, sig: str, mode: str) -> None:
         await asyncio.to_thread(self._exec, KILL_HELPER, sig, str(pid), mode)
@@ -389,7 +282,7 @@ class KubernetesSandbox(Sandbox):
         cap, pid = OutputCap(output_limit), None
         pending: bytes | None = b""  # output until the pid line is complete; None after
         deadline = time.monotonic() + timeout
-        timed_out = False
+        timed_out, ended = False, False
         try:
             while True:
                 try:
@@ -400,6 +293,7 @@ class KubernetesSandbox(Sandbox):
                     timed_out = True
                     break
                 if not chunk:
+                    ended = True
                     break
                 if pending is not None:
                     pending += chunk
@@ -408,13 +302,20 @@ class KubernetesSandbox(Sandbox):
                     pid, chunk = split_pid_line(mark, pending)
                     pending = None
                 cap.add(chunk)
-        finally:
-            if timed_out and pid is not None:
-                await self.signal(pid, "KILL", "all")
+        finally:  # past its timeout, or its caller cancelled: the process and its children go
+            if (
+                not ended and pid is None and pending is not None
+            ):  # on a loaded host, still on its way
+                pid = await asyncio.shield(_late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
+            if not ended and pid is not None:
+                await asyncio.shield(self.signal(pid, "KILL", "all"))
             await channel.close()
         if pending:
             cap.add(pending)
-        return cap.text(), None if timed_out else (ws.returncode or 0), timed_out, cap.truncated
+        code = None if timed_out else exit_status(ws)
+        if code is None and not timed_out:
+            raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
+        return cap.text(), code, timed_out, cap.truncated
 
     async def stop_agent_processes(self, shell_pid: int | None) -> list[str]:
         settled = [] if shell_pid is None else [str(shell_pid)]
@@ -447,7 +348,15 @@ class KubernetesSandbox(Sandbox):
 
 
 class KubernetesBackend(Backend):
-    """Starts one pod per session in ``namespace`` through the kubernetes client."""
+    """Starts one pod per session in ``namespace`` through the kubernetes client.
+
+    ``kubeconfig``: a kubeconfig file (default: the in-cluster service account, else
+    ``$KUBECONFIG`` / ``~/.kube/config``). ``api``: a ready ``CoreV1Api`` instead. ``raw_sockets``:
+    egress sandboxes get NET_RAW (the namespace must then allow the privileged Pod Security level).
+    ``owner``: the stage pod the sandboxes belong to (default: from the downward API's POD_*
+    variables, None outside a cluster). ``quota_wait_sec``: how long a full ResourceQuota is waited
+    out, with backoff, before ``SandboxUnavailable`` (default: ``start_timeout_sec``).
+    """
 
     name = "kubernetes"
 
@@ -459,6 +368,10 @@ class KubernetesBackend(Backend):
         runtime_class: str | None = None,
         image_pull_secrets: tuple[str, ...] = (),
         start_timeout_sec: float = 300.0,
+        quota_wait_sec: float | None = None,
+        raw_sockets: bool = False,
+        owner: StageOwner | None = None,
+        kubeconfig: str | None = None,
         api: Any = None,
     ):
         self.namespace = namespace
@@ -466,20 +379,31 @@ class KubernetesBackend(Backend):
         self.runtime_class = runtime_class
         self.image_pull_secrets = tuple(image_pull_secrets)
         self.start_timeout_sec = start_timeout_sec
-        self.api = api if api is not None else self._load_api()
+        self.quota_wait_sec = start_timeout_sec if quota_wait_sec is None else quota_wait_sec
+        self.raw_sockets = raw_sockets
+        self.owner = owner if owner is not None else StageOwner.from_environment()
+        self.api = api if api is not None else self._load_api(kubeconfig)
 
     @staticmethod
-    def _load_api() -> Any:
+    def _load_api(kubeconfig: str | None) -> Any:
         from kubernetes import client, config
 
         try:
-            config.load_incluster_config()
-        except config.ConfigException:
+            if kubeconfig is not None:
+                return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
             try:
+                config.load_incluster_config()
+            except config.ConfigException:
                 config.load_kube_config()
-            except (config.ConfigException, OSError) as e:
-                raise SandboxUnavailable(f"no Kubernetes configuration found: {e}") from e
+        except (config.ConfigException, OSError) as e:
+            raise SandboxUnavailable(f"no Kubernetes configuration found: {e}") from e
         return client.CoreV1Api()
+
+    def _new_exec_api(self) -> Any:
+        """A client of its own for one exec stream (``stream()`` rewires the client it is given)."""
+        from kubernetes import client
+
+        return client.CoreV1Api(client.ApiClient(self.api.api_client.configuration))
 
     async def build_image(self, spec: SandboxSpec) -> str:
         if spec.image is not None:
@@ -492,6 +416,47 @@ class KubernetesBackend(Backend):
             )
         return f"{self.registry.rstrip('/')}/{spec.image_key}"
 
+    async def _create_pod(self, manifest: dict[str, Any]) -> None:
+        """POST the pod (strict field validation: a field the server does not know is an error, never
+        silently dropped), waiting out a full quota with jittered exponential backoff."""
+        from kubernetes.client.exceptions import ApiException
+
+        delay, longest = QUOTA_BACKOFF_SEC
+        give_up = time.monotonic() + self.quota_wait_sec
+        while True:
+            try:
+                await asyncio.to_thread(
+                    self.api.create_namespaced_pod,
+                    self.namespace,
+                    manifest,
+                    field_validation="Strict",
+                )
+                return
+            except ApiException as e:
+                wait = delay * random.uniform(0.5, 1.0)
+                if not _is_quota_exceeded(e) or time.monotonic() + wait > give_up:
+                    raise SandboxUnavailable(
+                        f"cannot create pod: {e.reason}", log_tail=str(e.body)[-2000:]
+                    ) from e
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, longest)
+
+    async def _wait_running(self, sandbox: KubernetesSandbox) -> None:
+        deadline = time.monotonic() + self.start_timeout_sec
+        while True:
+            pod = await asyncio.to_thread(
+                self.api.read_namespaced_pod, sandbox.name, self.namespace
+            )
+            if pod.status.phase == "Running":
+                return
+            if pod.status.phase in ("Failed", "Succeeded") or time.monotonic() > deadline:
+                await sandbox.destroy()
+                raise EnvInitFailed(
+                    f"pod {sandbox.name} did not start (phase {pod.status.phase})",
+                    log_tail=str(pod.status)[-2000:],
+                )
+            await asyncio.sleep(0.5)
+
     async def start(
         self, spec: SandboxSpec, image: str, output_limit: int
     ) -> tuple[KubernetesSandbox, Shell]:
@@ -499,9 +464,6 @@ class KubernetesBackend(Backend):
             raise EnvInitFailed(
                 f"the kubernetes backend cannot run the agent as user {spec.user!r}: use podman"
             )
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.stream import stream
-
         name = f"termrl-{uuid.uuid4().hex[:12]}"
         manifest = pod_manifest(
             spec,
@@ -509,39 +471,16 @@ class KubernetesBackend(Backend):
             name,
             runtime_class=self.runtime_class,
             image_pull_secrets=self.image_pull_secrets,
+            raw_sockets=self.raw_sockets,
+            owner=self.owner,
+            namespace=self.namespace,
         )
-        try:
-            await asyncio.to_thread(self.api.create_namespaced_pod, self.namespace, manifest)
-        except ApiException as e:
-            raise SandboxUnavailable(
-                f"cannot create pod: {e.reason}", log_tail=str(e.body)[-2000:]
-            ) from e
-        sandbox = KubernetesSandbox(self.api, self.namespace, name)
-        deadline = time.monotonic() + self.start_timeout_sec
-        while True:
-            pod = await asyncio.to_thread(self.api.read_namespaced_pod, name, self.namespace)
-            if pod.status.phase == "Running":
-                break
-            if pod.status.phase in ("Failed", "Succeeded") or time.monotonic() > deadline:
-                await sandbox.destroy()
-                raise EnvInitFailed(
-                    f"pod {name} did not start (phase {pod.status.phase})",
-                    log_tail=str(pod.status)[-2000:],
-                )
-            await asyncio.sleep(0.5)
+        await self._create_pod(manifest)
+        sandbox = KubernetesSandbox(self.api, self.namespace, name, self._new_exec_api)
+        await self._wait_running(sandbox)
         token = Shell.new_token()
         ws = await asyncio.to_thread(
-            stream,
-            self.api.connect_get_namespaced_pod_exec,
-            name,
-            self.namespace,
-            container=CONTAINER,
-            command=["bash", "-c", SUPERVISOR, "termrl-supervisor", token],
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
+            sandbox._stream, ["bash", "-c", SUPERVISOR, "termrl-supervisor", token], stdin=True
         )
         shell = Shell(
             ExecChannel(ws, asyncio.get_running_loop()),

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxUnavailable, failure_type
-from termrl.sandbox import metrics
+from termrl.sandbox import metrics, termination
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.session import Session
 from termrl.sandbox.settings import BACKENDS as _REGISTRY
@@ -80,6 +80,7 @@ class SandboxManager:
 
     async def create(self, spec: SandboxSpec) -> Session:
         """Start a sandbox for ``spec`` and return its ready session."""
+        termination.watch(self)  # SIGTERM closes this manager's sessions before the process ends
         try:
             await asyncio.wait_for(self._slots.acquire(), self.acquire_timeout_sec)
         except TimeoutError as e:

@@ -50,11 +50,11 @@ from termrl.sandbox.fresh import (
     split_pid_line,
     user_ids,
 )
-from termrl.sandbox.kubernetes import STOP_HELPER
 from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.rootfs import overlay_changes
 from termrl.sandbox.session import FileTooLarge, Sandbox, unpack_file
 from termrl.sandbox.shell import KILL_HELPER, ProcessChannel
+from termrl.sandbox.stop_helper import STOP_HELPER
 from termrl.sandbox.warden import Warden
 
 __all__ = ["PodmanSandbox"]

@@ -97,8 +97,31 @@ def test_an_existing_account_is_bound_but_never_declared():
         ("pipeline-runner", "kubeflow")
     }
     # and nothing that may be the user's carries termrl's label, which a clean-up would select
-    labelled = {d["kind"] for d in cluster_manifests() if "labels" in d["metadata"]}
+    part_of = "app.kubernetes.io/part-of"
+    labelled = {
+        d["kind"] for d in cluster_manifests() if part_of in d["metadata"].get("labels", {})
+    }
     assert labelled == {"Role", "RoleBinding", "NetworkPolicy", "ResourceQuota"}
+
+
+def test_the_sandbox_namespace_enforces_the_baseline_pod_security_level():
+    namespaces = {d["metadata"]["name"]: d for d in _by_kind(cluster_manifests())["Namespace"]}
+    labels = namespaces[SANDBOX_NAMESPACE]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert "labels" not in namespaces["termrl"]["metadata"]  # the pipeline's pods: left as they are
+
+
+def test_egress_excludes_the_cluster_cidrs_given_and_refuses_bad_ones():
+    documents = cluster_manifests(cluster_cidrs=("10.244.0.0/16", "10.96.0.0/12"))
+    egress = next(
+        p for p in _by_kind(documents)["NetworkPolicy"] if "egress" in p["metadata"]["name"]
+    )
+    assert egress["spec"]["egress"][0]["to"][0]["ipBlock"]["except"] == [
+        "10.244.0.0/16",
+        "10.96.0.0/12",
+    ]
+    with pytest.raises(ConfigError, match="not-a-cidr"):
+        cluster_manifests(cluster_cidrs=("not-a-cidr",))
 
 
 def test_network_policies_select_the_backends_pods():
@@ -121,9 +144,8 @@ def test_network_policies_select_the_backends_pods():
     )  # nothing in, nothing out (no DNS)
     assert none["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (egress,) = applying("egress")
-    assert egress["spec"]["ingress"] == [] and egress["spec"]["egress"] == [
-        {}
-    ]  # out anywhere, nothing in
+    assert egress["spec"]["ingress"] == []  # nothing in; out to DNS and beyond the cluster's ranges
+    assert egress["spec"]["egress"][0]["to"][0]["ipBlock"]["cidr"] == "0.0.0.0/0"
 
 
 def test_quota_bounds_the_sandbox_namespace():

@@ -126,7 +126,40 @@ def test_network_policies_deny_all_but_egress_when_asked():
     none, egress = (_as_model(m, "V1NetworkPolicy") for m in network_policy_manifest("sandboxes"))
     assert none.spec.pod_selector.match_labels["termrl.network"] == "none"
     assert none.spec.ingress == [] and none.spec.egress == []
-    assert egress.spec.ingress == [] and len(egress.spec.egress) == 1
+    assert egress.spec.ingress == []
+    outside, dns = egress.spec.egress  # the internet, and the cluster's DNS
+    v4, v6 = (peer.ip_block for peer in outside.to)
+    assert (v4.cidr, v6.cidr) == ("0.0.0.0/0", "::/0")
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(v4._except)
+    assert [p.port for p in dns.ports] == [53, 53] and dns.to[0].pod_selector.match_labels == {
+        "k8s-app": "kube-dns"
+    }
+
+
+def test_egress_excludes_the_cluster_ranges_given():
+    """The pod, service and node CIDRs of a cluster (backend options) are what egress never reaches."""
+    cidrs = ("10.244.0.0/16", "10.96.0.0/12", "192.168.49.0/24", "fd00:10:244::/56")
+    _, egress = (
+        _as_model(m, "V1NetworkPolicy") for m in network_policy_manifest("sandboxes", cidrs)
+    )
+    v4, v6 = (peer.ip_block for peer in egress.spec.egress[0].to)
+    assert v4._except == list(cidrs[:3]) and v6._except == [cidrs[3]]
+
+
+def test_pods_fit_the_baseline_pod_security_level_unless_raw_sockets_are_asked_for():
+    """Baseline forbids adding NET_RAW; only an egress task on a backend told to allow raw sockets gets it."""
+    baseline = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD"}
+    baseline |= {"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+    for network in ("none", "egress"):
+        spec = SandboxSpec(image="img", network=network)
+        (container,) = _as_model(pod_manifest(spec, "img", "p"), "V1Pod").spec.containers
+        assert set(container.security_context.capabilities.add) <= baseline
+    raw = pod_manifest(SandboxSpec(image="img", network="egress"), "img", "p", raw_sockets=True)
+    assert "NET_RAW" in raw["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
+    offline = pod_manifest(SandboxSpec(image="img"), "img", "p", raw_sockets=True)
+    assert (
+        "NET_RAW" not in offline["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
+    )
 
 
 def test_without_cluster_configuration_it_is_unavailable(tmp_path, monkeypatch):
@@ -170,21 +203,26 @@ class PipeWS:
     def update(self, timeout: float = 0) -> None:
         threading.Event().wait(min(timeout, 0.01))
 
-    def read_stdout(self, timeout: float = 0) -> str:
+    def read_stdout(self, timeout: float = 0) -> bytes:  # binary mode, as the backend opens streams
         with self._lock:
             data, self._buffer = b"".join(self._buffer), []
-        return data.decode()
+        return data
 
-    def read_stderr(self, timeout: float = 0) -> str:
-        return ""
+    def read_stderr(self, timeout: float = 0) -> bytes:
+        return b""
 
-    def write_stdin(self, data: str) -> None:
-        self.process.stdin.write(data.encode())
+    def write_stdin(self, data: bytes) -> None:
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
+    def read_channel(self, channel: int) -> str:
+        """The error channel's status, as the API server words it once the process has ended."""
+        import json
+
+        from tests.k8s_standin.exec_stream import status_of_exit
+
+        code = self.process.poll()
+        return "" if channel != 3 or code is None else json.dumps(status_of_exit(code, []))
 
     def close(self) -> None:
         import os
@@ -303,3 +341,53 @@ async def test_stop_helper_waits_for_a_service_still_starting(podman, base_image
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+class HeldWS(PipeWS):
+    """A PipeWS whose output is held back until ``release`` is set: a loaded host's late frames."""
+
+    def __init__(self, argv: list[str]):
+        super().__init__(argv)
+        self.release = threading.Event()
+        self.stream_closed = False
+
+    def read_stdout(self, timeout: float = 0) -> bytes:
+        return super().read_stdout(timeout) if self.release.is_set() else b""
+
+    def is_open(self) -> bool:
+        return not self.stream_closed and super().is_open()
+
+    def close(self) -> None:
+        """As an API server's stream: closing it leaves the process running."""
+        self.stream_closed = True
+
+
+async def test_a_cancelled_fresh_process_is_killed_even_before_its_pid_line_arrived():
+    """Cancelled (or timed out) before the pid line came through the stream, the caller still waits
+    for it, to kill the process and its children; without it they ran on."""
+    pod, streams = _local_pod(), []
+
+    def held(command: list[str]) -> HeldWS:
+        streams.append(HeldWS(command))
+        return streams[-1]
+
+    pod._stream = held  # type: ignore[method-assign]
+    call = asyncio.ensure_future(
+        pod.exec_fresh(
+            "sleep 98772 & sleep 98771; wait", env=None, workdir="/", timeout=600, output_limit=4096
+        )
+    )
+    probe = ["pgrep", "-f", "^sleep 9877[12]$"]
+    for _ in range(600):
+        if len(subprocess.run(probe, capture_output=True, text=True).stdout.split()) == 2:
+            break
+        await asyncio.sleep(0.1)
+    call.cancel()
+    streams[0].release.set()  # the pid line arrives after the caller gave up
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert subprocess.run(probe, capture_output=True, text=True).stdout == ""
+    finally:
+        for ws in streams:
+            PipeWS.close(ws)
