@@ -62,6 +62,14 @@ retry (a pre-empted node) resumes from its last step checkpoint (``components.pr
 GPU_STAGES = ("rollout", "train", "evaluate")
 SECRET_STAGES = ("synthesize", "verify", "evaluate")
 """Stages that may call API models (LLM task writers, judges, API policies)."""
+SANDBOX_STAGES = ("verify", "demonstrate", "rollout", "evaluate")
+"""Stages that start sandboxes: on Kubernetes they name their own pod as the sandboxes' owner."""
+OWNER_FIELDS = {
+    "POD_NAME": "metadata.name",
+    "POD_UID": "metadata.uid",
+    "POD_NAMESPACE": "metadata.namespace",
+}
+"""The downward API's view of a stage's pod (``kubernetes_manifests.StageOwner`` reads it)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +208,10 @@ def apply_platform(
             )
         for label, value in shape.gpu_node_selector:
             kubernetes.add_node_selector(task, label_key=label, label_value=value)
+    if shape.sandbox_backend == "kubernetes" and stage in SANDBOX_STAGES:
+        # The sandbox pods get an owner reference to this pod: deleted with it, never leaked.
+        for env_name, field_path in OWNER_FIELDS.items():
+            kubernetes.use_field_path_as_env(task, env_name=env_name, field_path=field_path)
     if shape.image_pull_secrets:
         kubernetes.set_image_pull_secrets(task, list(shape.image_pull_secrets))
     if shape.model_cache_pvc:

@@ -260,6 +260,32 @@ def test_platform_spec_mounts_the_cache_and_exposes_secrets(compiled):
             assert config["secretAsEnv"][0]["optional"] is True, name
 
 
+def test_on_kubernetes_the_sandbox_stages_know_their_own_pod(tmp_path):
+    """The downward API gives each sandbox stage its pod's name, uid and namespace, so the
+    sandbox pods carry an owner reference to it (deleted with it) and ``sandbox gc`` can judge
+    them; the other stages, and a compile for local sandboxes, get none."""
+    shape = CurriculumShape(sandbox_backend="kubernetes", code_version="owner")
+    _, platform = read_compiled(compile_pipeline("curriculum", tmp_path / "c.yaml", shape))
+    executors = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ]
+    owners = {
+        name: {e["name"]: e["fieldPath"] for e in config.get("fieldPathAsEnv", [])}
+        for name, config in executors.items()
+    }
+    sandbox_stages = ("verify", "demonstrate", "rollout", "evaluate")
+    expected = {
+        "POD_NAME": "metadata.name",
+        "POD_UID": "metadata.uid",
+        "POD_NAMESPACE": "metadata.namespace",
+    }
+    for name, fields in owners.items():
+        assert fields == (expected if any(s in name for s in sandbox_stages) else {}), name
+    assert sum(1 for fields in owners.values() if fields) == 2 + 2 + 2 + 4  # 2 verify, ...
+    local = compile_pipeline("curriculum", tmp_path / "l.yaml", CurriculumShape())
+    assert read_compiled(local)[1] is None  # local sandboxes: no Kubernetes extras at all
+
+
 def test_matches_golden(compiled):
     path, _, _ = compiled
     text = path.read_text()
