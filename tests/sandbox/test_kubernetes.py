@@ -191,10 +191,11 @@ async def test_exec_channel_carries_the_shell_protocol():
     token = Shell.new_token()
     ws = PipeWS(["bash", "-c", SUPERVISOR, "supervisor", token])
 
-    async def signal(pid: int, sig: str, mode: str) -> None:
-        await asyncio.to_thread(
-            subprocess.run, ["bash", "-c", KILL_HELPER, "k", sig, str(pid), mode]
-        )
+    async def signal(pid: int, sig: str, mode: str) -> str:
+        argv = ["bash", "-c", KILL_HELPER, "k", sig, str(pid), mode]
+        return (
+            await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True)
+        ).stdout
 
     channel = ExecChannel(ws, asyncio.get_running_loop())
     shell = Shell(channel, token, signal, output_limit=1000)

@@ -14,9 +14,9 @@ import signal
 import pytest
 
 from termrl.errors import SandboxDied
+from termrl.sandbox.interrupt import run_kill_helper
 from termrl.sandbox.shell import (
     DEFAULT_SIGINT,
-    KILL_HELPER,
     RESTART_NOTICE,
     SUPERVISOR,
     OutputCap,
@@ -26,11 +26,8 @@ from termrl.sandbox.shell import (
 )
 
 
-async def _local_signal(pid: int, sig: str, mode: str) -> None:
-    helper = await asyncio.create_subprocess_exec(
-        "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode
-    )
-    await helper.wait()
+async def _local_signal(pid: int, sig: str, mode: str) -> str:
+    return await run_kill_helper(sig, pid, mode)
 
 
 @pytest.fixture
