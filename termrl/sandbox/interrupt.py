@@ -10,8 +10,8 @@ it started itself. A timeout then goes, whatever any process ignores:
    handles SIGINT (a Python script, a bash waiting for a child), it gets
    ``Shell.GRACE_SEC`` to clean up; otherwise there is nothing to wait for.
 2. SIGKILL to the command's processes (``KILL_HELPER KILL``), repeated until the
-   shell prints its marker. Each round reports on the shell, and ``StuckShell``
-   reads the reports.
+   shell prints its marker. Each round, SIGINT's too, reports on the shell, and
+   ``StuckShell`` reads the reports.
 3. Only a shell that is itself stuck is killed with everything it started
    (``KILL_HELPER KILL all``), and a new one started.
 
@@ -145,12 +145,13 @@ class HelperReport:
 
 
 class StuckShell:
-    """Reads successive ``KILL`` reports of one timeout and says when the shell itself is stuck."""
+    """Reads the reports of one timeout's rounds (SIGINT, then SIGKILLs) and says when the shell
+    itself is stuck."""
 
     def __init__(self, cpu_sec: float, respawns: int):
         self.cpu_sec = cpu_sec
-        """CPU the shell may burn after the first SIGKILL round: more is a loop in the shell itself
-        (a shell that only reports its command's end uses microseconds)."""
+        """CPU the shell may burn after the first report (the SIGINT's): more is a loop in the shell
+        itself (a shell that only reports its command's end uses microseconds)."""
         self.respawns = respawns
         """How many later rounds may find processes that the earlier rounds had not seen."""
         self._first_cpu: float | None = None

@@ -70,7 +70,7 @@ DEFAULT_SIGINT = ("env", "--default-signal=INT")
 """Prefix of a command that starts a supervisor on this host. A caller that ignores SIGINT (a
 background job of a script, work started under nohup) passes that on to every child, and a
 non-interactive bash cannot undo a signal ignored on entry: a timeout's SIGINT would then reach
-no command, and every timeout would kill the shell with the agent's background jobs."""
+no command, and none could clean up (a Python script's ``finally``) before the SIGKILL."""
 
 RESTART_NOTICE = (
     "[the shell exited; a new one started in {cwd}: "
@@ -171,8 +171,8 @@ class Shell:
     """After SIGINT, how long a process that handles it gets to clean up before SIGKILL."""
     POLL_SEC = 0.1
     """How long to listen for the marker between two SIGKILL rounds."""
-    STUCK_CPU_SEC = 0.3
-    """CPU the shell itself may use after the first SIGKILL round before it counts as stuck (see
+    STUCK_CPU_SEC = 0.2
+    """CPU the shell itself may use after the SIGINT before it counts as stuck (see
     ``StuckShell``): a shell that reports its command's end needs microseconds, a builtin loop
     burns it all."""
     STUCK_RESPAWNS = 3
@@ -276,13 +276,15 @@ class Shell:
         """Stop the command that timed out (see ``termrl.sandbox.interrupt``); the marker it ends on."""
         needles = [self._done, self._exit]
         command = f"cmd {self.jobs}".strip()
+        watch = StuckShell(self.STUCK_CPU_SEC, self.STUCK_RESPAWNS)
+        give_up = time.monotonic() + self.BACKSTOP_SEC
         report = await self._signal("INT", command)
+        if watch.stuck(report):  # waiting on earlier jobs, with no process of the command at all
+            return await self._kill_shell(cap)
         if report is not None and report.catching:  # let it clean up, as after a Ctrl-C
             found = await self._read_until(needles, time.monotonic() + self.GRACE_SEC, cap)
             if found is not None:
                 return found
-        watch = StuckShell(self.STUCK_CPU_SEC, self.STUCK_RESPAWNS)
-        give_up = time.monotonic() + self.BACKSTOP_SEC
         while True:
             found = await self._read_until(needles, time.monotonic() + self.POLL_SEC, cap)
             if found is not None:
