@@ -157,6 +157,7 @@ class StuckShell:
         self._first_cpu: float | None = None
         self._seen: set[int] = set()
         self._new_rounds = 0
+        self._waiting_rounds = 0
 
     def stuck(self, report: HelperReport | None) -> bool:
         """Whether this report shows the shell stuck; a missing report shows nothing."""
@@ -167,10 +168,14 @@ class StuckShell:
         elif report.signalled - self._seen:
             self._new_rounds += 1  # the shell started more processes after it was interrupted
         self._seen |= report.signalled
+        # Twice in a row: a shell seen between two commands of a list, just before it forks the
+        # next one, may already sleep in wait while the helper found no process of its.
+        waiting = report.waits_for_nothing_of_the_command
+        self._waiting_rounds = self._waiting_rounds + 1 if waiting else 0
         return (
             report.cpu_sec - self._first_cpu >= self.cpu_sec
             or self._new_rounds >= self.respawns
-            or report.waits_for_nothing_of_the_command
+            or self._waiting_rounds >= 2
         )
 
 

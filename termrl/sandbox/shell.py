@@ -250,7 +250,7 @@ class Shell:
             output = cap.text()
             if needle == self._done:
                 _, jobs, cwd = (rest.split(" ", 2) + ["", ""])[:3]
-                self.jobs = jobs.replace(",", " ").strip("- ")
+                self.jobs = " ".join(pid for pid in jobs.split(",") if pid.isdigit())
                 self.cwd = cwd or self.cwd
             else:  # the inner shell exited (exit, set -e, killed): start another one
                 await self._restart()
@@ -279,8 +279,7 @@ class Shell:
         watch = StuckShell(self.STUCK_CPU_SEC, self.STUCK_RESPAWNS)
         give_up = time.monotonic() + self.BACKSTOP_SEC
         report = await self._signal("INT", command)
-        if watch.stuck(report):  # waiting on earlier jobs, with no process of the command at all
-            return await self._kill_shell(cap)
+        watch.stuck(report)  # the first report: what later ones are compared with
         if report is not None and report.catching:  # let it clean up, as after a Ctrl-C
             found = await self._read_until(needles, time.monotonic() + self.GRACE_SEC, cap)
             if found is not None:
