@@ -1,10 +1,11 @@
 """How a timed-out command is stopped: the kill helper, its report, and when the shell is stuck.
 
-A command is the processes the shell started while running it. The shell
-prints, before each command, the pids of its children at that moment (its
-background jobs, ``Shell.exec``); everything else below the shell is the
-command: its foreground processes, what they started, and the background jobs
-it started itself. A timeout then goes, whatever any process ignores:
+A command is the processes the shell started while running it. The marker the
+shell prints after each command names its children at that moment, its
+background jobs (``Shell.jobs``); when the next command times out, everything
+else below the shell is that command: its foreground processes, what they
+started, and the background jobs it started itself. The timeout then goes,
+whatever any process ignores:
 
 1. SIGINT to the command's processes (``KILL_HELPER INT``). When one of them
    handles SIGINT (a Python script, a bash waiting for a child), it gets
@@ -17,9 +18,9 @@ it started itself. A timeout then goes, whatever any process ignores:
 
 "Stuck" is read from what the shell does, never from how long it is silent:
 it burns CPU itself (a builtin loop such as ``while :; do :; done``), it sleeps
-in ``wait`` with no process of the command left to reap (waiting on jobs the
-timeout leaves alone), or it keeps starting new processes (a loop of external
-commands). A shell that is merely slow to report, because a loaded machine has
+in ``wait`` with no process of the command left to reap, twice in a row (it
+waits on jobs the timeout leaves alone), or it keeps starting new processes (a
+loop of external commands). A shell that is merely slow to report, because a loaded machine has
 not scheduled it since its child died, does none of those: its CPU time stands
 still and its dead child waits to be reaped. It is never killed for that, however
 long it takes (up to ``Shell.BACKSTOP_SEC``, for a shell that shows no sign at all).
