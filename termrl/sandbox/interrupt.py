@@ -7,9 +7,10 @@ else below the shell is that command: its foreground processes, what they
 started, and the background jobs it started itself. The timeout then goes,
 whatever any process ignores:
 
-1. SIGINT to the command's processes (``KILL_HELPER INT``). When one of them
+1. SIGINT to the command's processes (``KILL_HELPER INT:MS``). When one of them
    handles SIGINT (a Python script, a bash waiting for a child), it gets
-   ``Shell.GRACE_SEC`` to clean up; otherwise there is nothing to wait for.
+   ``Shell.GRACE_SEC`` to clean up, and the same helper run then SIGKILLs what
+   still runs; otherwise there is nothing to wait for.
 2. SIGKILL to the command's processes (``KILL_HELPER KILL``), repeated until the
    shell prints its marker. Each round, SIGINT's too, reports on the shell, and
    ``StuckShell`` reads the reports.
@@ -35,51 +36,83 @@ __all__ = ["KILL_HELPER", "HelperReport", "StuckShell", "run_kill_helper"]
 
 # Runs where the shell's /proc is (inside the sandbox for podman and Kubernetes, on the host for
 # bwrap), bash only (no procps): kill-helper SIG ROOT MODE. ROOT is the shell's pid as the helper
-# sees it. MODE "cmd PID...": the command's processes, i.e. ROOT's descendants except the subtrees of
+# sees it. SIG "INT:MS": SIGINT, and SIGKILL after MS milliseconds to what handles it and still runs
+# (one run: a podman exec costs a third of a second). MODE "cmd PID...": the command's processes, i.e. ROOT's descendants except the subtrees of
 # the children named (pids in the shell's own pid namespace: NSpid's last field); "all": ROOT first
 # (a shell killed first cannot print a marker afterwards), then every descendant.
 # Prints one line: the shell's state, CPU ticks (utime + stime, 1/100 s), wait channel, zombie
 # children, how many signalled processes handle SIGINT, and the pids signalled.
 KILL_HELPER = r"""
 exec 2>/dev/null
-sig=$1 root=$2 mode=$3
-declare -A kids keep
-for d in /proc/[0-9]*; do
-  read -r line < "$d/stat" || continue
-  rest=${line##*) }
-  set -- $rest
-  kids[$2]+=" ${d#/proc/}"
-done
-todo=() found=()
-if [ "$mode" = all ]; then
-  found=("$root") todo=(${kids[$root]})
-else
+sig=$1 root=$2 mode=$3 grace=0
+case $sig in INT:*) grace=${sig#INT:} sig=INT ;; esac
+declare -A keep
+if [ "$mode" != all ]; then
   set -- $mode
   shift
   for p; do keep[$p]=1; done
-  for c in ${kids[$root]}; do
-    ns=$c
-    while read -r k v; do
-      [ "$k" = NSpid: ] && { ns=${v##*[[:space:]]}; break; }
-    done < "/proc/$c/status"
-    [ -n "${keep[$ns]}" ] || todo+=("$c")
-  done
 fi
-while ((${#todo[@]})); do
-  p=${todo[0]}; todo=("${todo[@]:1}"); found+=("$p"); todo+=(${kids[$p]})
-done
-signalled=() catching=0 zombies=0
-for p in "${found[@]}"; do
-  read -r line < "/proc/$p/stat" || continue
-  rest=${line##*) }
-  [ "${rest%% *}" = Z ] && continue
-  if [ "$sig" = INT ]; then
-    while read -r k v; do
-      [ "$k" = SigCgt: ] && { ((16#$v & 2)) && ((catching += 1)); break; }
-    done < "/proc/$p/status"
+scan() {  # found: the processes to signal
+  local d line rest c ns k v p todo=()
+  kids=() found=()
+  for d in /proc/[0-9]*; do
+    read -r line < "$d/stat" || continue
+    rest=${line##*) }
+    set -- $rest
+    kids[$2]+=" ${d#/proc/}"
+  done
+  if [ "$mode" = all ]; then
+    found=("$root") todo=(${kids[$root]})
+  else
+    for c in ${kids[$root]}; do
+      ns=$c
+      while read -r k v; do
+        [ "$k" = NSpid: ] && { ns=${v##*[[:space:]]}; break; }
+      done < "/proc/$c/status"
+      [ -n "${keep[$ns]}" ] || todo+=("$c")
+    done
   fi
-  kill -s "$sig" "$p" && signalled+=("$p")
-done
+  while ((${#todo[@]})); do
+    p=${todo[0]}; todo=("${todo[@]:1}"); found+=("$p"); todo+=(${kids[$p]})
+  done
+}
+send() {  # $1 to the live ones among found: signalled, and how many handle SIGINT (catching)
+  local p line rest k v
+  signalled=()
+  for p in "${found[@]}"; do
+    read -r line < "/proc/$p/stat" || continue
+    rest=${line##*) }
+    [ "${rest%% *}" = Z ] && continue
+    if [ "$1" = INT ]; then
+      while read -r k v; do
+        [ "$k" = SigCgt: ] && { ((16#$v & 2)) && ((catching += 1)); break; }
+      done < "/proc/$p/status"
+    fi
+    kill -s "$1" "$p" && signalled+=("$p")
+  done
+}
+alive() {  # whether a signalled process still runs
+  local p line rest
+  for p in "${signalled[@]}"; do
+    read -r line < "/proc/$p/stat" || continue
+    rest=${line##*) }
+    [ "${rest%% *}" = Z ] || return 0
+  done
+  return 1
+}
+now_ms() {
+  if [ -n "$EPOCHREALTIME" ]; then ms=${EPOCHREALTIME/[.,]/}; ms=$((10#$ms / 1000)); else ms=$((SECONDS * 1000)); fi
+}
+declare -A kids
+catching=0
+scan
+send "$sig"
+if ((grace > 0 && catching > 0)); then  # INT:ms: they may clean up that long, then SIGKILL
+  now_ms; end=$((ms + grace))
+  while alive && now_ms && ((ms < end)); do sleep 0.05 || break; done
+  alive && { scan; send KILL; }
+fi
+zombies=0
 for c in ${kids[$root]}; do
   read -r line < "/proc/$c/stat" || continue
   rest=${line##*) }

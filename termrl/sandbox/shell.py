@@ -78,7 +78,7 @@ RESTART_NOTICE = (
 )
 
 SignalHook = Callable[[int, str, str], Awaitable[str]]
-"""signal(shell_pid, "INT" | "KILL", "cmd PID..." | "all"): run ``KILL_HELPER`` where the shell's
+"""signal(shell_pid, "INT:MS" | "KILL", "cmd PID..." | "all"): run ``KILL_HELPER`` where the shell's
 /proc is, with the shell's pid as seen there; returns what the helper printed."""
 
 
@@ -278,12 +278,9 @@ class Shell:
         command = f"cmd {self.jobs}".strip()
         watch = StuckShell(self.STUCK_CPU_SEC, self.STUCK_RESPAWNS)
         give_up = time.monotonic() + self.BACKSTOP_SEC
-        report = await self._signal("INT", command)
+        # As after a Ctrl-C, what handles SIGINT may clean up for GRACE_SEC before its SIGKILL.
+        report = await self._signal(f"INT:{round(self.GRACE_SEC * 1000)}", command)
         watch.stuck(report)  # the first report: what later ones are compared with
-        if report is not None and report.catching:  # let it clean up, as after a Ctrl-C
-            found = await self._read_until(needles, time.monotonic() + self.GRACE_SEC, cap)
-            if found is not None:
-                return found
         while True:
             found = await self._read_until(needles, time.monotonic() + self.POLL_SEC, cap)
             if found is not None:
