@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from termrl.errors import SandboxDied
 from termrl.sandbox import procs
 from termrl.sandbox.fresh import UnknownUser, enter, fresh_argv, fresh_env, user_ids
+from termrl.sandbox.interrupt import run_kill_helper
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
 from termrl.sandbox.shell import ProcessChannel
@@ -119,14 +120,8 @@ class BwrapSandbox(Sandbox):
                 raise SandboxDied(f"sandbox {self.name} has no process {ns_pid}")
         return self._host_pids[ns_pid]
 
-    async def signal(self, pid: int, sig: str, mode: str) -> None:
-        root = self.host_pid(pid)
-        targets = _descendants(root) + ([root] if mode == "all" else [])
-        for target in targets:
-            if mode == "fg" and int(_status_field(target, "SigIgn") or "0", 16) & 2:
-                continue  # a background job: non-interactive bash made it ignore SIGINT
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(target, getattr(signal, "SIG" + sig))
+    async def signal(self, pid: int, sig: str, mode: str) -> str:
+        return await run_kill_helper(sig, self.host_pid(pid), mode)  # the host's /proc sees it all
 
     def _root_fd(self) -> int:
         # The supervisor: bwrap's pid 1 in the sandbox forks it as pid 2.

@@ -218,8 +218,8 @@ class KubernetesSandbox(Sandbox):
             raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
         return code, b"".join(out).decode(errors="replace")
 
-    async def signal(self, pid: int, sig: str, mode: str) -> None:
-        await asyncio.to_thread(self._exec, KILL_HELPER, sig, str(pid), mode)
+    async def signal(self, pid: int, sig: str, mode: str) -> str:
+        return (await asyncio.to_thread(self._exec, KILL_HELPER, sig, str(pid), mode))[1]
 
     async def put_archive(self, archive: bytes) -> None:
         # The archive travels inside commands (exec streams cannot half-close

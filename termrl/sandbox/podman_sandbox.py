@@ -104,7 +104,7 @@ class PodmanSandbox(Sandbox):
         self._init_pid: int | None = None
         self._config_env: dict[str, str] | None = None
 
-    async def signal(self, pid: int, sig: str, mode: str) -> None:
+    async def signal(self, pid: int, sig: str, mode: str) -> str:
         argv = [
             self.binary,
             "exec",
@@ -117,7 +117,7 @@ class PodmanSandbox(Sandbox):
             str(pid),
             mode,
         ]
-        await run_cli(argv, timeout=30)
+        return (await run_cli(argv, timeout=30))[1].decode(errors="replace")
 
     async def put_archive(self, archive: bytes) -> None:
         code, out = await run_cli(

@@ -85,8 +85,8 @@ class Sandbox(ABC):
     backend: str
 
     @abstractmethod
-    async def signal(self, pid: int, sig: str, mode: str) -> None:
-        """Send ``sig`` to the shell ``pid``'s descendants (see ``shell.KILL_HELPER``)."""
+    async def signal(self, pid: int, sig: str, mode: str) -> str:
+        """Run ``KILL_HELPER`` on the shell ``pid``'s processes; what it printed (``shell.SignalHook``)."""
 
     @abstractmethod
     async def put_archive(self, archive: bytes) -> None:

@@ -8,21 +8,25 @@ fresh one whenever it exits, so ``exit`` or ``set -e`` in an agent's command
 cost the shell's variables, never the sandbox:
 
     host ──stdin──►  supervisor (bash -c) ─► inner bash ─► eval '<command>' </dev/null
-         ◄─stdout──  output…  \\n__TERMRL_<token> <status> <cwd>\\n
+         ◄─stdout──  output…  \\n__TERMRL_<token> <status> <job pids, comma-separated> <cwd>\\n
 
 One exec writes a single line: ``eval`` of the quoted command (parse errors
 stay inside eval; cd/export/background jobs persist because eval runs in the
 shell itself; stdin is /dev/null so a command cannot eat the protocol), then a
-``printf`` of a per-shell random token with ``$?`` and ``$PWD``. The token's
-two halves are separate printf arguments, so ``set -x`` tracing never prints
-it. Output is everything before the marker, capped by ``OutputCap``.
+``printf`` of a per-shell random token with ``$?``, the shell's children at that
+moment (its background jobs, from ``/proc/$$/task/$$/children``, or ``jobs -p``
+where the kernel has no such file) and ``$PWD``. The marker's steps run with
+stderr, where ``set -x`` traces, sent to /dev/null, and the token's two halves
+are separate printf arguments, so tracing never prints it. Output is everything
+before the marker, capped by ``OutputCap``.
 
-A command past its timeout is interrupted in escalating steps through the
-backend's ``signal`` hook: SIGINT to the shell's foreground descendants
-(background jobs ignore SIGINT in a non-interactive shell, so they survive),
-then SIGKILL to them, and finally the inner shell itself is killed and a new
-one started in the last known working directory (variables are lost then;
-the command's output ends with ``RESTART_NOTICE`` so the agent knows).
+A command past its timeout is stopped by what it is, its processes, not by the
+signals they ignore (``termrl.sandbox.interrupt``): SIGINT to them, then SIGKILL
+to them and everything they started; the background jobs of earlier commands
+and the shell are left alone, so variables and jobs survive. Only a shell that
+is itself stuck (a builtin loop, a ``wait`` on jobs) is killed, and a new one
+started in the last known working directory; the output of the command that
+timed out then ends with ``RESTART_NOTICE``, on every backend.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 from termrl.errors import ExecTimeout, SandboxDied
+from termrl.sandbox.interrupt import KILL_HELPER, HelperReport, StuckShell
 
 __all__ = [
     "Channel",
@@ -61,49 +66,20 @@ while :; do
 done
 """
 
-# Runs inside the sandbox (bash only, no procps): kill-helper SIG ROOT MODE.
-# MODE fg: ROOT's descendants that do not ignore SIGINT (background jobs of a
-# non-interactive shell do); all: every descendant and ROOT itself.
-KILL_HELPER = r"""
-sig=$1 root=$2 mode=$3
-declare -A kids
-for d in /proc/[0-9]*; do
-  read -r line 2>/dev/null < "$d/stat" || continue
-  rest=${line##*) }
-  set -- $rest
-  kids[$2]+=" ${d#/proc/}"
-done
-todo=(${kids[$root]}) found=()
-while ((${#todo[@]})); do
-  p=${todo[0]}; todo=("${todo[@]:1}"); found+=("$p"); todo+=(${kids[$p]})
-done
-[ "$mode" = all ] && found+=("$root")
-for p in "${found[@]}"; do
-  if [ "$mode" = fg ]; then
-    skip=0
-    while read -r k v; do
-      [ "$k" = SigIgn: ] && { ((16#$v & 2)) && skip=1; break; }
-    done 2>/dev/null < "/proc/$p/status"
-    ((skip)) && continue
-  fi
-  kill -s "$sig" "$p" 2>/dev/null
-done
-exit 0
-"""
-
 DEFAULT_SIGINT = ("env", "--default-signal=INT")
 """Prefix of a command that starts a supervisor on this host. A caller that ignores SIGINT (a
 background job of a script, work started under nohup) passes that on to every child, and a
 non-interactive bash cannot undo a signal ignored on entry: a timeout's SIGINT would then reach
-no command, and every timeout would kill the shell with the agent's background jobs."""
+no command, and none could clean up (a Python script's ``finally``) before the SIGKILL."""
 
 RESTART_NOTICE = (
     "[the shell exited; a new one started in {cwd}: "
     "shell variables, functions and background jobs are gone]\n"
 )
 
-SignalHook = Callable[[int, str, str], Awaitable[None]]
-"""signal(shell_pid, "INT" | "KILL", "fg" | "all"): deliver a signal inside the sandbox."""
+SignalHook = Callable[[int, str, str], Awaitable[str]]
+"""signal(shell_pid, "INT:MS" | "KILL", "cmd PID..." | "all"): run ``KILL_HELPER`` where the shell's
+/proc is, with the shell's pid as seen there; returns what the helper printed."""
 
 
 def shell_quote(text: str) -> str:
@@ -192,11 +168,19 @@ class Shell:
     """The exec protocol over one supervisor channel. One command at a time."""
 
     GRACE_SEC = 1.0
-    FG_KILLED_SEC = 10.0
-    """After SIGKILL to the command's processes, how long the shell gets to print its marker before
-    it is killed too (with the agent's variables and jobs). Only a shell that is itself stuck (a
-    builtin loop, a ``wait`` on jobs that ignore SIGINT) waits it all; a loaded machine can take
-    seconds to schedule a shell whose child just died, and killing it then loses its state."""
+    """After SIGINT, how long a process that handles it gets to clean up before SIGKILL."""
+    POLL_SEC = 0.1
+    """How long to listen for the marker between two SIGKILL rounds."""
+    STUCK_CPU_SEC = 0.2
+    """CPU the shell itself may use after the SIGINT before it counts as stuck (see
+    ``StuckShell``): a shell that reports its command's end needs microseconds, a builtin loop
+    burns it all."""
+    STUCK_RESPAWNS = 3
+    """SIGKILL rounds that may find processes the shell started after being interrupted (a loop
+    of commands) before the shell counts as stuck."""
+    BACKSTOP_SEC = 30.0
+    """The shell is killed anyway when it has neither reported nor shown it is stuck this long
+    after the timeout: it makes no progress at all (stopped, blocked in the kernel)."""
     READY_TIMEOUT_SEC = 30.0
 
     def __init__(self, channel: Channel, token: str, signal: SignalHook, *, output_limit: int):
@@ -208,6 +192,8 @@ class Shell:
         self.start_dir: str = "/"
         self.cwd: str | None = None
         self.restarts = 0
+        self.jobs = ""
+        """The shell's children when it last reported, its background jobs: a timeout spares them."""
         self._buf = bytearray()
         self._lock = asyncio.Lock()
         tok = token.encode()
@@ -243,6 +229,7 @@ class Shell:
             raise SandboxDied("the sandbox shell did not start in time", log_tail=seen.text())
         pid, _, start_dir = found[1].partition(" ")
         self.pid = int(pid)
+        self.jobs = ""
         if self.restarts == 0:
             # The image's WORKDIR (or the spec's): where tests run, whatever the agent cd'ed to.
             self.start_dir = start_dir.strip() or "/"
@@ -251,22 +238,20 @@ class Shell:
         """Run ``command``; returns (output, exit status or None, timed_out, truncated)."""
         async with self._lock:
             cap = OutputCap(self.output_limit)
-            line = (
-                f"eval {shell_quote(command)} </dev/null; "
-                f'printf \'\\n%s%s %d %s\\n\' __TERMRL_ {self.token} "$?" "$PWD"\n'
-            )
-            await self.channel.write(line.encode())
+            await self.channel.write(self._command_line(command))
             found = await self._read_until(
                 [self._done, self._exit], time.monotonic() + timeout, cap
             )
             timed_out = found is None
-            if timed_out:
+            if found is None:
                 found = await self._interrupt(cap)
             needle, rest = found
             status = int(rest.split(" ", 1)[0])
-            output = self._untraced(cap.text())
+            output = cap.text()
             if needle == self._done:
-                self.cwd = rest.split(" ", 1)[1] if " " in rest else self.cwd
+                _, jobs, cwd = (rest.split(" ", 2) + ["", ""])[:3]
+                self.jobs = " ".join(pid for pid in jobs.split(",") if pid.isdigit())
+                self.cwd = cwd or self.cwd
             else:  # the inner shell exited (exit, set -e, killed): start another one
                 await self._restart()
                 # Tell the agent: its next command runs without the variables it set.
@@ -274,32 +259,55 @@ class Shell:
                 output += sep + RESTART_NOTICE.format(cwd=self.cwd or self.start_dir)
             return output, None if timed_out else status, timed_out, cap.truncated
 
-    def _untraced(self, output: str) -> str:
-        """Drop the `set -x` trace of our own marker printf (the command's last line)."""
-        cut = output.rfind("\n", 0, len(output) - 1) + 1
-        if f"__TERMRL_ {self.token} " in output[cut:]:
-            return output[:cut]
-        return output
+    def _command_line(self, command: str) -> bytes:
+        """``command``, then the marker with its status, the shell's children (its background jobs,
+        what the next command's timeout leaves alone) and its directory. Inside ``{ } 2>/dev/null``
+        `set -x` traces none of the marker's steps into the output."""
+        children = "/proc/$$/task/$$/children"  # or `jobs -p`, where the kernel has no such file
+        return (
+            f"eval {shell_quote(command)} </dev/null; {{ __termrl_status=$? __termrl_jobs=; "
+            f"if [ -r {children} ]; then read -r -d '' __termrl_jobs < {children} || :; "
+            f"else __termrl_jobs=$(jobs -p); fi; __termrl_jobs=${{__termrl_jobs//[!0-9]/,}}; "
+            f"printf '\\n%s%s %d %s %s\\n' __TERMRL_ {self.token} "
+            f'"$__termrl_status" "${{__termrl_jobs:--}}" "$PWD"; }} 2>/dev/null\n'
+        ).encode()
 
     async def _interrupt(self, cap: OutputCap) -> tuple[bytes, str]:
-        if self.pid is None:
-            raise SandboxDied("the sandbox shell has no pid")
-        for sig, wait in (("INT", self.GRACE_SEC), ("KILL", self.FG_KILLED_SEC)):
-            await self.signal(self.pid, sig, "fg")
-            found = await self._read_until([self._done, self._exit], time.monotonic() + wait, cap)
+        """Stop the command that timed out (see ``termrl.sandbox.interrupt``); the marker it ends on."""
+        needles = [self._done, self._exit]
+        command = f"cmd {self.jobs}".strip()
+        watch = StuckShell(self.STUCK_CPU_SEC, self.STUCK_RESPAWNS)
+        give_up = time.monotonic() + self.BACKSTOP_SEC
+        # As after a Ctrl-C, what handles SIGINT may clean up for GRACE_SEC before its SIGKILL.
+        report = await self._signal(f"INT:{round(self.GRACE_SEC * 1000)}", command)
+        watch.stuck(report)  # the first report: what later ones are compared with
+        while True:
+            found = await self._read_until(needles, time.monotonic() + self.POLL_SEC, cap)
             if found is not None:
                 return found
-        # Stuck in a builtin loop or behind a process that ignores SIGINT:
-        # kill the inner shell with everything it started.
-        await self.signal(self.pid, "KILL", "all")
-        found = await self._read_until(
-            [self._done, self._exit], time.monotonic() + 5 * self.GRACE_SEC, cap
-        )
-        if found is None:
-            raise ExecTimeout(
-                "the command ran past its timeout and the shell could not be recovered"
-            )
-        return found
+            if watch.stuck(await self._signal("KILL", command)) or time.monotonic() > give_up:
+                return await self._kill_shell(cap)
+
+    async def _signal(self, sig: str, mode: str) -> HelperReport | None:
+        if self.pid is None:
+            raise SandboxDied("the sandbox shell has no pid")
+        try:
+            return HelperReport.parse(await self.signal(self.pid, sig, mode))
+        except SandboxDied:
+            return None  # the shell is gone: the channel says whether the sandbox is too
+
+    async def _kill_shell(self, cap: OutputCap) -> tuple[bytes, str]:
+        """Kill the stuck shell with everything it started; the supervisor's line that it exited."""
+        await self._signal("KILL", "all")
+        deadline = time.monotonic() + self.READY_TIMEOUT_SEC
+        while True:
+            found = await self._read_until([self._done, self._exit], deadline, cap)
+            if found is None:
+                raise ExecTimeout(
+                    "the command ran past its timeout and the shell could not be recovered"
+                )
+            if found[0] == self._exit:  # a marker printed as it was killed: its exit line follows
+                return found
 
     async def _restart(self) -> None:
         self.restarts += 1

@@ -14,9 +14,9 @@ import signal
 import pytest
 
 from termrl.errors import SandboxDied
+from termrl.sandbox.interrupt import run_kill_helper
 from termrl.sandbox.shell import (
     DEFAULT_SIGINT,
-    KILL_HELPER,
     RESTART_NOTICE,
     SUPERVISOR,
     OutputCap,
@@ -26,11 +26,8 @@ from termrl.sandbox.shell import (
 )
 
 
-async def _local_signal(pid: int, sig: str, mode: str) -> None:
-    helper = await asyncio.create_subprocess_exec(
-        "bash", "-c", KILL_HELPER, "kill-helper", sig, str(pid), mode
-    )
-    await helper.wait()
+async def _local_signal(pid: int, sig: str, mode: str) -> str:
+    return await run_kill_helper(sig, pid, mode)
 
 
 @pytest.fixture
@@ -161,3 +158,35 @@ async def test_dead_supervisor_raises_sandbox_died(shell):
     os.killpg(shell.channel.process.pid, signal.SIGKILL)
     with pytest.raises(SandboxDied):
         await shell.exec("echo never", 5)
+
+
+async def test_the_marker_names_the_background_jobs(shell, tmp_path):
+    await shell.exec(f"sleep 300 & echo $! > {tmp_path}/bg.pid", 5)
+    assert shell.jobs.split() == [(tmp_path / "bg.pid").read_text().strip()]
+
+
+async def test_timeout_kills_what_the_command_started_and_spares_earlier_jobs(shell, tmp_path):
+    """Whatever they ignore: the command's own processes go, its background jobs too (they are
+    part of it); the jobs of earlier commands stay."""
+    await shell.exec(f"sleep 300 & echo $! > {tmp_path}/earlier.pid", 5)
+    command = f"trap '' INT TERM; sleep 301 & echo $! > {tmp_path}/own.pid; sleep 302"
+    output, code, timed_out, _ = await shell.exec(command, 0.5)
+    assert (code, timed_out) == (None, True) and "shell exited" not in output
+    alive = "for f in earlier own; do kill -0 $(cat {0}/$f.pid) 2>/dev/null && echo $f; done"
+    assert (await shell.exec(alive.format(tmp_path), 5))[0] == "earlier\n"
+    assert shell.restarts == 0
+
+
+async def test_timeout_in_wait_on_an_earlier_job_restarts_the_shell(shell):
+    await shell.exec("cd /tmp; sleep 300 &", 5)
+    output, code, timed_out, _ = await shell.exec("wait", 0.3)
+    assert (output, code, timed_out) == (RESTART_NOTICE.format(cwd="/tmp"), None, True)
+    assert shell.restarts == 1 and shell.jobs == ""
+
+
+async def test_timeout_in_a_loop_of_commands_restarts_the_shell(shell):
+    """Each SIGKILL ends one `sleep` and the loop starts the next: the shell itself is stuck."""
+    await shell.exec("cd /tmp", 5)
+    output, _, timed_out, _ = await shell.exec("while :; do sleep 100; done", 0.3)
+    assert timed_out and output.endswith(RESTART_NOTICE.format(cwd="/tmp"))
+    assert shell.restarts == 1
