@@ -195,19 +195,22 @@ def decode(
 def chunk_mismatch(
     model: Any, prompts: list[list[int]], tokens: list[list[int]], logps: list[list[float]]
 ) -> list[float]:
-    """Per row, mean |log π − log μ| over its response; π from the fp32 model's full forward."""
-    out = []
+    """Per row, mean |log π − log μ| over its response; π from the fp32 model's forward.
+
+    The prompts' KV comes from a fresh prefill (as the trainer's shared prefix does); the
+    model then runs each row's last prompt token and response in one batched forward.
+    """
+    cache, last = prefill(model, prompts)
+    start = len(prompts[0]) - 1
+    fed = torch.cat([last[:, None], torch.tensor(tokens)[:, :-1]], dim=1)  # [B, S]
     with torch.inference_mode():
-        for prompt, toks, mu in zip(prompts, tokens, logps, strict=True):
-            # The last sampled token was never fed: its log μ came from the step before.
-            logits = model(torch.tensor([prompt + toks[:-1]]), logits_to_keep=len(toks)).logits[0]
-            pi = (
-                torch.log_softmax(logits.float(), -1)
-                .gather(-1, torch.tensor(toks)[:, None])
-                .squeeze(-1)
-            )
-            out.append(float((pi - torch.tensor(mu)).abs().mean()))
-    return out
+        logits = model(
+            fed,
+            position_ids=torch.arange(start, start + fed.shape[1])[None].repeat(len(prompts), 1),
+            past_key_values=cache,
+        ).logits  # [B, S, V]
+    pi = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(tokens)[..., None])[..., 0]
+    return (pi - torch.tensor(logps)).abs().mean(dim=1).tolist()
 
 
 def floor_rate(
@@ -246,7 +249,10 @@ def main() -> None:
     parser.add_argument(
         "--compile", action="store_true", help="also measure torch.compile of the step"
     )
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     path = prepare_default_model()
     tokenizer = load_tokenizer(path)
@@ -327,7 +333,7 @@ def report(rates, floors, mismatch, args, fp32_bytes, kv_per_token, bandwidth) -
             line += f"{min(ratios):6.0%}-{max(ratios):.0%}".rjust(12)
         m = mismatch.get(name)
         if m:
-            line += f"   {statistics.mean(m):.5f} {max(m):.5f}"
+            line += f"   {statistics.mean(m):.2e} {max(m):.2e}"
         print(line)
     print("ratio: decode tok/s / the floor of that way's own weight bytes (bf16 halves them);")
     print("ranges are min-max over the rounds; the trainer masks chunks above 0.5 nats.")
