@@ -213,6 +213,13 @@ def chunk_mismatch(
     return (pi - torch.tensor(logps)).abs().mean(dim=1).tolist()
 
 
+def record(rates, ratios, gains, name, rows, rate, floor) -> None:  # noqa: ANN001
+    """Keep one measurement with its ratio to its floor and to hf-forward of the same round."""
+    rates.setdefault((name, rows), []).append(rate)
+    ratios.setdefault((name, rows), []).append(rate / floor)
+    gains.setdefault((name, rows), []).append(rate / rates[("hf-forward", rows)][-1])
+
+
 def floor_rate(
     decoder_bytes: int, kv_bytes_per_token: int, rows: int, context: float, bandwidth: float
 ) -> float:
@@ -277,66 +284,67 @@ def main() -> None:
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8))
     rates: dict[tuple[str, int], list[float]] = {}
-    floors: dict[tuple[str, int], float] = {}
+    ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at that round's bandwidth
+    gains: dict[tuple[str, int], list[float]] = {}  # to hf-forward in the same round
     mismatch: dict[str, list[float]] = {}
     engine = ContinuousEngine(path, max_batch_size=max(args.batches))
     context = args.context + args.steps / 2
     for round_ in range(args.repeats):
+        bandwidth = read_bandwidth() if round_ else bandwidth
         for rows in args.batches:
             prompts = make_prompts(tokenizer, rows, args.context)
             for name, (options, sampler) in ways.items():
-                cache, last = prefill(model, prompts)
-                step, decoder = stepper(model, cache, args.context - 1, options)
                 if options and options.get("compile"):
+                    cache, last = prefill(model, prompts)
+                    step, _ = stepper(model, cache, args.context - 1, options)
                     started = time.perf_counter()
-                    decode(
-                        step, sampler, last, args.context - 1, 2
-                    )  # compiles (or loads the cache)
+                    decode(step, sampler, last, args.context - 1, 2)  # compiles or loads the cache
                     took = time.perf_counter() - started
                     print(
                         f"  torch.compile of the step: {took:.1f} s (round {round_}, batch {rows})"
                     )
-                    cache, last = prefill(model, prompts)
-                    step, decoder = stepper(model, cache, args.context - 1, options)
+                cache, last = prefill(model, prompts)
+                step, decoder = stepper(model, cache, args.context - 1, options)
                 seconds, tokens, logps = decode(step, sampler, last, args.context - 1, args.steps)
-                rates.setdefault((name, rows), []).append(rows * args.steps / seconds)
                 wbytes = weight_bytes(decoder) if decoder is not None else fp32_bytes
-                floors[(name, rows)] = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
+                floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
+                record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor)
                 if rows == 8 and round_ == 0:
                     mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
-            rates.setdefault(("engine", rows), []).append(engine_rate(engine, prompts, args.steps))
-            floors[("engine", rows)] = floor_rate(
-                fp32_bytes, kv_per_token, rows, context, bandwidth
-            )
-    report(rates, floors, mismatch, args, fp32_bytes, kv_per_token, bandwidth)
+            floor = floor_rate(fp32_bytes, kv_per_token, rows, context, bandwidth)
+            rate = engine_rate(engine, prompts, args.steps)
+            record(rates, ratios, gains, "engine", rows, rate, floor)
+    report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth)
 
 
-def report(rates, floors, mismatch, args, fp32_bytes, kv_per_token, bandwidth) -> None:  # noqa: ANN001
+def report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth) -> None:  # noqa: ANN001
     print(f"weights {fp32_bytes / 1e9:.2f} GB fp32; context {args.context} + {args.steps} steps")
     for rows in args.batches:
         kv = kv_per_token * rows * (args.context + args.steps / 2)
         fl = floor_rate(fp32_bytes, kv_per_token, rows, args.context + args.steps / 2, bandwidth)
         print(
-            f"batch {rows}: KV {kv / 1e9:.2f} GB a step; fp32 floor {fl:.1f} tok/s ({1000 * rows / fl:.0f} ms/step)"
+            f"batch {rows}: KV {kv / 1e9:.2f} GB a step; fp32 floor {fl:.1f} tok/s "
+            f"({1000 * rows / fl:.0f} ms/step) at the last round's {bandwidth / 1e9:.1f} GB/s"
         )
     names = list(dict.fromkeys(name for name, _ in rates))
-    header = "way".ljust(12) + "".join(
-        f"{'b' + str(b) + ' tok/s':>16}{'/floor':>12}" for b in args.batches
+    print(
+        "way".ljust(11)
+        + "".join(f"  b{b}: tok/s (range)   /floor    x hf-fwd" for b in args.batches)
+        + "   mismatch b8 nats/chunk (mean, max)"
     )
-    print(header + "   mismatch b8 (nats/chunk, mean max)")
     for name in names:
-        line = name.ljust(12)
+        line = name.ljust(11)
         for rows in args.batches:
-            got = rates[(name, rows)]
-            ratios = [r / floors[(name, rows)] for r in got]
-            line += f"{statistics.mean(got):10.1f} ({min(got):.0f}-{max(got):.0f})"[:16].rjust(16)
-            line += f"{min(ratios):6.0%}-{max(ratios):.0%}".rjust(12)
+            got, rat, gain = rates[(name, rows)], ratios[(name, rows)], gains[(name, rows)]
+            line += f"  {statistics.mean(got):7.1f} ({min(got):.0f}-{max(got):.0f})".ljust(23)
+            line += f"{min(rat):4.0%}-{max(rat):<4.0%}  {min(gain):4.1f}-{max(gain):<4.1f}"
         m = mismatch.get(name)
         if m:
-            line += f"   {statistics.mean(m):.2e} {max(m):.2e}"
+            line += f"   {statistics.mean(m):.1e} {max(m):.1e}"
         print(line)
-    print("ratio: decode tok/s / the floor of that way's own weight bytes (bf16 halves them);")
-    print("ranges are min-max over the rounds; the trainer masks chunks above 0.5 nats.")
+    print("/floor: tok/s over the floor of that way's own weight bytes (bf16 halves them) at the")
+    print("round's bandwidth; x hf-fwd: over hf-forward in the same round; ranges over the rounds.")
+    print("The trainer masks chunks above 0.5 nats.")
 
 
 if __name__ == "__main__":
