@@ -82,22 +82,12 @@ class SlotDecoder:
         self.layers = [
             (
                 layer.input_layernorm.weight.detach().float(),
-                torch.cat(
-                    [
-                        layer.self_attn.q_proj.weight,
-                        layer.self_attn.k_proj.weight,
-                        layer.self_attn.v_proj.weight,
-                    ]
-                )
-                .detach()
-                .to(wdt)
-                .contiguous(),  # [(H + 2 H_kv) D, E]
+                _fused(
+                    [layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], wdt
+                ),
                 layer.self_attn.o_proj.weight.detach().to(wdt).contiguous(),  # [E, H D]
                 layer.post_attention_layernorm.weight.detach().float(),
-                torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight])
-                .detach()
-                .to(wdt)
-                .contiguous(),  # [2 I, E]
+                _fused([layer.mlp.gate_proj, layer.mlp.up_proj], wdt),  # [2 I, E]
                 layer.mlp.down_proj.weight.detach().to(wdt).contiguous(),  # [E, I]
             )
             for layer in inner.layers
@@ -191,6 +181,24 @@ class SlotDecoder:
         if started:
             self.compile_sec = time.perf_counter() - started
         return logits
+
+
+def _fused(linears: list[Any], dtype: Any) -> Any:
+    """The linears' weights stacked in one [sum of outputs, in] matrix of ``dtype``.
+
+    In the model's own type the linears then use row blocks of it (views), so the model
+    (which still runs the prefill) and the step share one copy of the weights.
+    """
+    import torch
+
+    fused = torch.cat([linear.weight.detach() for linear in linears]).to(dtype).contiguous()
+    if fused.dtype == linears[0].weight.dtype:
+        start = 0
+        for linear in linears:
+            rows = linear.weight.shape[0]
+            linear.weight.data = fused[start : start + rows]
+            start += rows
+    return fused
 
 
 def _rms_norm(x: Any, weight: Any, eps: float) -> Any:
