@@ -12,11 +12,13 @@ changes it between decode steps:
                               one decode forward for the rest
                              repeat while any row is running or waiting
 
-Rows are left-padded in one KV cache (a transformers ``DynamicCache`` whose
-layer tensors are cut and padded as rows come and go); each row keeps its
-own positions, so padding does not shift it. Each request has its own
-``torch.Generator`` (seeded when its params carry a seed), so a seeded
-request samples the same tokens whatever else runs beside it.
+The prompt is prefilled by the transformers model; the decode steps run
+``termrl.llm.decode_step``: a static KV cache with one slot per row (row i's
+tokens at columns 0..len-1 of slot i, written in place), fused weights and
+one function per step, bound by memory rather than by Python. Each request
+has its own ``torch.Generator`` (seeded when its params carry a seed), so a
+seeded request samples the same tokens whatever else runs beside it; the
+softmax and top-k/top-p run once for the rows that share their settings.
 
 KV reuse: a finished row's keys and values go into a ``PrefixCache``; a new
 prompt that extends a stored sequence (the same episode's next turn, or just
@@ -45,17 +47,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from termrl.errors import ModelError
+from termrl.llm.decode_step import SlotDecoder
 from termrl.llm.engine import (
     FinishReason,
     Generation,
     ParamsArg,
     Prompt,
     SamplingParams,
+    TurnEnd,
     per_prompt_params,
     prompt_token_ids,
 )
-from termrl.llm.hf_engine import TransformersEngine, sample_next
-from termrl.llm.prefix_cache import KV, PrefixCache
+from termrl.llm.hf_engine import TransformersEngine, sample_rows
+from termrl.llm.prefix_cache import PrefixCache
 
 __all__ = ["ContinuousEngine"]
 
@@ -64,10 +68,8 @@ __all__ = ["ContinuousEngine"]
 class _Request:
     prompt: list[int]
     params: SamplingParams
-    budget: int
-    """Response tokens allowed: max_new_tokens, clamped to the context window."""
-    stop_tail: int
-    """Tokens to decode when looking for a stop string at the end of the response."""
+    turn_end: TurnEnd
+    """Why the response ends (its budget: max_new_tokens, clamped to the context window)."""
     generator: Any
     future: Future[Generation] = field(repr=False)
     queued_at: float = field(default_factory=time.perf_counter)
@@ -95,24 +97,41 @@ class ContinuousEngine(TransformersEngine):
     ``max_batch_size`` caps the running batch; more requests wait their turn.
     ``prefix_cache_tokens`` caps the KV kept for reuse (SmolLM2-135M: 46 kB
     per token in fp32, so the default 32k tokens hold ~1.5 GB).
+    ``weights_dtype`` is the decode step's weight type (``bfloat16`` halves the bytes a step
+    reads; its log μ drifts from the trainer's fp32 π, see ``bench/decode_floor.py``) and
+    ``compile_decode`` runs the step through ``torch.compile``.
     """
 
     name = "transformers-continuous"
     merges_requests = True
 
     def __init__(
-        self, model_path: Any, *, prefix_cache_tokens: int = 32768, **options: Any
+        self,
+        model_path: Any,
+        *,
+        prefix_cache_tokens: int = 32768,
+        weights_dtype: str = "float32",
+        compile_decode: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(model_path, **options)
+        try:
+            self.decoder = SlotDecoder(
+                self.model,
+                max_rows=self.max_batch_size,
+                max_length=self.context_window,
+                weights_dtype=weights_dtype,
+                compile=compile_decode,
+            )
+        except ValueError as exc:
+            raise ModelError(f"the continuous engine cannot serve {model_path}: {exc}") from exc
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self._waiting: deque[_Request] = deque()
         self._wake = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
         # The running batch; only the scheduler thread touches these.
-        self._rows: list[_Row] = []
-        self._cache: Any = None  # DynamicCache, [B, H, L, D] per layer
-        self._mask: Any = None  # [B, L], 0 on left padding
+        self._rows: list[_Row] = []  # row i's KV is in the decoder's slot i
         self._logits: Any = None  # [B, V], each row's next-token logits
         #: Running-batch sizes at each decode step (tests and benchmarks).
         self.step_sizes: list[int] = []
@@ -139,19 +158,12 @@ class ContinuousEngine(TransformersEngine):
                     f"{self.context_window}-token context"
                 )
             seed = p.seed if p.seed is not None else int(torch.randint(0, 2**62, (1,)))
-            tail = (
-                max(
-                    (len(self.tokenizer.encode(s, add_special_tokens=False)) for s in p.stop),
-                    default=0,
-                )
-                + 2
-            )
+            budget = min(p.max_new_tokens, self.context_window - len(prompt))
             requests.append(
                 _Request(
                     prompt,
                     p,
-                    min(p.max_new_tokens, self.context_window - len(prompt)),
-                    tail,
+                    TurnEnd(p, self.tokenizer, self.eos_ids, budget),
                     torch.Generator().manual_seed(seed),
                     Future(),
                 )
@@ -209,7 +221,8 @@ class ContinuousEngine(TransformersEngine):
         for request in failed:
             if not request.future.done():
                 request.future.set_exception(exc)
-        self._rows, self._cache, self._mask, self._logits = [], None, None, None
+        self._rows, self._logits = [], None
+        self.decoder.release()
 
     def _admit(self, request: _Request) -> None:
         """Prefill one prompt from its longest cached prefix and add it to the running batch."""
@@ -229,110 +242,73 @@ class ContinuousEngine(TransformersEngine):
             **self._last_logits_only,
         )
         logits = out.logits[:, -1, :]  # [1, V]
-        mask = torch.ones((1, len(prompt)), dtype=torch.long, device=self.device)  # [1, T]
-        if not self._rows:
-            self._cache, self._mask, self._logits = cache, mask, logits
-        else:
-            width = max(self._mask.shape[1], len(prompt))
-            for layer, new in zip(self._cache.layers, cache.layers, strict=True):
-                layer.keys = torch.cat([_pad_left(layer.keys, width), _pad_left(new.keys, width)])
-                layer.values = torch.cat(
-                    [_pad_left(layer.values, width), _pad_left(new.values, width)]
-                )
-            self._mask = torch.cat([_pad_left(self._mask, width), _pad_left(mask, width)])
-            self._logits = torch.cat([self._logits, logits])
+        self.decoder.load_row(
+            len(self._rows), [(layer.keys, layer.values) for layer in cache.layers]
+        )
+        self._logits = logits if not self._rows else torch.cat([self._logits, logits])
         now = time.perf_counter()
         self._rows.append(_Row(request, reused, now, (now - started) * 1000.0, len(prompt)))
 
     def _step(self) -> None:
-        """Sample a token for every row, let finished rows go, one decode forward for the rest."""
+        """Sample a token for every row, let finished rows go, one decode step for the rest."""
         import torch
 
         if not self._rows:
             return
-        picked = []
+        requests = [row.request for row in self._rows]
+        picked, logp = sample_rows(
+            self._logits, [r.params for r in requests], [r.generator for r in requests]
+        )  # [B], [B]
         finished: list[int] = []
-        for i, row in enumerate(self._rows):
-            request = row.request
-            if request.future.cancelled():  # its episode was given up: free the slot
-                picked.append(self.pad_id)
+        for i, (row, tok, lp) in enumerate(
+            zip(self._rows, picked.tolist(), logp.tolist(), strict=True)
+        ):
+            if row.request.future.cancelled():  # its episode was given up: free the slot
                 finished.append(i)
                 continue
-            token, logp = sample_next(
-                self._logits[i : i + 1].cpu(), request.params, request.generator
-            )
-            tok = int(token[0])
             row.tokens.append(tok)
-            row.logprobs.append(float(logp[0]))
-            picked.append(tok)
-            row.finish = self._finish_reason(row)
+            row.logprobs.append(lp)
+            row.finish = row.request.turn_end(row.tokens)
             if row.finish is not None:
                 finished.append(i)
         if finished:
             self._release(finished)
         if not self._rows:
             return
-        gone = set(finished)
-        keep = [i for i in range(len(picked)) if i not in gone]
-        batch = len(self._rows)
-        self.step_sizes.append(batch)
-        self._mask = torch.cat([self._mask, self._mask.new_ones((batch, 1))], dim=-1)
-        out = self.model(
-            input_ids=torch.tensor([[picked[i]] for i in keep], device=self.device),  # [B, 1]
-            attention_mask=self._mask,
-            position_ids=torch.tensor([[row.position] for row in self._rows], device=self.device),
-            past_key_values=self._cache,
-            use_cache=True,
-        )
-        self._logits = out.logits[:, -1, :]  # [B, V]
+        self.step_sizes.append(len(self._rows))
+        # Rows may have moved slots in _release: each row feeds its own last token.
+        fed = torch.tensor([row.tokens[-1] for row in self._rows], device=self.device)  # [B]
+        positions = torch.tensor([row.position for row in self._rows], device=self.device)  # [B]
+        self._logits = self.decoder.step(fed, positions)  # [B, V]
         for row in self._rows:
             row.position += 1
 
-    def _finish_reason(self, row: _Row) -> FinishReason | None:
-        request = row.request
-        if row.tokens[-1] in self.eos_ids:
-            return "eos"
-        stop = request.params.stop
-        if stop and any(s in self.tokenizer.decode(row.tokens[-request.stop_tail :]) for s in stop):
-            return "stop"
-        if len(row.tokens) >= request.budget:
-            return "length"
-        return None
-
     def _release(self, finished: list[int]) -> None:
-        """Resolve finished rows, keep their KV for later turns, drop them from the batch."""
-        import torch
+        """Resolve finished rows, keep their KV for later turns, drop them from the batch.
 
+        The batch stays dense: the last row moves into a leaving row's slot (its KV, its
+        logits), so a release copies at most one row per leaving row.
+        """
         now = time.perf_counter()
         for i in finished:
             row = self._rows[i]
             if row.request.future.cancelled():
                 continue
             fed = row.request.prompt + row.tokens[:-1]  # the last sampled token was never fed
-            kv: KV = [
-                (
-                    layer.keys[i : i + 1, :, -len(fed) :].clone(),
-                    layer.values[i : i + 1, :, -len(fed) :].clone(),
-                )
-                for layer in self._cache.layers
-            ]
-            self.prefix_cache.store(fed, kv)
+            self.prefix_cache.store(fed, self.decoder.row_kv(i, len(fed)))
             row.request.future.set_result(self._generation(row, now))
-        gone = set(finished)
-        keep = [i for i in range(len(self._rows)) if i not in gone]
-        self._rows = [self._rows[i] for i in keep]
-        if not keep:
-            self._cache, self._mask, self._logits = None, None, None
+        for i in sorted(finished, reverse=True):
+            last = len(self._rows) - 1
+            if i != last:
+                self.decoder.move_row(last, i, self._rows[last].position)
+                self._rows[i] = self._rows[last]
+                self._logits[i] = self._logits[last]
+            self._rows.pop()
+        if not self._rows:
+            self._logits = None
+            self.decoder.release()
             return
-        index = torch.tensor(keep, device=self.device)
-        self._mask = self._mask[index]
-        # Columns that are padding for every row left are dropped.
-        start = int((self._mask.sum(0) > 0).nonzero()[0])
-        self._mask = self._mask[:, start:]
-        for layer in self._cache.layers:
-            layer.keys = layer.keys[index, :, start:]
-            layer.values = layer.values[index, :, start:]
-        self._logits = self._logits[index]
+        self._logits = self._logits[: len(self._rows)]
 
     def _generation(self, row: _Row, now: float) -> Generation:
         request, tokens = row.request, row.tokens
@@ -353,16 +329,3 @@ class ContinuousEngine(TransformersEngine):
                 "reused_tokens": row.reused,
             },
         )
-
-
-def _pad_left(t: Any, width: int) -> Any:
-    """Left-pad dim 2 of a KV tensor [B, H, L, D] (or dim 1 of a mask [B, L]) with zeros to ``width``."""
-    import torch
-
-    dim = 2 if t.dim() == 4 else 1
-    missing = width - t.shape[dim]
-    if missing == 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t.new_zeros(shape), t], dim=dim)

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from termrl.llm.toolcalls import call_is_settled
+
 __all__ = [
     "TOOL_CALL_END",
     "ChatMessages",
@@ -37,12 +39,15 @@ __all__ = [
     "ParamsArg",
     "Prompt",
     "SamplingParams",
+    "TurnEnd",
     "per_prompt_params",
     "prompt_token_ids",
 ]
 
 TOOL_CALL_END = "</tool_call>"
 """Where an assistant turn that calls a tool ends: generation stops here."""
+
+_CALL_OPEN = "<tool_call>"
 
 ChatMessages = list[dict[str, Any]]
 Prompt = list[int] | ChatMessages
@@ -65,6 +70,11 @@ class SamplingParams:
     """Generation stops once the response text contains one of these (kept in the output)."""
     seed: int | None = None
     """Seed for reproducible sampling (per call; None draws fresh randomness)."""
+    end_settled_calls: bool = True
+    """Stop (reason ``stop``) once the response's tool call is settled: a whole JSON object
+    followed by something other than ``</tool_call>``, or text that can no longer become
+    JSON (``termrl.llm.toolcalls.call_is_settled``). Such a call is malformed whatever
+    follows; a well-formed call is unaffected. Local engines only (transformers)."""
 
 
 ParamsArg = SamplingParams | Sequence[SamplingParams]
@@ -90,6 +100,40 @@ def prompt_token_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
             )
         )  # transformers 5 returns a dict by default
     return [int(t) for t in prompt]
+
+
+class TurnEnd:
+    """Why a response ends, asked after each sampled token: eos, a stop string, a settled
+    tool call or the budget (the local engines' one stop rule)."""
+
+    def __init__(
+        self, params: SamplingParams, tokenizer: Any, eos_ids: frozenset[int], budget: int
+    ) -> None:
+        self.params, self.tokenizer, self.eos_ids, self.budget = params, tokenizer, eos_ids, budget
+        # Tokens to decode when looking for a stop string (or the call's opening tag) at the end.
+        longest = max(
+            (len(tokenizer.encode(s, add_special_tokens=False)) for s in params.stop), default=0
+        )
+        self.tail = max(longest, len(tokenizer.encode(_CALL_OPEN, add_special_tokens=False))) + 2
+        self.call_from: int | None = None  # a token index at or before the first <tool_call>
+
+    def __call__(self, tokens: list[int]) -> FinishReason | None:
+        if tokens[-1] in self.eos_ids:
+            return "eos"
+        tail = self.tokenizer.decode(tokens[-self.tail :])
+        if any(s in tail for s in self.params.stop):
+            return "stop"
+        if self.params.end_settled_calls:
+            if self.call_from is None and _CALL_OPEN in tail:
+                self.call_from = max(len(tokens) - self.tail, 0)
+            # Only the text from the call on is decoded again each step.
+            if self.call_from is not None and call_is_settled(
+                self.tokenizer.decode(tokens[self.call_from :])
+            ):
+                return "stop"
+        if len(tokens) >= self.budget:
+            return "length"
+        return None
 
 
 @dataclass

@@ -29,11 +29,12 @@ from termrl.llm.engine import (
     ParamsArg,
     Prompt,
     SamplingParams,
+    TurnEnd,
     per_prompt_params,
     prompt_token_ids,
 )
 
-__all__ = ["TransformersEngine", "sample_next"]
+__all__ = ["TransformersEngine", "sample_next", "sample_rows"]
 
 
 def sample_next(logits: Any, params: SamplingParams, generator: Any) -> tuple[Any, Any]:
@@ -41,15 +42,50 @@ def sample_next(logits: Any, params: SamplingParams, generator: Any) -> tuple[An
 
     μ is the distribution at the sampling temperature before top-k/top-p
     truncation (greedy counts as temperature 1), which is what the trainer
-    recomputes for the same tokens.
+    recomputes for the same tokens. One generator draws for every row.
     """
+    probs, logp = _distributions(logits, params)
+    tokens = logp.argmax(dim=-1) if probs is None else _draw(probs, generator)  # [B]
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def sample_rows(
+    logits: Any, params: Sequence[SamplingParams], generators: Sequence[Any]
+) -> tuple[Any, Any]:
+    """Pick one token per row, row i with ``params[i]`` and its own ``generators[i]``.
+
+    The softmax, top-k and top-p run once for all rows that share their settings; only the
+    draw is per row (its own generator: a seeded request samples the same tokens whatever
+    else is in the batch). Returns (token ids [B], log μ of them [B]).
+    """
+    import torch
+
+    tokens = torch.empty(len(params), dtype=torch.long, device=logits.device)  # [B]
+    chosen = torch.empty(len(params), dtype=torch.float32, device=logits.device)  # [B]
+    groups: dict[SamplingParams, list[int]] = {}
+    for i, p in enumerate(params):
+        groups.setdefault(p, []).append(i)
+    for p, rows in groups.items():
+        index = torch.tensor(rows, device=logits.device)
+        probs, logp = _distributions(logits[index], p)  # [G, V]
+        if probs is None:
+            picked = logp.argmax(dim=-1)  # [G]
+        else:
+            picked = torch.cat(
+                [_draw(probs[j : j + 1], generators[i]) for j, i in enumerate(rows)]
+            )  # [G]
+        tokens[index] = picked
+        chosen[index] = logp.gather(-1, picked[:, None]).squeeze(-1)
+    return tokens, chosen
+
+
+def _distributions(logits: Any, params: SamplingParams) -> tuple[Any, Any]:
+    """(the truncated sampling distribution [B, V], or None when greedy; log μ [B, V])."""
     import torch
 
     logits = logits.float()  # [B, V]
     if params.temperature <= 0:
-        tokens = logits.argmax(dim=-1)  # [B]
-        logp = torch.log_softmax(logits, dim=-1)  # [B, V]
-        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+        return None, torch.log_softmax(logits, dim=-1)
     scaled = logits / params.temperature  # [B, V]
     logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
     filtered = scaled
@@ -63,9 +99,13 @@ def sample_next(logits: Any, params: SamplingParams, generator: Any) -> tuple[An
         drop_sorted = (cum - torch.softmax(sorted_logits, dim=-1)) >= params.top_p
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         filtered = filtered.masked_fill(drop, float("-inf"))
-    probs = torch.softmax(filtered, dim=-1)  # [B, V]
-    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+    return torch.softmax(filtered, dim=-1), logp
+
+
+def _draw(probs: Any, generator: Any) -> Any:
+    import torch
+
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
 
 
 def _attention_choice(device: str) -> dict[str, str]:
@@ -171,12 +211,9 @@ class TransformersEngine(Engine):
             mask[row, longest - len(p) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
         sampler = _Sampler(params)
-        tails = [
-            max(
-                (len(self.tokenizer.encode(s, add_special_tokens=False)) for s in p.stop), default=0
-            )
-            + 2
-            for p in params
+        turn_ends = [
+            TurnEnd(p, self.tokenizer, self.eos_ids, b)
+            for p, b in zip(params, budgets, strict=True)
         ]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
@@ -202,15 +239,7 @@ class TransformersEngine(Engine):
                     tok = int(picked[row])
                     tokens[row].append(tok)
                     logprobs[row].append(float(picked_logp[row]))
-                    stop = params[row].stop
-                    if tok in self.eos_ids:
-                        finish[row] = "eos"
-                    elif stop and any(
-                        s in self.tokenizer.decode(tokens[row][-tails[row] :]) for s in stop
-                    ):
-                        finish[row] = "stop"
-                    elif len(tokens[row]) >= budgets[row]:
-                        finish[row] = "length"
+                    finish[row] = turn_ends[row](tokens[row])
                     if finish[row] is not None:
                         finished_at[row] = time.perf_counter()
                 if all(f is not None for f in finish):
@@ -270,12 +299,7 @@ class _Sampler:
         self.generators = [make(None)] if self.shared else [make(p.seed) for p in params]
 
     def __call__(self, logits: Any) -> tuple[Any, Any]:
-        import torch
 
         if self.shared:
             return sample_next(logits, self.params[0], self.generators[0])
-        rows = [
-            sample_next(logits[i : i + 1], p, g)
-            for i, (p, g) in enumerate(zip(self.params, self.generators, strict=True))
-        ]
-        return torch.cat([t for t, _ in rows]), torch.cat([lp for _, lp in rows])
+        return sample_rows(logits, self.params, self.generators)

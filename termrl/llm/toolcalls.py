@@ -30,6 +30,7 @@ __all__ = [
     "CallFormat",
     "ParsedTurn",
     "ToolCall",
+    "call_is_settled",
     "format_tool_responses",
     "is_read_only",
     "parse_response",
@@ -197,6 +198,43 @@ def parse_response(text: str) -> ParsedTurn:
     if fenced:
         return ParsedTurn([ToolCall("bash", {"command": b}) for b in fenced], "fenced-bash", [])
     return ParsedTurn([], "none", [])
+
+
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+# A JSON error this far before the end of the text cannot be undone by what follows: a value
+# cut inside its last token (``tru``, ``1e``, an escape ``\u00``) is at most this long.
+_SETTLED_CHARS = 8
+
+
+def call_is_settled(text: str) -> bool:
+    """True when ``text`` opens a tool call whose reading nothing after it can change.
+
+    Decoding may stop there (the engines' ``end_settled_calls``): ``parse_response`` reads
+    the first ``<tool_call>`` block up to ``</tool_call>`` or the end of the text, so once
+
+    - the block holds a whole JSON object followed by text that is not the closing tag
+      (``{"name": "done", "arguments": {}}`` and then filler, or an extra ``}``), or
+    - the block's text can no longer become JSON (an error well before its end),
+
+    the call is malformed whatever the model adds, and the rest would be decoded for
+    nothing. A well-formed call (the object, whitespace, ``</tool_call>``) never settles
+    early: it ends at its stop string, token for token as before.
+    """
+    start = text.find(_OPEN)
+    if start < 0:
+        return False
+    block = text[start + len(_OPEN) :]
+    if _CLOSE in block:  # the stop string ends the turn; nothing to settle
+        return False
+    body = block.lstrip()
+    try:
+        _, end = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string"):  # reported at the string's start
+            return False
+        return len(body) - exc.pos >= _SETTLED_CHARS
+    rest = body[end:].lstrip()
+    return bool(rest) and not _CLOSE.startswith(rest[: len(_CLOSE)])
 
 
 def render_tool_call(call: ToolCall) -> str:

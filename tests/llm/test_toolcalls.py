@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from termrl.llm.toolcalls import (
     ToolCall,
+    call_is_settled,
     format_tool_responses,
     is_read_only,
     parse_response,
@@ -102,3 +105,50 @@ def test_system_prompt_lists_both_tools_and_the_format() -> None:
     assert '"name": "bash"' in prompt and '"name": "done"' in prompt
     assert "<tool_call>" in prompt and "</tool_call>" in prompt
     assert format_tool_responses(["a", "b"]).count("<tool_response>") == 2
+
+
+WELL_FORMED = [
+    '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la /app", "timeout": 30}}\n</tool_call>',
+    'Let me look.\n<tool_call>\n{"name": "done", "arguments": {}}\n</tool_call>',
+    '<tool_call>{"name": "bash", "arguments": {"command": "echo \\"}\\" > /app/x"}}</tool_call>',
+]
+
+
+@pytest.mark.parametrize("text", WELL_FORMED)
+def test_a_well_formed_call_is_never_settled_before_its_closing_tag(text) -> None:
+    # Decoding may stop only where nothing later could make the call usable: no prefix of a
+    # well-formed turn qualifies, so such a turn decodes exactly as before, up to the stop string.
+    assert parse_response(text).call_format == "tool-call"
+    assert not any(call_is_settled(text[:n]) for n in range(len(text) + 1))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "done", "arguments": {}}\nI have completed the task. The',
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}}',  # an extra brace
+        '<tool_call>\n{"name": bash, "arguments": {"command": "ls"}}',  # a bare word
+        "<tool_call>\nls -la /app\nthen I will check the output",
+    ],
+)
+def test_a_settled_call_reads_the_same_whatever_follows(text) -> None:
+    assert call_is_settled(text)
+    settled = parse_response(text)
+    assert settled.call_format == "malformed"
+    for tail in ("", " and more words", "\n</tool_call>", '"}}\n</tool_call>'):
+        assert parse_response(text + tail) == settled, tail
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I will list the files.",  # no call opened
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls',  # inside a string
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}',  # one brace to go
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_c',
+        '<tool_call>\n{"a": tru',  # a literal cut in its token
+        '<tool_call>\n{"a": 1e',  # a number cut before its exponent
+    ],
+)
+def test_a_call_that_may_still_become_well_formed_is_not_settled(text) -> None:
+    assert not call_is_settled(text)

@@ -1,0 +1,351 @@
+"""The CPU policy's decode rate against the memory-bandwidth floor, in one run on the same prompts.
+
+A decode step reads every weight and every row's keys and values once; on a
+CPU that is the bound (a batch-8 step of SmolLM2-135M is ~2 GFLOP, the
+machine does ~100). So the fastest a step can be is
+
+    floor (s/step) = (weight bytes + KV bytes of the batch) / measured read bandwidth
+    floor tok/s    = batch / floor
+
+Printed: the read bandwidth (a torch and a numpy sum over a 512 MB buffer,
+best of several, the faster one used), the floor at batch 1, 8 and 32, and
+the decode rate of each way of stepping, with its ratio to the floor:
+
+    hf-forward   the transformers model over a DynamicCache (torch.cat per step),
+                 one sampling call per row: the continuous engine's step before
+                 termrl.llm.decode_step
+    static-kv    decode_step.SlotDecoder: preallocated KV slots written in place,
+                 fused q/k/v and gate/up weights, SDPA; still one sampling call per row
+    +sample      ... and hf_engine.sample_rows: one softmax for the rows sharing settings
+    +compile     ... and torch.compile of the step (--compile; compile time printed)
+    +bf16        ... and bfloat16 weights (the floor counts 2-byte weights)
+    engine       the ContinuousEngine with its defaults, through its scheduler thread
+
+and, at batch 8, each way's log μ against the trainer's fp32 π (the same
+model's full forward over prompt + response): the per-chunk mean |log π − log μ|
+(each row's response is one chunk), mean and max over rows. The trainer masks
+a chunk above 0.5 nats.
+
+    python bench/decode_floor.py                  # ~1,000-token contexts, 32 steps a rate
+    python bench/decode_floor.py --compile --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache
+
+from termrl.llm import grouped_attention
+from termrl.llm.continuous import ContinuousEngine
+from termrl.llm.decode_step import SlotDecoder
+from termrl.llm.engine import SamplingParams
+from termrl.llm.hf_engine import sample_next, sample_rows
+from termrl.llm.models import load_tokenizer, prepare_default_model
+from termrl.llm.toolcalls import system_prompt
+
+PARAMS = SamplingParams(max_new_tokens=1 << 30, temperature=1.0, stop=())
+
+
+def read_bandwidth(repeats: int = 5) -> float:
+    """Bytes/s of the faster of a torch and a numpy sum over 512 MB (far beyond the caches)."""
+    buf = torch.ones(128 << 20)  # 512 MB fp32
+    arr = np.ones(64 << 20)  # 512 MB fp64
+    best = 0.0
+    for fn, nbytes in ((buf.sum, buf.numel() * 4), (arr.sum, arr.nbytes)):
+        fn()
+        for _ in range(repeats):
+            started = time.perf_counter()
+            fn()
+            best = max(best, nbytes / (time.perf_counter() - started))
+    return best
+
+
+def make_prompts(tokenizer: Any, rows: int, length: int) -> list[list[int]]:
+    """Agent-like prompts of ``length`` tokens: a shared system prompt and tool output, a distinct tail."""
+    listing = "\n".join(
+        f"-rw-r--r-- 1 root root {40 * i} Dec  5 07:0{i % 10} file{i}.txt" for i in range(400)
+    )
+    messages = [
+        {"role": "system", "content": system_prompt("hermes")},
+        {"role": "user", "content": "List /app, then write the word ant into /app/out.txt."},
+        {
+            "role": "assistant",
+            "content": '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la /app"}}\n</tool_call>',
+        },
+        {"role": "user", "content": f"<tool_response>\n{listing}\n</tool_response>"},
+    ]
+    shared = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False)[
+        : length - 16
+    ]
+    tails = [
+        tokenizer.encode(
+            f"\nrow {r}: continue with the task, step {r * 7}.", add_special_tokens=False
+        )
+        for r in range(rows)
+    ]
+    return [shared + (tail * 16)[: length - len(shared)] for tail in tails]
+
+
+def prefill(model: Any, prompts: list[list[int]]) -> tuple[DynamicCache, Any]:
+    """KV of every prompt but its last token ([B, H_kv, L-1, D] per layer), the last tokens [B].
+
+    The shared part is computed once and repeated; the distinct tails in one batched forward.
+    """
+    shared = 0
+    while all(p[shared] == prompts[0][shared] for p in prompts) and shared < len(prompts[0]) - 2:
+        shared += 1
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(
+            torch.tensor([prompts[0][:shared]]),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        for layer in cache.layers:
+            layer.keys = layer.keys.repeat(len(prompts), 1, 1, 1)
+            layer.values = layer.values.repeat(len(prompts), 1, 1, 1)
+        model(
+            torch.tensor([p[shared:-1] for p in prompts]),
+            position_ids=torch.arange(shared, len(prompts[0]) - 1)[None].repeat(len(prompts), 1),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    return cache, torch.tensor([p[-1] for p in prompts])
+
+
+Stepper = Callable[[Any, Any], Any]  # (tokens [B], positions [B]) -> logits [B, V]
+
+
+def hf_forward_stepper(model: Any, cache: DynamicCache, length: int) -> Stepper:
+    """The transformers model over a DynamicCache, as the continuous engine stepped before."""
+    rows = cache.layers[0].keys.shape[0]
+    state = {"mask": torch.ones((rows, length), dtype=torch.long)}
+
+    def step(tokens: Any, positions: Any) -> Any:
+        state["mask"] = torch.cat([state["mask"], state["mask"].new_ones((rows, 1))], dim=-1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=state["mask"][:, -(int(positions.max()) + 1) :],
+            position_ids=positions[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :]
+
+    return step
+
+
+def stepper(
+    model: Any, cache: DynamicCache, length: int, options: dict[str, Any] | None
+) -> tuple[Stepper, SlotDecoder | None]:
+    """The transformers forward (``options`` None) or a SlotDecoder loaded with ``cache``'s rows."""
+    if options is None:
+        return hf_forward_stepper(model, cache, length), None
+    rows = cache.layers[0].keys.shape[0]
+    decoder = SlotDecoder(
+        model, max_rows=rows, max_length=model.config.max_position_embeddings, **options
+    )
+    for r in range(rows):
+        decoder.load_row(
+            r, [(layer.keys[r : r + 1], layer.values[r : r + 1]) for layer in cache.layers]
+        )
+    return decoder.step, decoder
+
+
+def per_row_sampling(logits: Any, generators: list[Any]) -> tuple[Any, Any]:
+    rows = [sample_next(logits[i : i + 1], PARAMS, g) for i, g in enumerate(generators)]
+    return torch.cat([t for t, _ in rows]), torch.cat([lp for _, lp in rows])
+
+
+def vector_sampling(logits: Any, generators: list[Any]) -> tuple[Any, Any]:
+    return sample_rows(logits, [PARAMS] * len(generators), generators)
+
+
+def decode(
+    step: Stepper, sampler: Callable, last: Any, start: int, steps: int
+) -> tuple[float, list[list[int]], list[list[float]]]:
+    """Run ``steps`` decode steps from ``last`` at ``start``; (seconds, tokens per row, log μ per row)."""
+    rows = last.shape[0]
+    generators = [torch.Generator().manual_seed(r) for r in range(rows)]
+    tokens: list[list[int]] = [[] for _ in range(rows)]
+    logps: list[list[float]] = [[] for _ in range(rows)]
+    positions = torch.full((rows,), start)
+    fed = last
+    with torch.inference_mode():
+        started = time.perf_counter()
+        for _ in range(steps):
+            picked, logp = sampler(step(fed, positions), generators)
+            for r, (t, lp) in enumerate(zip(picked.tolist(), logp.tolist(), strict=True)):
+                tokens[r].append(t)
+                logps[r].append(lp)
+            fed, positions = picked, positions + 1
+        seconds = time.perf_counter() - started
+    return seconds, tokens, logps
+
+
+def chunk_mismatch(
+    model: Any, prompts: list[list[int]], tokens: list[list[int]], logps: list[list[float]]
+) -> list[float]:
+    """Per row, mean |log π − log μ| over its response; π from the fp32 model's forward.
+
+    The prompts' KV comes from a fresh prefill (as the trainer's shared prefix does); the
+    model then runs each row's last prompt token and response in one batched forward.
+    """
+    cache, last = prefill(model, prompts)
+    start = len(prompts[0]) - 1
+    fed = torch.cat([last[:, None], torch.tensor(tokens)[:, :-1]], dim=1)  # [B, S]
+    with torch.inference_mode():
+        logits = model(
+            fed,
+            position_ids=torch.arange(start, start + fed.shape[1])[None].repeat(len(prompts), 1),
+            past_key_values=cache,
+        ).logits  # [B, S, V]
+    pi = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(tokens)[..., None])[..., 0]
+    return (pi - torch.tensor(logps)).abs().mean(dim=1).tolist()
+
+
+def record(rates, ratios, gains, name, rows, rate, floor) -> None:  # noqa: ANN001
+    """Keep one measurement with its ratio to its floor and to hf-forward of the same round."""
+    rates.setdefault((name, rows), []).append(rate)
+    ratios.setdefault((name, rows), []).append(rate / floor)
+    gains.setdefault((name, rows), []).append(rate / rates[("hf-forward", rows)][-1])
+
+
+def floor_rate(
+    decoder_bytes: int, kv_bytes_per_token: int, rows: int, context: float, bandwidth: float
+) -> float:
+    return rows / ((decoder_bytes + kv_bytes_per_token * rows * context) / bandwidth)
+
+
+def weight_bytes(decoder: SlotDecoder) -> int:
+    """Bytes a step reads of weights (the embedding rows it looks up are negligible)."""
+    tensors = [t for layer in decoder.layers for t in layer] + [decoder.norm, decoder.lm_head]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def engine_rate(engine: ContinuousEngine, prompts: list[list[int]], steps: int) -> float:
+    """Decode tok/s of the engine itself: the last admitted row's decode time covers the steps alone."""
+    engine.eos_ids = frozenset()
+    engine.prefix_cache.clear()
+    engine.generate_sync(
+        prompts[:1], SamplingParams(max_new_tokens=2, stop=())
+    )  # shared prefix cached
+    gens = engine.generate_sync(prompts, SamplingParams(max_new_tokens=steps + 1, stop=(), seed=1))
+    return len(prompts) * steps / (min(g.meta["decode_ms"] for g in gens) / 1000.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--context", type=int, default=1000, help="prompt tokens per row")
+    parser.add_argument("--steps", type=int, default=32, help="decode steps per measured rate")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="rounds over all ways (ranges printed)"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="also measure torch.compile of the step"
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    path = prepare_default_model()
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation=grouped_attention.register()
+    ).eval()
+    config = model.config
+    head_dim = getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    kv_per_token = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4
+    bandwidth = read_bandwidth()
+    print(
+        f"threads {torch.get_num_threads()}; read bandwidth {bandwidth / 1e9:.1f} GB/s; KV {kv_per_token / 1e3:.0f} kB/token"
+    )
+    # name -> (SlotDecoder options, or None for the transformers forward; the sampler)
+    ways: dict[str, tuple[dict[str, Any] | None, Callable]] = {
+        "hf-forward": (None, per_row_sampling),
+        "static-kv": ({}, per_row_sampling),
+        "+sample": ({}, vector_sampling),
+    }
+    if args.compile:
+        ways["+compile"] = ({"compile": True}, vector_sampling)
+    ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
+    fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8))
+    rates: dict[tuple[str, int], list[float]] = {}
+    ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at that round's bandwidth
+    gains: dict[tuple[str, int], list[float]] = {}  # to hf-forward in the same round
+    mismatch: dict[str, list[float]] = {}
+    engine = ContinuousEngine(path, max_batch_size=max(args.batches))
+    context = args.context + args.steps / 2
+    for round_ in range(args.repeats):
+        bandwidth = read_bandwidth() if round_ else bandwidth
+        for rows in args.batches:
+            prompts = make_prompts(tokenizer, rows, args.context)
+            for name, (options, sampler) in ways.items():
+                if options and options.get("compile"):
+                    cache, last = prefill(model, prompts)
+                    step, _ = stepper(model, cache, args.context - 1, options)
+                    started = time.perf_counter()
+                    decode(step, sampler, last, args.context - 1, 2)  # compiles or loads the cache
+                    took = time.perf_counter() - started
+                    print(
+                        f"  torch.compile of the step: {took:.1f} s (round {round_}, batch {rows})"
+                    )
+                cache, last = prefill(model, prompts)
+                step, decoder = stepper(model, cache, args.context - 1, options)
+                seconds, tokens, logps = decode(step, sampler, last, args.context - 1, args.steps)
+                wbytes = weight_bytes(decoder) if decoder is not None else fp32_bytes
+                floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
+                record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor)
+                if rows == 8 and round_ == 0:
+                    mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
+            floor = floor_rate(fp32_bytes, kv_per_token, rows, context, bandwidth)
+            rate = engine_rate(engine, prompts, args.steps)
+            record(rates, ratios, gains, "engine", rows, rate, floor)
+    report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth)
+
+
+def report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth) -> None:  # noqa: ANN001
+    print(f"weights {fp32_bytes / 1e9:.2f} GB fp32; context {args.context} + {args.steps} steps")
+    for rows in args.batches:
+        kv = kv_per_token * rows * (args.context + args.steps / 2)
+        fl = floor_rate(fp32_bytes, kv_per_token, rows, args.context + args.steps / 2, bandwidth)
+        print(
+            f"batch {rows}: KV {kv / 1e9:.2f} GB a step; fp32 floor {fl:.1f} tok/s "
+            f"({1000 * rows / fl:.0f} ms/step) at the last round's {bandwidth / 1e9:.1f} GB/s"
+        )
+    names = list(dict.fromkeys(name for name, _ in rates))
+    print(
+        "way".ljust(11)
+        + "".join(f"  b{b}: tok/s (range)   /floor    x hf-fwd" for b in args.batches)
+        + "   mismatch b8 nats/chunk (mean, max)"
+    )
+    for name in names:
+        line = name.ljust(11)
+        for rows in args.batches:
+            got, rat, gain = rates[(name, rows)], ratios[(name, rows)], gains[(name, rows)]
+            line += f"  {statistics.mean(got):7.1f} ({min(got):.0f}-{max(got):.0f})".ljust(23)
+            line += f"{min(rat):4.0%}-{max(rat):<4.0%}  {min(gain):4.1f}-{max(gain):<4.1f}"
+        m = mismatch.get(name)
+        if m:
+            line += f"   {statistics.mean(m):.1e} {max(m):.1e}"
+        print(line)
+    print("/floor: tok/s over the floor of that way's own weight bytes (bf16 halves them) at the")
+    print("round's bandwidth; x hf-fwd: over hf-forward in the same round; ranges over the rounds.")
+    print("The trainer masks chunks above 0.5 nats.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""One decode step of a Llama-style model over a static KV cache: the CPU engine's inner loop.
+
+A decode step on CPU is bound by memory: every step reads all the weights and
+every row's keys and values. Through the transformers model a step also paid
+for Python across ~30 layers of modules, a ``DynamicCache`` that grows by
+``torch.cat`` (a full copy of the cache, every layer, every step) and a mask
+rebuilt each step. Here the step is a plain function over preallocated
+tensors:
+
+    slots: per layer K, V [rows capacity, kv heads, length capacity, head dim]
+           row r holds its tokens' keys/values at columns 0..len_r-1 (no padding)
+    step(tokens [B], positions [B]) -> logits [B, V]
+           writes each row's new key/value at its own column, in place
+           attends over columns 0..max(positions) with a per-row mask
+
+q/k/v and gate/up are fused into one matmul each. Rows are slots 0..B-1 of
+the running batch; a row that leaves is replaced by the last one (one row's
+KV copied), so the batch stays dense.
+
+Weights may be kept in bfloat16 (``weights_dtype``), halving the bytes a
+step reads; activations, norms, softmax and the KV cache stay fp32. Only
+worth it where the CPU has bf16 units (``avx512_bf16``/AMX): elsewhere bf16
+matmuls are many times slower than fp32.
+
+``compile=True`` runs the step through ``torch.compile`` (dynamic shapes:
+batch and length change every step; inductor caches the code on disk).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["SUPPORTED_DTYPES", "SlotDecoder", "supports"]
+
+SUPPORTED_DTYPES = ("float32", "bfloat16")
+_LENGTH_STEP = 256  # the KV length capacity grows in these steps
+
+
+def supports(model: Any) -> bool:
+    """True for the models this step reproduces exactly: Llama, no biases, default RoPE."""
+    config = model.config
+    rope = getattr(config, "rope_scaling", None) or {}
+    return (
+        getattr(config, "model_type", "") == "llama"
+        and not getattr(config, "attention_bias", False)
+        and not getattr(config, "mlp_bias", False)
+        and getattr(config, "hidden_act", "silu") == "silu"
+        and rope.get("rope_type", rope.get("type", "default")) == "default"
+    )
+
+
+class SlotDecoder:
+    """Fused weights and a static, slot-per-row KV cache for one model."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_rows: int,
+        max_length: int,
+        weights_dtype: str = "float32",
+        compile: bool = False,
+    ) -> None:
+        import torch
+
+        if weights_dtype not in SUPPORTED_DTYPES:
+            raise ValueError(
+                f"weights_dtype must be one of {SUPPORTED_DTYPES}, not {weights_dtype!r}"
+            )
+        if not supports(model):
+            raise ValueError("the static decode step supports Llama models without biases only")
+        config = model.config
+        wdt = getattr(torch, weights_dtype)
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.max_rows, self.max_length = max_rows, max_length
+        inner = model.model
+        self.embed = inner.embed_tokens.weight.detach().float()  # [V, E] lookups stay fp32
+        self.layers = [
+            (
+                layer.input_layernorm.weight.detach().float(),
+                _fused(
+                    [layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], wdt
+                ),
+                layer.self_attn.o_proj.weight.detach().to(wdt).contiguous(),  # [E, H D]
+                layer.post_attention_layernorm.weight.detach().float(),
+                _fused([layer.mlp.gate_proj, layer.mlp.up_proj], wdt),  # [2 I, E]
+                layer.mlp.down_proj.weight.detach().to(wdt).contiguous(),  # [E, I]
+            )
+            for layer in inner.layers
+        ]
+        self.norm = inner.norm.weight.detach().float()
+        self.lm_head = model.lm_head.weight.detach().to(wdt).contiguous()  # [V, E]
+        self.weights_dtype = wdt
+        # RoPE tables for every position, from the model's own rotary module (same values).
+        positions = torch.arange(max_length, device=self.embed.device)[None]  # [1, T]
+        cos, sin = inner.rotary_emb(self.embed[:1][None], positions)
+        self.cos, self.sin = cos[0].float(), sin[0].float()  # [T, D]
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.rows_capacity = 0
+        self.length_capacity = 0
+        self.compile_sec = 0.0
+        self._step = torch.compile(_decode, dynamic=True) if compile else _decode
+        self._compiled = compile
+
+    # --- the KV slots ------------------------------------------------------------------------
+
+    def reserve(self, rows: int, length: int) -> None:
+        """Make room for ``rows`` rows of ``length`` columns; existing rows keep their KV."""
+        import torch
+
+        if rows <= self.rows_capacity and length <= self.length_capacity:
+            return
+        new_rows = min(self.max_rows, max(rows, 2 * self.rows_capacity, 1))
+        new_length = max(length, self.length_capacity)
+        new_length = min(self.max_length, -(-new_length // _LENGTH_STEP) * _LENGTH_STEP)
+        shape = (new_rows, self.kv_heads, new_length, self.head_dim)
+        old_k, old_v = self.keys, self.values
+        device = self.embed.device
+        self.keys = [torch.zeros(shape, device=device) for _ in self.layers]
+        self.values = [torch.zeros(shape, device=device) for _ in self.layers]
+        r, n = self.rows_capacity, self.length_capacity
+        for new, old in zip(self.keys + self.values, old_k + old_v, strict=False):
+            new[:r, :, :n] = old  # nothing to keep on the first reserve
+        self.rows_capacity, self.length_capacity = new_rows, new_length
+
+    def load_row(self, slot: int, kv: list[tuple[Any, Any]]) -> None:
+        """Put one row's KV (per layer (keys, values) [1, H_kv, L, D]) in ``slot``, columns 0..L-1."""
+        length = kv[0][0].shape[2]
+        self.reserve(slot + 1, length + 1)
+        for layer, (k, v) in enumerate(kv):
+            self.keys[layer][slot, :, :length] = k[0]
+            self.values[layer][slot, :, :length] = v[0]
+
+    def row_kv(self, slot: int, length: int) -> list[tuple[Any, Any]]:
+        """A copy of ``slot``'s first ``length`` columns, per layer (keys, values) [1, H_kv, L, D]."""
+        return [
+            (k[slot : slot + 1, :, :length].clone(), v[slot : slot + 1, :, :length].clone())
+            for k, v in zip(self.keys, self.values, strict=True)
+        ]
+
+    def move_row(self, src: int, dst: int, length: int) -> None:
+        """Copy ``src``'s first ``length`` columns into ``dst`` (a leaving row's slot is refilled)."""
+        for t in self.keys + self.values:
+            t[dst, :, :length] = t[src, :, :length]
+
+    def release(self) -> None:
+        """Free the KV memory (the batch is empty)."""
+        self.keys, self.values = [], []
+        self.rows_capacity = self.length_capacity = 0
+
+    # --- the step ----------------------------------------------------------------------------
+
+    def step(self, tokens: Any, positions: Any) -> Any:
+        """Feed one token per row (rows 0..B-1) at its position; returns logits [B, V] (fp32)."""
+        import torch
+
+        rows = tokens.shape[0]
+        length = int(positions.max()) + 1
+        self.reserve(rows, length)
+        started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
+        logits = self._step(
+            tokens,
+            positions,
+            self.embed,
+            self.layers,
+            self.norm,
+            self.lm_head,
+            self.cos,
+            self.sin,
+            [k[:rows] for k in self.keys],
+            [v[:rows] for v in self.values],
+            torch.arange(length, device=tokens.device),
+            self.heads,
+            self.eps,
+        )
+        if started:
+            self.compile_sec = time.perf_counter() - started
+        return logits
+
+
+def _fused(linears: list[Any], dtype: Any) -> Any:
+    """The linears' weights stacked in one [sum of outputs, in] matrix of ``dtype``.
+
+    In the model's own type the linears then use row blocks of it (views), so the model
+    (which still runs the prefill) and the step share one copy of the weights.
+    """
+    import torch
+
+    fused = torch.cat([linear.weight.detach() for linear in linears]).to(dtype).contiguous()
+    if fused.dtype == linears[0].weight.dtype:
+        start = 0
+        for linear in linears:
+            rows = linear.weight.shape[0]
+            linear.weight.data = fused[start : start + rows]
+            start += rows
+    return fused
+
+
+def _rms_norm(x: Any, weight: Any, eps: float) -> Any:
+    import torch
+
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def _rotate(x: Any, cos: Any, sin: Any) -> Any:
+    import torch
+
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _decode(
+    tokens: Any,  # [B]
+    positions: Any,  # [B]
+    embed: Any,
+    layers: list[tuple[Any, ...]],
+    norm: Any,
+    lm_head: Any,
+    cos_table: Any,
+    sin_table: Any,
+    keys: list[Any],  # per layer [B, H_kv, Lcap, D], written in place
+    values: list[Any],
+    columns: Any,  # [L] = arange(max position + 1)
+    heads: int,
+    eps: float,
+) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    rows, length = tokens.shape[0], columns.shape[0]
+    kv_heads, head_dim = keys[0].shape[1], keys[0].shape[3]
+    wdt = lm_head.dtype
+    batch = torch.arange(rows, device=tokens.device)
+    mask = (columns[None, :] <= positions[:, None])[:, None, None, :]  # [B, 1, 1, L]
+    cos = cos_table[positions][:, None, :]  # [B, 1, D]
+    sin = sin_table[positions][:, None, :]
+    x = embed[tokens]  # [B, E]
+    q_width, kv_width = heads * head_dim, kv_heads * head_dim
+    for (ln_in, w_qkv, w_o, ln_post, w_gate_up, w_down), k_cache, v_cache in zip(
+        layers, keys, values, strict=True
+    ):
+        h = _rms_norm(x, ln_in, eps)
+        qkv = F.linear(h.to(wdt), w_qkv).float()  # [B, (H + 2 H_kv) D]
+        q = qkv[:, :q_width].view(rows, heads, head_dim)  # [B, H, D]
+        k = qkv[:, q_width : q_width + kv_width].view(rows, kv_heads, head_dim)
+        v = qkv[:, q_width + kv_width :].view(rows, kv_heads, head_dim)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        k_cache[batch, :, positions] = k  # in place: each row at its own column
+        v_cache[batch, :, positions] = v
+        attn = F.scaled_dot_product_attention(
+            q[:, :, None, :],  # [B, H, 1, D]
+            k_cache[:, :, :length],  # [B, H_kv, L, D]
+            v_cache[:, :, :length],
+            attn_mask=mask,
+            enable_gqa=kv_heads != heads,
+        )  # [B, H, 1, D]
+        x = x + F.linear(attn.reshape(rows, q_width).to(wdt), w_o).float()
+        h = _rms_norm(x, ln_post, eps)
+        gate, up = F.linear(h.to(wdt), w_gate_up).float().chunk(2, dim=-1)  # [B, I] each
+        x = x + F.linear((F.silu(gate) * up).to(wdt), w_down).float()
+    x = _rms_norm(x, norm, eps)
+    return F.linear(x.to(wdt), lm_head).float()  # [B, V]

@@ -1,0 +1,80 @@
+"""The static-KV decode step reproduces the transformers model's logits, row by row."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache
+
+from termrl.llm.decode_step import SlotDecoder
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir):
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+
+def prefill(model, prompt: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """KV of ``prompt`` computed by the transformers model, per layer [1, H_kv, L, D]."""
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(torch.tensor([prompt]), past_key_values=cache, use_cache=True)
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def reference_logprobs(model, sequence: list[int]) -> torch.Tensor:
+    """log softmax of the next token after ``sequence``, from a full forward pass."""
+    with torch.inference_mode():
+        return torch.log_softmax(model(torch.tensor([sequence])).logits[0, -1], -1)
+
+
+def test_rows_of_different_lengths_step_like_full_forwards(model) -> None:
+    # Lengths straddle the 256-column growth step, so the cache also grows mid-run.
+    prompts = [list(range(100, 100 + n)) for n in (5, 250, 40)]
+    decoder = SlotDecoder(model, max_rows=4, max_length=1024)
+    for slot, prompt in enumerate(prompts):
+        decoder.load_row(slot, prefill(model, prompt[:-1]))
+    fed = torch.tensor([p[-1] for p in prompts])
+    positions = torch.tensor([len(p) - 1 for p in prompts])
+    with torch.inference_mode():
+        for _ in range(12):
+            logits = decoder.step(fed, positions)  # [3, V]
+            for row, prompt in enumerate(prompts):
+                got = torch.log_softmax(logits[row], -1)
+                assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4)
+            fed = logits.argmax(-1)
+            for row, prompt in enumerate(prompts):
+                prompt.append(int(fed[row]))
+            positions = positions + 1
+    assert decoder.length_capacity == 512  # 250 + 12 columns: two growth steps
+    kept = decoder.row_kv(1, len(prompts[1]) - 1)
+    expected = prefill(model, prompts[1][:-1])
+    for (k, v), (k_ref, v_ref) in zip(kept, expected, strict=True):
+        assert torch.allclose(k, k_ref, atol=1e-4) and torch.allclose(v, v_ref, atol=1e-4)
+
+
+def test_a_moved_row_steps_on_from_its_new_slot(model) -> None:
+    prompts = [list(range(300, 300 + n)) for n in (20, 30)]
+    decoder = SlotDecoder(model, max_rows=2, max_length=512)
+    for slot, prompt in enumerate(prompts):
+        decoder.load_row(slot, prefill(model, prompt[:-1]))
+    # Row 0 leaves; row 1 moves into slot 0 and steps alone.
+    decoder.move_row(1, 0, len(prompts[1]) - 1)
+    with torch.inference_mode():
+        logits = decoder.step(torch.tensor([prompts[1][-1]]), torch.tensor([len(prompts[1]) - 1]))
+    got = torch.log_softmax(logits[0], -1)
+    assert torch.allclose(got, reference_logprobs(model, prompts[1]), atol=1e-4)
+
+
+def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
+    prompt = list(range(500, 540))
+    decoder = SlotDecoder(model, max_rows=1, max_length=256, weights_dtype="bfloat16")
+    decoder.load_row(0, prefill(model, prompt[:-1]))
+    with torch.inference_mode():
+        logits = decoder.step(torch.tensor([prompt[-1]]), torch.tensor([len(prompt) - 1]))
+    assert decoder.lm_head.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    # bf16 keeps 8 bits of mantissa: close to, not equal to, the fp32 model.
+    diff = (torch.log_softmax(logits[0], -1) - reference_logprobs(model, prompt)).abs().max()
+    assert 0 < float(diff) < 0.1
+    with pytest.raises(ValueError, match="weights_dtype"):
+        SlotDecoder(model, max_rows=1, max_length=8, weights_dtype="int3")
