@@ -11,7 +11,8 @@ at one boundary each and never escape raw.
     │   └── SchemaMismatch          missing/mistyped column or newer major version
     ├── TaskFormatError             a task folder is invalid (one line per folder)
     ├── ModelError                  a model cannot be found, converted or loaded
-    │   └── EngineUnavailable       an inference engine cannot run here (no vllm, no GPU)
+    │   ├── EngineUnavailable       an inference engine cannot run here (no vllm, no GPU)
+    │   └── UnsupportedModel        an engine cannot serve this model's architecture
     └── EpisodeError                something went wrong inside one episode
         ├── UnrecoverableError      → placeholder sample, zero mask, zero advantage
         │   ├── EnvInitFailed       image build or sandbox start failed
@@ -38,6 +39,7 @@ __all__ = [
     "ResetFailed",
     "RewardFailed",
     "SandboxDied",
+    "UnsupportedModel",
     "SandboxUnavailable",
     "SchemaMismatch",
     "TaskFormatError",
@@ -83,6 +85,10 @@ class ModelError(TermrlError):
 
 class EngineUnavailable(ModelError):
     """An inference engine cannot run on this machine (missing package or device)."""
+
+
+class UnsupportedModel(ModelError):
+    """An engine cannot serve this model's architecture (another engine may)."""
 
 
 class EpisodeError(TermrlError):

@@ -46,7 +46,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from termrl.errors import ModelError
+from termrl.errors import ModelError, UnsupportedModel
 from termrl.llm.decode_step import SlotDecoder
 from termrl.llm.engine import (
     FinishReason,
@@ -124,7 +124,9 @@ class ContinuousEngine(TransformersEngine):
                 compile=compile_decode,
             )
         except ValueError as exc:
-            raise ModelError(f"the continuous engine cannot serve {model_path}: {exc}") from exc
+            raise UnsupportedModel(
+                f"the continuous engine cannot serve {model_path}: {exc}"
+            ) from exc
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self._waiting: deque[_Request] = deque()
         self._wake = threading.Condition()

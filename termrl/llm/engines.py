@@ -5,15 +5,18 @@ make_engine("vllm", model="/ckpt/step-10")   # GPU only; EngineUnavailable elsew
 make_engine("litellm", model="openai/gpt-4o-mini", api_base=..., api_key=...)
 
 cpu_policy_engine(model, batching="continuous", ...)   the policy for many concurrent episodes
-                                                       (rollout and eval): see BATCHINGS
+                                                       (rollout and eval): see BATCHINGS; a model
+                                                       the continuous engine cannot decode (not
+                                                       Llama-style) is batched instead
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Literal
 
-from termrl.errors import ConfigError
+from termrl.errors import ConfigError, UnsupportedModel
 from termrl.llm.engine import Engine
 from termrl.llm.models import resolve_model_path
 
@@ -62,9 +65,15 @@ def cpu_policy_engine(
     if batching == "continuous":
         from termrl.llm.continuous import ContinuousEngine
 
-        return ContinuousEngine(
-            resolve_model_path(model), max_batch_size=max_batch_size, context_window=context_window
-        )
+        try:
+            return ContinuousEngine(
+                resolve_model_path(model),
+                max_batch_size=max_batch_size,
+                context_window=context_window,
+            )
+        except UnsupportedModel as exc:  # its decode step is Llama's: any other model batches
+            print(f"[engine] {exc}; batching whole generate calls instead", file=sys.stderr)
+            batching = "batching"
     if batching == "batching":
         from termrl.llm.batching import BatchingEngine
 

@@ -23,3 +23,40 @@ def test_make_engine_builds_each_kind(tiny_model_dir) -> None:
         make_engine("llama.cpp", tiny_model_dir)
     with pytest.raises(ConfigError, match="needs a model name"):
         make_engine("litellm")
+
+
+def test_a_model_the_continuous_engine_cannot_decode_is_batched_instead(tmp_path, capsys) -> None:
+    """The continuous engine's decode step is Llama's (no biases); a Qwen2-style model (biased
+    q/k/v projections) still serves the rollout, through the whole-batch engine."""
+    import asyncio
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from termrl.llm.batching import BatchingEngine
+    from termrl.llm.engine import SamplingParams
+    from termrl.llm.engines import cpu_policy_engine
+    from termrl.llm.models import load_default_tokenizer
+
+    tokenizer = load_default_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(tmp_path, safe_serialization=True)
+    tokenizer.save_pretrained(tmp_path)
+
+    engine = cpu_policy_engine(tmp_path, max_batch_size=2, context_window=512)
+    assert isinstance(engine, BatchingEngine)
+    assert "batching whole generate calls instead" in capsys.readouterr().err
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=1)
+    (generation,) = asyncio.run(engine.generate([[1, 2, 3]], params))
+    assert 1 <= len(generation.token_ids) <= 4
