@@ -21,8 +21,9 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
+
+from termrl.sandbox.procs import descendants
 
 __all__ = ["reap_dead_owners_sandboxes", "stages_stop_with_the_run"]
 
@@ -38,26 +39,12 @@ def reap_dead_owners_sandboxes(binary: str = "podman") -> None:
     asyncio.run(PodmanBackend(binary).reap_dead_owners())
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc): kfp runs a stage as ``sh -c`` around Python."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(stat.parent.name))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        found.append(todo.pop())
-        todo.extend(children.get(found[-1], []))
-    return found
-
-
 @contextlib.contextmanager
 def stages_stop_with_the_run() -> Iterator[None]:
     """While inside, SIGTERM/SIGINT end the processes below this one, then this one."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        for child in _descendants(os.getpid()):
+        for child in descendants(os.getpid()):  # kfp runs a stage as sh -c around Python
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
         if signum == signal.SIGINT:

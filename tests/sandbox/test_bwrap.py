@@ -14,6 +14,7 @@ from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox import SandboxManager, SandboxSpec, hostca
 from termrl.sandbox.base_images import cache_root
+from termrl.sandbox.procs import descendants
 from tests.sandbox.servers import serving
 
 pytestmark = pytest.mark.podman  # the base images (and task images) come from podman
@@ -156,7 +157,7 @@ async def test_teardown_leaves_no_mount_cgroup_or_process(bwrap, base_images):
     # The jobs' host pids: the launcher's descendants whose pid in the sandbox is a job's
     # (only this sandbox's processes count, not other tests' sleeps on the machine).
     inside = set(jobs.output.split())
-    host = [p for p in _descendants(launcher) if _nspid(p) in inside]
+    host = [p for p in descendants(launcher) if _nspid(p) in inside]
     assert len(inside) == 2 and len(host) == 2
     assert sandbox.cgroups and all(c.exists() for c in sandbox.cgroups)
     await session.close()
@@ -338,18 +339,3 @@ def _nspid(pid: int) -> str | None:
     except OSError:
         pass
     return None
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        found.append(todo.pop())
-        todo.extend(children.get(found[-1], []))
-    return found
