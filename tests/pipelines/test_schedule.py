@@ -118,10 +118,14 @@ def test_kfp_recurring_run_request(kfp_peer):
     assert job["max_concurrency"] == "1" or job["max_concurrency"] == 1
     assert job["no_catchup"] is True
     assert job["runtime_config"]["parameters"] == {"trials": 3, "model": "/models/latest"}
-    # The pipeline travels inside the request and is a valid PipelineSpec.
+    # The pipeline travels inside the request and is a valid PipelineSpec; its sandboxes are
+    # pods, so the eval knows its own pod (the downward API, in the platform spec beside it).
     spec = json_format.ParseDict(
-        job["pipeline_spec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+        submitted_spec(job), pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
     )
+    executors = job["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
+    owner = executors["deploymentSpec"]["executors"]["exec-evaluate"]["fieldPathAsEnv"]
+    assert {e["name"] for e in owner} == {"POD_NAME", "POD_UID", "POD_NAMESPACE"}
     assert spec.pipeline_info.name == "termrl-nightly-eval"
     caching = {
         t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()
@@ -236,6 +240,12 @@ def _substitute(text: str, values: dict[str, str]) -> str:
     for name, value in values.items():
         text = text.replace("{{workflow.parameters." + name + "}}", value)
     return text
+
+
+def submitted_spec(job: dict) -> dict:
+    """The PipelineSpec a recurring-run request carries (beside its platform spec, when it has one)."""
+    body = job["pipeline_spec"]
+    return body["pipeline_spec"] if "platform_spec" in body else body
 
 
 def _effective_eval_settings(args: str) -> dict[str, int]:

@@ -16,7 +16,11 @@ from pipelines.cluster import SERVICE_ACCOUNT
 from pipelines.cluster_cli import ARGO_VERSION_DEFAULT, schedule
 from pipelines.schedule import ARGO_VERSION, argo_yaml, nightly_argo
 from termrl.errors import ConfigError
-from tests.pipelines.test_schedule import _nightly_defaults, kfp_peer  # noqa: F401 (a fixture)
+from tests.pipelines.test_schedule import (  # noqa: F401 (kfp_peer: a fixture)
+    _nightly_defaults,
+    kfp_peer,
+    submitted_spec,
+)
 
 CRON = ["--cron", "0 3 * * *", "--registry", "reg.example.com"]
 
@@ -29,7 +33,7 @@ def _recurring_run(requests: list) -> dict:
 
 def _caching(job: dict) -> dict[str, bool]:
     spec = json_format.ParseDict(
-        job["pipeline_spec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+        submitted_spec(job), pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
     )
     return {t.task_info.name: t.caching_options.enable_cache for t in spec.root.dag.tasks.values()}
 
