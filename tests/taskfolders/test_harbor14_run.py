@@ -23,6 +23,7 @@ import pytest
 from components.eval.config import EvalConfig
 from components.eval.stage import main
 from termrl.artifacts.eval_results import read_eval_results
+from termrl.sandbox.settings import SandboxSettings
 from termrl.taskfolders import import_task_folders
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor-1.4"
@@ -49,7 +50,7 @@ def test_oracle_passes_and_nop_fails_on_harbor_1_4_tasks(task_ids, backend, base
             agent=agent,
             out=str(tmp_path / f"{agent}.parquet"),
             task_ids=task_ids,
-            backend=backend,
+            sandbox=SandboxSettings(backend),
             progress=False,
         )
         main(config)
