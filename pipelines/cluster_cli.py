@@ -105,19 +105,67 @@ def schedule_nightly(
     workspace_storage_class: str | None,
 ) -> None:
     """Run the nightly eval on a cron schedule (KFP recurring run, or Argo with --argo)."""
-    from pipelines.curriculum import CurriculumShape
     from pipelines.local import pipeline_defaults
     from pipelines.nightly_eval import build_nightly_eval
-    from pipelines.schedule import ARGO_FIXED, argo_yaml, nightly_argo, schedule_kfp
 
+    _check_schedule_target(
+        host,
+        argo_out,
+        no_cache=no_cache,
+        argo_only={
+            "--results-pvc": results_pvc,
+            "--argo-version": argo_version,
+            "--workspace-access-mode": workspace_access_mode,
+            "--workspace-storage-class": workspace_storage_class,
+        },
+    )
+    code_version = source_version()
+    try:
+        fields = placement_fields(placement, code_version)
+        defaults = pipeline_defaults(build_nightly_eval())
+        params = pipeline_arguments(defaults, settings)
+        if host is not None:
+            _schedule_on_kfp(
+                host,
+                cron,
+                params,
+                experiment=experiment,
+                namespace=namespace,
+                shape_fields={
+                    "code_version": code_version,
+                    "model_cache_pvc": model_cache_pvc,
+                    **fields,
+                    **sandbox_fields(placement),
+                },
+                enable_caching=False if no_cache else None,
+                service_account=service_account,
+            )
+            return
+        _write_argo_nightly(
+            Path(argo_out),
+            cron,
+            defaults,
+            params,
+            placement,
+            namespace=namespace or "default",
+            results_pvc=results_pvc,
+            model_cache_pvc=model_cache_pvc,
+            service_account=service_account or manifests.SERVICE_ACCOUNT,
+            workspace_access_mode=workspace_access_mode or "ReadWriteMany",
+            workspace_storage_class=workspace_storage_class or "",
+            argo_version=argo_version or ARGO_VERSION_DEFAULT,
+            fields=fields,
+        )
+    except TermrlError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _check_schedule_target(
+    host: str | None, argo_out: str | None, *, no_cache: bool, argo_only: dict[str, Any]
+) -> None:
+    """Exactly one of KFP (``host``) or Argo (``argo_out``), and only that target's options."""
     if (host is None) == (argo_out is None):
         raise click.UsageError("give exactly one of --host (KFP) or --argo FILE")
-    argo_only = {
-        "--results-pvc": results_pvc,
-        "--argo-version": argo_version,
-        "--workspace-access-mode": workspace_access_mode,
-        "--workspace-storage-class": workspace_storage_class,
-    }
     if host is not None and (given := [name for name, value in argo_only.items() if value]):
         raise click.UsageError(
             f"{', '.join(given)}: for --argo only (KFP keeps results as run artifacts and "
@@ -125,60 +173,69 @@ def schedule_nightly(
         )
     if argo_out is not None and no_cache:
         raise click.UsageError("--no-cache is for --host: the Argo nightly caches nothing")
-    code_version = source_version()
-    try:
-        fields = placement_fields(placement, code_version)
-        defaults = pipeline_defaults(build_nightly_eval())
-        params = pipeline_arguments(defaults, settings)
-        if host is not None:
-            shape = CurriculumShape(
-                code_version=code_version,
-                model_cache_pvc=model_cache_pvc,
-                **fields,
-                **sandbox_fields(placement),
-            )
-            job = schedule_kfp(
-                host,
-                cron,
-                params=params,
-                experiment=experiment,
-                namespace=namespace,
-                shape=shape,
-                enable_caching=False if no_cache else None,
-                service_account=service_account,
-            )
-            click.echo(f"recurring run {job} created on {host} (cron {cron})")
-            return
-        fixed = sorted(set(params) & set(ARGO_FIXED))
-        if fixed:
-            raise click.UsageError(
-                f"--argo: {', '.join(fixed)} cannot be set on the Argo nightly (sandboxes are pods, "
-                "the GPU request and code version are the images'); drop it or schedule on KFP"
-            )
-        sandbox = sandbox_fields(placement)
-        template, workflow = nightly_argo(
-            cron,
-            {
-                **defaults,
-                "sandbox_registry": sandbox["sandbox_registry"],
-                "sandbox_pull_secret": sandbox["sandbox_pull_secret"],
-                **params,
-            },
-            namespace=namespace or "default",
-            results_pvc=results_pvc,
-            model_cache_pvc=model_cache_pvc,
-            service_account=service_account or manifests.SERVICE_ACCOUNT,
-            workspace_access_mode=workspace_access_mode or "ReadWriteMany",
-            workspace_storage_class=workspace_storage_class or "",
-            **fields,
+
+
+def _schedule_on_kfp(
+    host: str,
+    cron: str,
+    params: dict[str, Any],
+    *,
+    experiment: str,
+    namespace: str | None,
+    shape_fields: dict[str, Any],
+    enable_caching: bool | None,
+    service_account: str | None,
+) -> None:
+    """Create the KFP recurring run of the nightly eval pipeline."""
+    from pipelines.curriculum import CurriculumShape
+    from pipelines.schedule import schedule_kfp
+
+    job = schedule_kfp(
+        host,
+        cron,
+        params=params,
+        experiment=experiment,
+        namespace=namespace,
+        shape=CurriculumShape(**shape_fields),
+        enable_caching=enable_caching,
+        service_account=service_account,
+    )
+    click.echo(f"recurring run {job} created on {host} (cron {cron})")
+
+
+def _write_argo_nightly(
+    out: Path,
+    cron: str,
+    defaults: dict[str, Any],
+    params: dict[str, Any],
+    placement: dict[str, Any],
+    *,
+    argo_version: str,
+    fields: dict[str, Any],
+    **options: Any,
+) -> None:
+    """Write the Argo WorkflowTemplate and the CronWorkflow running it to ``out``; ``options``
+    are ``nightly_argo``'s (namespace, volumes, service account)."""
+    from pipelines.schedule import ARGO_FIXED, argo_yaml, nightly_argo
+
+    fixed = sorted(set(params) & set(ARGO_FIXED))
+    if fixed:
+        raise click.UsageError(
+            f"--argo: {', '.join(fixed)} cannot be set on the Argo nightly (sandboxes are pods, "
+            "the GPU request and code version are the images'); drop it or schedule on KFP"
         )
-        text = argo_yaml(template, workflow, argo_version or ARGO_VERSION_DEFAULT)
-    except TermrlError as exc:
-        raise click.ClickException(str(exc)) from exc
-    Path(argo_out).write_text(text)
+    sandbox = sandbox_fields(placement)
+    arguments = {
+        **defaults,
+        "sandbox_registry": sandbox["sandbox_registry"],
+        "sandbox_pull_secret": sandbox["sandbox_pull_secret"],
+        **params,
+    }
+    template, workflow = nightly_argo(cron, arguments, **options, **fields)
+    out.write_text(argo_yaml(template, workflow, argo_version))
     click.echo(
-        f"wrote {argo_out} (WorkflowTemplate {template.name} and the CronWorkflow running it, "
-        f"schedule {cron}); kubectl apply -f {argo_out}"
+        f"wrote {out} (WorkflowTemplate {template.name} and the CronWorkflow running it, "
+        f"schedule {cron}); kubectl apply -f {out}"
     )
 
 

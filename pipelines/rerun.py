@@ -89,8 +89,7 @@ def plan_rerun(
     choice = (runner or RunnerChoice()).or_recorded(record.shape)
     if choice.runner == "docker" and not choice.image:
         choice = choice.with_image(source_version())
-    pipeline = _pipeline_for(record)
-    spec = pipeline.pipeline_spec
+    spec = _pipeline_for(record).pipeline_spec
     # The stages that always run; a dsl.If branch's hand-on is no stage of its own.
     stages = {name: leaf.task for name, leaf in leaf_tasks(spec).items() if not leaf.branches}
     if task not in stages:
@@ -102,7 +101,24 @@ def plan_rerun(
     shape = _shape(record)
     ops = make_ops(choice.image or shape.cpu_image, choice.image or shape.gpu_image).by_name
     problems: list[str] = []
+    parameters = _rerun_parameters(record, task_spec, component_spec, kind, settings, problems)
+    artifacts = _rerun_artifacts(record, spec, task_spec, component_spec, problems)
+    if problems:
+        raise ConfigError(problems)
+    recorded = record.shape.get("runner", "subprocess")
+    return RerunPlan(task, kind, ops[kind], parameters, artifacts, choice, recorded)
 
+
+def _rerun_parameters(
+    record: RunRecord,
+    task_spec: Any,
+    component_spec: Any,
+    kind: str,
+    settings: Iterable[str],
+    problems: list[str],
+) -> dict[str, Any]:
+    """The parameters the task ran with, changed by ``settings``: a component parameter by
+    its own name, any other config field through ``options``. Problems go to ``problems``."""
     parameters: dict[str, Any] = {}
     for name, value in task_spec.inputs.parameters.items():
         if value.component_input_parameter:
@@ -131,14 +147,20 @@ def plan_rerun(
         problems.extend(exc.problems)
     for name in list(parameters):
         if name not in declared:
-            parameters.pop(
-                name
-            )  # resource placeholders (accelerator): no meaning for the local runner
+            # resource placeholders (accelerator): no meaning for the local runner
+            parameters.pop(name)
         elif _PARAMETER_TYPES.get(declared[name].parameter_type) is int and isinstance(
             parameters[name], float
         ):
             parameters[name] = int(parameters[name])
+    return parameters
 
+
+def _rerun_artifacts(
+    record: RunRecord, spec: Any, task_spec: Any, component_spec: Any, problems: list[str]
+) -> dict[str, tuple[str, type]]:
+    """Each input artifact of the task: the URI of the run's output it read, and its class.
+    An output not on disk goes to ``problems``."""
     artifacts: dict[str, tuple[str, type]] = {}
     for name, value in task_spec.inputs.artifacts.items():
         output = value.task_output_artifact
@@ -159,10 +181,7 @@ def plan_rerun(
             uri,
             kfp_types.type_utils.ARTIFACT_CLASSES_MAPPING[schema.removeprefix("system.").lower()],
         )
-    if problems:
-        raise ConfigError(problems)
-    recorded = record.shape.get("runner", "subprocess")
-    return RerunPlan(task, kind, ops[kind], parameters, artifacts, choice, recorded)
+    return artifacts
 
 
 def _key(item: str) -> str:

@@ -330,23 +330,10 @@ def nightly_argo(
     ``workspace_access_mode`` (``WORKSPACE_ACCESS_MODES``), of ``workspace_storage_class`` ('' =
     the cluster's default class).
     """
-    from hera.workflows import DAG, CronWorkflow, Parameter, WorkflowTemplate
+    from hera.workflows import DAG, Parameter, WorkflowTemplate
     from hera.workflows import models as m
 
-    problems = [
-        f"the nightly eval has no parameter {n}" for n in ARGO_PARAMETERS if n not in params
-    ]
-    problems += [f"the Argo nightly passes parameter {n} to no stage" for n in _unconsumed()]
-    if not (results_pvc or model_cache_pvc):
-        problems.append(
-            "the Argo nightly eval keeps its results on a volume: give a results PVC or a model "
-            "cache PVC (the run's own workspace is deleted with the run)"
-        )
-    if workspace_access_mode not in WORKSPACE_ACCESS_MODES:
-        problems.append(
-            f"workspace access mode {workspace_access_mode!r}: one of "
-            + ", ".join(WORKSPACE_ACCESS_MODES)
-        )
+    problems = _argo_problems(params, results_pvc, model_cache_pvc, workspace_access_mode)
     if problems:
         raise ConfigError(problems)
     storage = _storage(results_pvc, model_cache_pvc, model_cache_path)
@@ -373,7 +360,37 @@ def nightly_argo(
         )
         with DAG(name="nightly-eval"):
             synthesize() >> verify() >> evaluate()
-    cron_workflow = CronWorkflow(
+    return template, _cron_workflow(cron, arguments, namespace=namespace, timezone=timezone)
+
+
+def _argo_problems(
+    params: dict[str, Any], results_pvc: str, model_cache_pvc: str, workspace_access_mode: str
+) -> list[str]:
+    """What keeps ``nightly_argo`` from deriving the nightly from ``params`` and its volumes."""
+    problems = [
+        f"the nightly eval has no parameter {n}" for n in ARGO_PARAMETERS if n not in params
+    ]
+    problems += [f"the Argo nightly passes parameter {n} to no stage" for n in _unconsumed()]
+    if not (results_pvc or model_cache_pvc):
+        problems.append(
+            "the Argo nightly eval keeps its results on a volume: give a results PVC or a model "
+            "cache PVC (the run's own workspace is deleted with the run)"
+        )
+    if workspace_access_mode not in WORKSPACE_ACCESS_MODES:
+        problems.append(
+            f"workspace access mode {workspace_access_mode!r}: one of "
+            + ", ".join(WORKSPACE_ACCESS_MODES)
+        )
+    return problems
+
+
+def _cron_workflow(cron: str, arguments: list[Any], *, namespace: str, timezone: str) -> Any:
+    """The CronWorkflow that runs the nightly's WorkflowTemplate with ``arguments``; a night
+    still running when the next is due keeps it from starting (``Forbid``)."""
+    from hera.workflows import CronWorkflow
+    from hera.workflows import models as m
+
+    return CronWorkflow(
         name=TEMPLATE_NAME,
         namespace=namespace,
         schedules=[argo_cron(cron)],
@@ -383,7 +400,6 @@ def nightly_argo(
         workflow_template_ref=m.WorkflowTemplateRef(name=TEMPLATE_NAME),
         arguments=arguments,
     )
-    return template, cron_workflow
 
 
 def round_trip(*documents: Any) -> tuple[str, list[dict[str, Any]]]:

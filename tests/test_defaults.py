@@ -8,7 +8,10 @@ named preset in ``tests/pipelines/test_parameter_defaults.py``.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import inspect
+import textwrap
 from typing import Any
 
 import click
@@ -35,6 +38,8 @@ from components.train.config import TrainConfig
 from components.verify.cli import verify as verify_cli
 from components.verify.component import verify
 from components.verify.config import VerifyConfig
+from termrl.agent.loop import AgentConfig
+from termrl.llm.engine import SamplingParams
 from termrl.presets import ROLLOUT_EPISODES
 from termrl.settings import field_defaults, field_types
 
@@ -116,11 +121,45 @@ def test_every_component_parameter_is_described_for_the_kubeflow_ui(stage):
 
 
 def test_rollout_and_eval_limits_differ_only_through_the_named_preset():
-    from termrl.agent.loop import AgentConfig
-
     assert (EvalConfig.max_turns, EvalConfig.max_new_tokens) == (
         AgentConfig.max_turns,
         AgentConfig.max_new_tokens,
     )
     assert RolloutConfig().max_turns == ROLLOUT_EPISODES["rollout.max_turns"]
     assert RolloutConfig().max_turns != AgentConfig.max_turns
+
+
+PASSED_ON = {
+    AgentConfig: (SamplingParams,),
+    DemonstrateConfig: (AgentConfig, SamplingParams),
+    RolloutConfig: (AgentConfig, SamplingParams),
+    EvalConfig: (AgentConfig, SamplingParams),
+}
+"""A config -> the configs it hands settings on to (the agent's, the engine's sampling)."""
+
+
+def _literal_defaults(config: type) -> dict[str, Any]:
+    """The fields whose default ``config``'s class body writes as a literal (``= 512``), not
+    taken from elsewhere (``= SamplingParams.max_new_tokens``)."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(config))).body[0].body
+    return {
+        node.target.id: node.value.value
+        for node in body
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and isinstance(node.value, ast.Constant)
+    }
+
+
+@pytest.mark.parametrize("config", PASSED_ON, ids=lambda c: c.__name__)
+def test_a_setting_handed_on_takes_its_default_from_the_config_it_reaches(config):
+    # The same value written twice is two defaults: change one and the other silently stays.
+    # A different value is the config's own choice (eval samples greedily) and a None is unset.
+    restated = [
+        f"{config.__name__}.{name} = {value!r} restates {target.__name__}.{name}"
+        for target in PASSED_ON[config]
+        for name, value in _literal_defaults(config).items()
+        for f in dataclasses.fields(target)
+        if f.name == name and value is not None and f.default == value
+    ]
+    assert restated == []

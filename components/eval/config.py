@@ -70,7 +70,7 @@ class EvalConfig:
     """Above temperature 0: None samples fresh randomness; a seed makes trial t sample with
     ``seed + t`` (reproducible, and the same draws for every policy compared). Greedy decoding
     needs none."""
-    prompt_style: str = "compact"
+    prompt_style: str = AgentConfig.prompt_style
     """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``): the one the policy was
     trained with (rollout and demonstrations use the same knob)."""
     max_batch_size: int = 32

@@ -40,6 +40,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,9 @@ from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
 from termrl.multistep import below_min_reward, combine, task_steps
 from termrl.sandbox.manager import SandboxManager
+from termrl.sandbox.session import Session
 from termrl.taskfolders import import_task_folders
-from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, run_tests
+from termrl.taskrun import DEFAULT_AGENT_TIMEOUT_SEC, TaskSandboxes, TestOutcome, run_tests
 
 __all__ = ["TEST_OUTPUT_CHARS", "hard_cap_sec", "load_eval_tasks", "run_trials", "trial_row"]
 
@@ -171,103 +173,109 @@ def _add(total: TrialRun | None, part: TrialRun) -> TrialRun:
     )
 
 
+@dataclass
+class _TrialState:
+    """What one trial has done so far; its row is made from this however the trial ends."""
+
+    started: float
+    """When its sandbox started (not the wait for a free slot)."""
+    run: TrialRun = field(default_factory=lambda: TrialRun(stop_reason="error"))
+    """The agent's work over the steps so far."""
+    agent_sec: float | None = None
+    over_budget: bool = False
+    scored: list[TestOutcome] = field(default_factory=list)
+    """The outcome of each step scored, in order."""
+
+
 async def _run_one(
     sandboxes: TaskSandboxes, agent: Agent, config: EvalConfig, task: Task, trial: int
 ) -> dict[str, Any]:
     """One trial: each step of the task (``termrl.multistep``; one for most tasks) acted on, then scored."""
-    started = time.monotonic()
-    run = TrialRun(stop_reason="error")
-    agent_sec: float | None = None
-    over_budget = False
-    scored = []
+    state = _TrialState(started=time.monotonic())
     try:
         async with sandboxes.open(task) as session:
-            started = session.started  # not the wait for a free slot
-            total: TrialRun | None = None
-            part: TrialRun | None = None  # the previous step's, which the next one continues
-            agent_sec = 0.0
-            for index, step in enumerate(task_steps(task)):
-                budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
-                agent_started = time.monotonic()
-                try:
-                    part = await asyncio.wait_for(
-                        agent.act(session, step, trial, budget, previous=part),
-                        hard_cap_sec(budget),
-                    )
-                except TimeoutError:
-                    agent_sec += time.monotonic() - agent_started
-                    part = TrialRun(
-                        stop_reason="lifetime",
-                        timed_out=True,
-                        error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s",
-                    )
-                    run = _add(total, part)
-                    return trial_row(
-                        config,
-                        task,
-                        trial,
-                        run,
-                        over_budget=True,
-                        tests_passed=None,
-                        reward=0.0,
-                        agent_sec=agent_sec,
-                        wall_sec=time.monotonic() - started,
-                    )
-                step_sec = time.monotonic() - agent_started
-                agent_sec += step_sec
-                total = run = _add(total, part)
-                over_budget = over_budget or part.timed_out or step_sec > budget
-                if part.failure_type in ("SandboxDied", "SandboxUnavailable"):
-                    return trial_row(
-                        config,
-                        task,
-                        trial,
-                        run,
-                        over_budget=over_budget,
-                        tests_passed=None,
-                        reward=0.0,
-                        agent_sec=agent_sec,
-                        wall_sec=time.monotonic() - started,
-                    )
-                try:
-                    scored.append(await run_tests(session, step))
-                except TermrlError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a sandbox's content the scorer chokes on fails this trial only
-                    raise RewardFailed(
-                        f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}"
-                    ) from exc
-                if part.failure_type is not None or below_min_reward(task, index, scored[-1]):
-                    break
+            state.started = session.started
+            if not await _act_and_score_steps(session, agent, task, trial, state):
+                return _row(config, task, trial, state, None)
     except TermrlError as exc:
-        run.failure_type, run.error = failure_type(exc), f"{type(exc).__name__}: {exc}"[:4000]
-        return trial_row(
-            config,
-            task,
-            trial,
-            run,
-            over_budget=over_budget,
-            tests_passed=None,
-            reward=0.0,
-            agent_sec=agent_sec,
-            wall_sec=time.monotonic() - started,
-        )
-    outcome = combine(task, scored)
+        state.run.failure_type = failure_type(exc)
+        state.run.error = f"{type(exc).__name__}: {exc}"[:4000]
+        return _row(config, task, trial, state, None)
+    return _row(config, task, trial, state, combine(task, state.scored))
+
+
+def _row(
+    config: EvalConfig, task: Task, trial: int, state: _TrialState, outcome: TestOutcome | None
+) -> dict[str, Any]:
+    """The trial's row; ``outcome`` None: the trial ended before its tests ran (reward 0)."""
+    scoring: dict[str, Any] = {"tests_passed": None, "reward": 0.0}
+    if outcome is not None:
+        scoring = {
+            "tests_passed": outcome.passed,
+            "reward": outcome.reward,
+            "tests_timed_out": outcome.timed_out,
+            "test_sec": outcome.duration,
+            "test_output": outcome.output,
+            "tampering": outcome.tampering,
+        }
     return trial_row(
         config,
         task,
         trial,
-        run,
-        over_budget=over_budget,
-        tests_passed=outcome.passed,
-        reward=outcome.reward,
-        tests_timed_out=outcome.timed_out,
-        agent_sec=agent_sec,
-        test_sec=outcome.duration,
-        wall_sec=time.monotonic() - started,
-        test_output=outcome.output,
-        tampering=outcome.tampering,
+        state.run,
+        over_budget=state.over_budget,
+        agent_sec=state.agent_sec,
+        wall_sec=time.monotonic() - state.started,
+        **scoring,
     )
+
+
+async def _act_and_score_steps(
+    session: Session, agent: Agent, task: Task, trial: int, state: _TrialState
+) -> bool:
+    """Each step in order: the agent acts (carrying on from its previous step), then the step's
+    tests run. False when the trial ends before its tests: the agent phase was cancelled at
+    its hard cap, or the sandbox died under the agent."""
+    total: TrialRun | None = None
+    part: TrialRun | None = None  # the previous step's, which the next one continues
+    state.agent_sec = 0.0
+    for index, step in enumerate(task_steps(task)):
+        budget = step.agent_timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC
+        agent_started = time.monotonic()
+        try:
+            part = await asyncio.wait_for(
+                agent.act(session, step, trial, budget, previous=part), hard_cap_sec(budget)
+            )
+        except TimeoutError:
+            state.agent_sec += time.monotonic() - agent_started
+            part = TrialRun(
+                stop_reason="lifetime",
+                timed_out=True,
+                error=f"agent cancelled after {time.monotonic() - agent_started:.0f}s",
+            )
+            state.run, state.over_budget = _add(total, part), True
+            return False
+        step_sec = time.monotonic() - agent_started
+        state.agent_sec += step_sec
+        total = state.run = _add(total, part)
+        state.over_budget = state.over_budget or part.timed_out or step_sec > budget
+        if part.failure_type in ("SandboxDied", "SandboxUnavailable"):
+            return False
+        state.scored.append(await _score_step(session, task, step))
+        if part.failure_type is not None or below_min_reward(task, index, state.scored[-1]):
+            break
+    return True
+
+
+async def _score_step(session: Session, task: Task, step: Task) -> TestOutcome:
+    """The step's tests. Any exception but the harness's own becomes ``RewardFailed``: a
+    sandbox's content the scorer chokes on fails this trial only."""
+    try:
+        return await run_tests(session, step)
+    except TermrlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        raise RewardFailed(f"task {task.id}: scoring failed: {type(exc).__name__}: {exc}") from exc
 
 
 async def _prebuild(

@@ -74,7 +74,7 @@ def health(
 
     from components.health.config import HealthConfig
     from components.health.detectors import Thresholds
-    from components.health.stage import main
+    from components.health.stage import headline_metrics, main, next_iteration
     from components.health.verdict import Mitigations
     from termrl.settings import build_config
 
@@ -89,28 +89,13 @@ def health(
             mitigations=build_config(Mitigations, {}, mitigations),
         )
     )
-    data = result.to_dict()
-    last = result.verdicts[-1]
-    values = {
-        "health/iteration": float(data["iteration"]),
-        "health/findings": float(len(last.findings)),
-        **{
-            f"health/{kind}": float(last.kind == kind)
-            for kind in ("healthy", "mitigate", "rollback")
-        },
-    }
+    values = headline_metrics(result)
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))
     outputs = namedtuple(
         "Outputs", ["verdict", "rollback_iteration", "next_train_options", "next_rollout_options"]
     )
-    target = last.to_iteration if last.to_iteration is not None else data["iteration"]
-    return outputs(
-        last.kind,
-        target,
-        {**(train_options or {}), **data["options"]["train"]},
-        {**(rollout_options or {}), **data["options"]["rollout"]},
-    )
+    return outputs(*next_iteration(result, train_options or {}, rollout_options or {}))
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

@@ -23,7 +23,7 @@ from termrl.artifacts import read_rollout_metrics, read_train_metrics
 from termrl.artifacts.checkpoint import CheckpointFolder, read_train_state
 from termrl.errors import ArtifactError
 
-__all__ = ["IterationFiles", "main", "read_iteration"]
+__all__ = ["IterationFiles", "headline_metrics", "main", "next_iteration", "read_iteration"]
 
 
 @dataclass
@@ -92,3 +92,33 @@ def main(config: HealthConfig) -> HealthReport:
     for line in report.lines():
         print(line)
     return report
+
+
+def headline_metrics(report: HealthReport) -> dict[str, float]:
+    """The latest verdict (one 0/1 value per kind) and its number of findings, for the Kubeflow UI."""
+    last = report.verdicts[-1]
+    return {
+        "health/iteration": float(report.history[-1].iteration),
+        "health/findings": float(len(last.findings)),
+        **{
+            f"health/{kind}": float(last.kind == kind)
+            for kind in ("healthy", "mitigate", "rollback")
+        },
+    }
+
+
+def next_iteration(
+    report: HealthReport, train_options: dict[str, Any], rollout_options: dict[str, Any]
+) -> tuple[str, int, dict[str, Any], dict[str, Any]]:
+    """What the curriculum's next iteration gets: the verdict, the iteration whose checkpoint
+    it continues from (a rollback's target, else the one just judged), and the run's own train
+    and rollout options with every setting the verdicts made on top."""
+    data = report.to_dict()
+    last = report.verdicts[-1]
+    target = last.to_iteration if last.to_iteration is not None else data["iteration"]
+    return (
+        last.kind,
+        target,
+        {**train_options, **data["options"]["train"]},
+        {**rollout_options, **data["options"]["rollout"]},
+    )

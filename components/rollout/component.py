@@ -57,8 +57,8 @@ def rollout(
     Args:
         tasks: Tasks artifact to roll out on.
         policy: The policy (a Hugging Face model folder).
-        trajectories: The trajectories written (one row per chunk; the sampling temperature on
-            every row, which train reads).
+        trajectories: The trajectories written (one row per chunk, with the sampling temperature
+            train reads).
         rollout_metrics: Monitoring metrics of the episodes (long format; health reads them).
         metrics: Headline numbers for the Kubeflow UI.
         anchors: rollback anchoring: the anchor state the next rollout starts from.
@@ -114,12 +114,6 @@ def rollout(
     if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
         pathlib.Path(anchors.path).write_text("{}")
     os.replace(out, trajectories.path)
-    values = {
-        "rollout/episodes": float(summary.episodes),
-        "rollout/finished_now": float(summary.finished_now),  # fewer: a retry resumed the rest
-        "rollout/rows": float(summary.rows),
-        "rollout/dropped_groups": float(len(summary.dropped_groups)),
-        "rollout/wall_sec": summary.wall_sec,
-    }
+    values = summary.headline_metrics()
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

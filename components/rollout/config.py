@@ -98,7 +98,7 @@ class RolloutConfig:
     """Response budget per turn."""
     context_window: int | None = ROLLOUT_EPISODES["rollout.context_window"]
     """Tokens of prompt + response an episode may use; None takes the model's."""
-    prompt_style: str = "compact"
+    prompt_style: str = AgentConfig.prompt_style
     """The agent's system prompt (``termrl.llm.toolcalls.PROMPTS``); the same in demonstrations
     and eval."""
     temperature: float = SamplingParams.temperature

@@ -104,101 +104,147 @@ def monitor_rows(
     cancelled while running: a task that keeps showing up there is a fail-slow
     environment."""
     records = [r for g in groups for r in g]
+    flags = {r.ids.episode_id: _episode_flags(r, behaviour[r.ids.episode_id]) for r in records}
+    count = {name: sum(f[name] for f in flags.values()) for name in _GLOBAL_FLAGS}
+    return [
+        *_global_rows(records, count, extra_global or {}),
+        *_task_rows(records, flags, cancelled),
+        *_tool_rows(records),
+        *_command_rows(records),
+        *_alert_rows(count, len(records), thresholds),
+    ]
+
+
+_GLOBAL_FLAGS = (
+    "failed",
+    "unrecoverable",
+    "transient",
+    "loop",
+    "destructive",
+    "test_access",
+    "tampering",
+)
+"""The episode flags counted over the batch, in the order of their ``rollout/*_episodes`` rows."""
+
+_TASK_FLAGS = ("failed", "loop", "destructive", "test_access", "tampering")
+"""The episode flags counted per task."""
+
+
+def _row(scope: str, key: str, metric: str, value: float) -> dict[str, Any]:
+    return {"scope": scope, "key": key, "metric": metric, "value": float(value)}
+
+
+def _episode_flags(record: RolloutEpisode, seen: BehaviourFlags) -> dict[str, bool]:
+    """What the monitor counts about one episode: its behaviour flags and how it failed."""
+    return {
+        "loop": seen.loop,
+        "destructive": seen.destructive,
+        "test_access": seen.test_access,
+        "failed": record.failure_type is not None,
+        "unrecoverable": classify_failure(record.failure_type) == "unrecoverable",
+        "transient": classify_failure(record.failure_type) == "transient",
+        "tampering": bool(record.tampering),
+    }
+
+
+def _global_rows(
+    records: Sequence[RolloutEpisode], count: dict[str, int], extra: dict[str, float]
+) -> list[dict[str, Any]]:
+    """``rollout/*``: means over the batch, flag counts, stop reasons, failure types, extras."""
     n = max(len(records), 1)
-    rows: list[dict[str, Any]] = []
+    rows = [
+        _row("global", "all", "rollout/episodes", len(records)),
+        _row("global", "all", "rollout/success_rate", sum(r.success for r in records) / n),
+        _row("global", "all", "rollout/reward_mean", sum(r.reward for r in records) / n),
+        _row("global", "all", "rollout/turns_mean", sum(len(r.chunks) for r in records) / n),
+        _row(
+            "global",
+            "all",
+            "rollout/response_tokens_mean",
+            sum(r.response_tokens for r in records) / n,
+        ),
+        _row("global", "all", "rollout/episode_wall_s_mean", sum(r.wall_sec for r in records) / n),
+        _row("global", "all", "rollout/exec_timeouts", sum(r.timed_out_execs for r in records)),
+    ]
+    rows += [
+        _row("global", "all", f"rollout/{name}_episodes", count[name]) for name in _GLOBAL_FLAGS
+    ]
+    for reason, k in Counter(r.stop_reason for r in records).items():
+        rows.append(_row("global", "all", f"rollout/stop/{reason}", k))
+    for ftype, k in Counter(r.failure_type for r in records if r.failure_type).items():
+        rows.append(_row("global", "all", f"rollout/failure/{ftype}", k))
+    rows += [_row("global", "all", metric, value) for metric, value in sorted(extra.items())]
+    return rows
 
-    def add(scope: str, key: str, metric: str, value: float) -> None:
-        rows.append({"scope": scope, "key": key, "metric": metric, "value": float(value)})
 
+def _task_rows(
+    records: Sequence[RolloutEpisode],
+    flags: dict[str, dict[str, bool]],
+    cancelled: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Per task: success, reward, flag counts, per-step rewards, then cancelled stragglers."""
     per_task: dict[str, list[RolloutEpisode]] = defaultdict(list)
-    tools: dict[str, Counter[str]] = defaultdict(Counter)
-    commands: Counter[str] = Counter()
-    flags: dict[str, dict[str, bool]] = {}
     for record in records:
         per_task[record.task_id].append(record)
-        _tool_counts(record, tools)
-        commands.update(command_name(c) for c, _, _ in episode_commands(record))
-        seen = behaviour[record.ids.episode_id]
-        flags[record.ids.episode_id] = {
-            "loop": seen.loop,
-            "destructive": seen.destructive,
-            "test_access": seen.test_access,
-            "failed": record.failure_type is not None,
-            "unrecoverable": classify_failure(record.failure_type) == "unrecoverable",
-            "transient": classify_failure(record.failure_type) == "transient",
-            "tampering": bool(record.tampering),
-        }
-    count = {
-        k: sum(f[k] for f in flags.values())
-        for k in (
-            "loop",
-            "destructive",
-            "test_access",
-            "failed",
-            "unrecoverable",
-            "transient",
-            "tampering",
-        )
-    }
-    g = "rollout"
-    add("global", "all", f"{g}/episodes", len(records))
-    add("global", "all", f"{g}/success_rate", sum(r.success for r in records) / n)
-    add("global", "all", f"{g}/reward_mean", sum(r.reward for r in records) / n)
-    add("global", "all", f"{g}/turns_mean", sum(len(r.chunks) for r in records) / n)
-    add("global", "all", f"{g}/response_tokens_mean", sum(r.response_tokens for r in records) / n)
-    add("global", "all", f"{g}/episode_wall_s_mean", sum(r.wall_sec for r in records) / n)
-    add("global", "all", f"{g}/exec_timeouts", sum(r.timed_out_execs for r in records))
-    for name in (
-        "failed",
-        "unrecoverable",
-        "transient",
-        "loop",
-        "destructive",
-        "test_access",
-        "tampering",
-    ):
-        add("global", "all", f"{g}/{name}_episodes", count[name])
-    for reason, k in Counter(r.stop_reason for r in records).items():
-        add("global", "all", f"{g}/stop/{reason}", k)
-    for ftype, k in Counter(r.failure_type for r in records if r.failure_type).items():
-        add("global", "all", f"{g}/failure/{ftype}", k)
-    for metric, value in sorted((extra_global or {}).items()):
-        add("global", "all", metric, value)
+    rows = []
     for task_id, task_records in sorted(per_task.items()):
         m = len(task_records)
-        add("task", task_id, "episodes", m)
-        add("task", task_id, "success_rate", sum(r.success for r in task_records) / m)
-        add("task", task_id, "reward_mean", sum(r.reward for r in task_records) / m)
-        for name in ("failed", "loop", "destructive", "test_access", "tampering"):
-            add(
-                "task",
-                task_id,
-                f"{name}_episodes",
-                sum(flags[r.ids.episode_id][name] for r in task_records),
-            )
+        rows.append(_row("task", task_id, "episodes", m))
+        rows.append(_row("task", task_id, "success_rate", sum(r.success for r in task_records) / m))
+        rows.append(_row("task", task_id, "reward_mean", sum(r.reward for r in task_records) / m))
+        for name in _TASK_FLAGS:
+            episodes = sum(flags[r.ids.episode_id][name] for r in task_records)
+            rows.append(_row("task", task_id, f"{name}_episodes", episodes))
         for k, rewards in enumerate(_by_step(task_records), start=1):
-            add("task", task_id, f"step/{k}/episodes", len(rewards))
-            add("task", task_id, f"step/{k}/reward_mean", sum(rewards) / len(rewards))
+            rows.append(_row("task", task_id, f"step/{k}/episodes", len(rewards)))
+            rows.append(_row("task", task_id, f"step/{k}/reward_mean", sum(rewards) / len(rewards)))
     stragglers = Counter(c["task_id"] for c in cancelled if c.get("state") == "running")
     for task_id, k in sorted(stragglers.items()):
-        add("task", task_id, "stragglers_cancelled", k)
+        rows.append(_row("task", task_id, "stragglers_cancelled", k))
+    return rows
+
+
+def _tool_rows(records: Sequence[RolloutEpisode]) -> list[dict[str, Any]]:
+    """Per tool (and per malformed/missing call): calls, successes, failures, timeouts."""
+    tools: dict[str, Counter[str]] = defaultdict(Counter)
+    for record in records:
+        _tool_counts(record, tools)
+    rows = []
     for tool, stats in sorted(tools.items()):
         for metric in ("calls", "success", "failure", "timeouts"):
-            add("tool", tool, metric, stats[metric])
-        add("tool", tool, "failure_rate", stats["failure"] / max(stats["calls"], 1))
-    for name, k in commands.most_common():
-        add("command", name, "count", k)
+            rows.append(_row("tool", tool, metric, stats[metric]))
+        rows.append(_row("tool", tool, "failure_rate", stats["failure"] / max(stats["calls"], 1)))
+    return rows
+
+
+def _command_rows(records: Sequence[RolloutEpisode]) -> list[dict[str, Any]]:
+    """How often each program ran, most frequent first."""
+    commands: Counter[str] = Counter()
+    for record in records:
+        commands.update(command_name(c) for c, _, _ in episode_commands(record))
+    return [_row("command", name, "count", k) for name, k in commands.most_common()]
+
+
+def _alert_rows(
+    count: dict[str, int], episodes: int, thresholds: MonitorThresholds
+) -> list[dict[str, Any]]:
+    """One value and threshold row pair per rate over its threshold (none for an empty batch)."""
+    if not episodes:
+        return []
     checks = [
-        ("destructive_rate", count["destructive"] / n, thresholds.destructive_rate),
-        ("test_access_rate", count["test_access"] / n, thresholds.test_access_rate),
-        ("tampering_rate", count["tampering"] / n, thresholds.tampering_rate),
-        ("loop_rate", count["loop"] / n, thresholds.loop_rate),
-        ("failure_rate", count["failed"] / n, thresholds.failure_rate),
+        ("destructive_rate", count["destructive"] / episodes, thresholds.destructive_rate),
+        ("test_access_rate", count["test_access"] / episodes, thresholds.test_access_rate),
+        ("tampering_rate", count["tampering"] / episodes, thresholds.tampering_rate),
+        ("loop_rate", count["loop"] / episodes, thresholds.loop_rate),
+        ("failure_rate", count["failed"] / episodes, thresholds.failure_rate),
     ]
+    rows = []
     for name, value, threshold in checks:
-        if records and value > threshold:
-            add("alert", name, "value", value)
-            add("alert", name, "threshold", threshold)
+        if value > threshold:
+            rows += [
+                _row("alert", name, "value", value),
+                _row("alert", name, "threshold", threshold),
+            ]
     return rows
 
 

@@ -76,6 +76,16 @@ class RolloutSummary:
     episode_rows: list[dict[str, Any]]
     """One row per kept episode (its first chunk's row): what rollback and reports read."""
 
+    def headline_metrics(self) -> dict[str, float]:
+        """The stage's headline numbers, for the Kubeflow UI's metrics panel."""
+        return {
+            "rollout/episodes": float(self.episodes),
+            "rollout/finished_now": float(self.finished_now),  # fewer: a retry resumed the rest
+            "rollout/rows": float(self.rows),
+            "rollout/dropped_groups": float(len(self.dropped_groups)),
+            "rollout/wall_sec": self.wall_sec,
+        }
+
 
 def main(config: RolloutConfig) -> RolloutSummary:
     """Run the stage as configured (the command line and the KFP component call this)."""

@@ -68,6 +68,7 @@ def train(
 
     from components.progress import move_onto, progress_folder
     from components.train.config import TrainConfig
+    from components.train.trainer import flat_metrics
     from components.train.trainer import train as run_training
     from termrl.settings import build_config
 
@@ -99,13 +100,6 @@ def train(
         )
     )
     move_onto(work, checkpoint.path)
-    last = result["last"] or {}
-    values = {
-        f"train/{k}": float(v)
-        for k, v in last.items()
-        if isinstance(v, int | float) and v is not None
-    }
-    values["train/steps"] = float(result["steps"])
-    values["train/resumed_at_step"] = float(result["resumed_at_step"])  # 0: a fresh start
+    values = flat_metrics(result)
     metrics.metadata.update(values)
     pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -183,14 +183,18 @@ class TrainConfig:
     # -------------------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise ``ConfigError`` listing every problem found."""
-        problems: list[str] = []
+        problems = [
+            *self._choice_problems(),
+            *self._input_problems(),
+            *self._objective_problems(),
+            *self._optimisation_problems(),
+        ]
+        if problems:
+            raise ConfigError(problems)
 
-        def choice(name: str, options: tuple[str, ...]) -> None:
-            if getattr(self, name) not in options:
-                problems.append(
-                    f"{name}={getattr(self, name)!r} must be one of {', '.join(options)}"
-                )
-
+    def _choice_problems(self) -> list[str]:
+        """Settings that name one of a fixed set of options."""
+        problems = []
         for name, options in [
             ("mode", MODES),
             ("objective", OBJECTIVES),
@@ -201,7 +205,15 @@ class TrainConfig:
             ("dtype", DTYPES),
             ("distributed", DISTRIBUTED),
         ]:
-            choice(name, options)
+            if getattr(self, name) not in options:
+                problems.append(
+                    f"{name}={getattr(self, name)!r} must be one of {', '.join(options)}"
+                )
+        return problems
+
+    def _input_problems(self) -> list[str]:
+        """The input artifacts and the output folder."""
+        problems = []
         for name in ("trajectories", "out"):
             if not getattr(self, name):
                 problems.append(f"{name} is required")
@@ -211,6 +223,11 @@ class TrainConfig:
             problems.append(f"demonstrations file {self.demonstrations} does not exist")
         if self.model and not (Path(self.model) / "config.json").is_file():
             problems.append(f"model {self.model} is not a Hugging Face folder (no config.json)")
+        return problems
+
+    def _objective_problems(self) -> list[str]:
+        """The loss: clipping, returns, term weights, the mismatch mask."""
+        problems = []
         if not 0 <= self.eps_low < 1:
             problems.append(f"eps_low={self.eps_low} must be in [0, 1)")
         if self.eps_high < 0:
@@ -234,6 +251,11 @@ class TrainConfig:
             )
         if self.mismatch_threshold <= 0:
             problems.append(f"mismatch_threshold={self.mismatch_threshold} must be > 0")
+        return problems
+
+    def _optimisation_problems(self) -> list[str]:
+        """Sizes, steps, the optimizer and DeepSpeed."""
+        problems = []
         positive_ints = [
             "lora_rank",
             "lora_alpha",
@@ -261,8 +283,7 @@ class TrainConfig:
             problems.append(f"deepspeed_config {self.deepspeed_config} does not exist")
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
             problems.append(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
-        if problems:
-            raise ConfigError(problems)
+        return problems
 
     def with_sampling_temperature(self) -> TrainConfig:
         """This config with ``temperature`` read from the trajectories (see the field)."""

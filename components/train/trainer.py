@@ -52,7 +52,13 @@ from termrl.artifacts.checkpoint import CheckpointFolder
 from termrl.errors import ArtifactError, ConfigError
 from termrl.llm.models import resolve_model_path
 
-__all__ = ["TrainResult", "compute_old_logprobs", "prepare_episodes", "train"]
+__all__ = [
+    "TrainResult",
+    "compute_old_logprobs",
+    "flat_metrics",
+    "prepare_episodes",
+    "train",
+]
 
 LOSS_FUNCTIONS = {"ipa": ipa_loss, "token": token_level_loss}
 
@@ -74,6 +80,19 @@ def train(config: TrainConfig) -> TrainResult:
         if env.world > 1 and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     return result
+
+
+def flat_metrics(result: TrainResult) -> dict[str, float]:
+    """The last step's numeric metrics as ``train/<name>``, with the step counts (for KFP)."""
+    last = result["last"] or {}
+    values = {
+        f"train/{k}": float(v)
+        for k, v in last.items()
+        if isinstance(v, int | float) and v is not None
+    }
+    values["train/steps"] = float(result["steps"])
+    values["train/resumed_at_step"] = float(result["resumed_at_step"])  # 0: a fresh start
+    return values
 
 
 def prepare_episodes(episodes: list[TrainEpisode], config: TrainConfig) -> dict[str, Any]:
@@ -220,111 +239,40 @@ def _schedule(config: TrainConfig, total_steps: int):
 
 def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRunner:
     """Model, data, masks, optimizer and scheduler; restores a checkpoint when resuming."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     config = config.with_sampling_temperature()  # the rollout's, recorded in the trajectories
     out = Path(config.out)
-    resume_from = latest_checkpoint(out) if config.resume else None
-    if not config.resume and latest_checkpoint(out) is not None:
-        raise ConfigError(
-            f"{out} already holds checkpoints; pass --resume or choose an empty folder"
-        )
+    resume_from = _checkpoint_to_resume(config, out)
     torch.manual_seed(config.seed)
     random.seed(config.seed)
-    model_config = AutoConfig.from_pretrained(config.model)
-    limit = config.max_episode_tokens or getattr(model_config, "max_position_embeddings", 1 << 30)
-    episodes = load_episodes(
-        config.trajectories,
-        max_episode_tokens=limit,
-        demonstrations=config.demonstrations,
-    )
+    episodes = _load_episodes(config)
     data_stats = prepare_episodes(episodes, config)
     bf16 = derived["dtype"] == "bfloat16"
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    model = load_policy(
-        config.model,
-        finetune=config.finetune,
-        lora_rank=config.lora_rank,
-        lora_alpha=config.lora_alpha,
-        lora_target_modules=config.lora_target_modules,
-        adapter_dir=CheckpointFolder(resume_from).adapter
-        if resume_from and config.finetune == "lora"
-        else None,
-        weights_dir=resume_from,
-    ).to(env.device)
-    if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-        if config.finetune == "lora":
-            model.enable_input_require_grads()  # frozen embeddings would cut the recomputed graph
-    if env.backend == "fsdp2":
-        model = shard_fsdp2(model, bf16=bf16)
+    model = _load_model(config, env, resume_from, bf16=bf16)
     candidates = [e for e in episodes if e.exclusion is None and bool(e.chunk_keep.any())]
     experts = [e for e in episodes if e.exclusion is None and bool(e.chunk_imitate.any())]
-    if resume_from is None:
-        # every rank computes all of them, so FSDP2's collectives line up
-        compute_old_logprobs(
-            model,
-            candidates,
-            env,
-            micro_batch_size=config.micro_batch_size,
-            bf16=bf16,
-            pad_id=pad_id,
-            share_prefix=config.share_prompt_prefix,
-            temperature=config.temperature,
-        )
-    else:
-        saved = load_old_logprobs(resume_from)
-        missing = [e.episode_id for e in candidates if e.episode_id not in saved]
-        if missing:
-            raise ArtifactError(
-                f"{resume_from} was trained on other trajectories: no π_old for {len(missing)} episode(s), "
-                f"e.g. {missing[0]}"
-            )
-        for e in candidates:
-            e.old_logprobs = saved[e.episode_id]
-    for e in experts:
-        e.old_logprobs = torch.zeros(e.response_tokens)  # the imitation loss has no ratio: no π_old
+    _set_old_logprobs(
+        model, candidates, experts, env, config, resume_from=resume_from, bf16=bf16, pad_id=pad_id
+    )
     data_stats.update(apply_mismatch_mask(candidates, config.mismatch_threshold))
     trainable_episodes = [e for e in episodes if bool(e.chunk_keep.any() or e.chunk_imitate.any())]
     data_stats.update(_exclusion_stats(episodes, candidates + experts, trainable_episodes))
-
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        trainable,
-        lr=derived["learning_rate"],
-        betas=tuple(config.adam_betas),
-        weight_decay=config.weight_decay,
-    )
     per_step = config.micro_batch_size * config.grad_accum_steps * env.world
     steps = plan_steps(
         len(trainable_episodes), per_step, config.epochs, config.seed, config.max_steps
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, len(steps)))
-    if env.backend == "deepspeed":
-        ds_config = deepspeed_config(
-            micro_batch_size=config.micro_batch_size,
-            grad_accum_steps=config.grad_accum_steps,
-            world=env.world,
-            zero_stage=config.deepspeed_zero_stage,
-            max_grad_norm=config.max_grad_norm,
-            bf16=bf16,
-            overrides_file=config.deepspeed_config,
-        )
-        model = wrap_deepspeed(model, optimizer, scheduler, ds_config)
-    state = {
-        "finetune": config.finetune,
-        "export": config.export,
-        "base_model": str(Path(config.model).resolve()),
-        "config": config.to_dict(),
-    }
+    model, optimizer, scheduler = _optimizer_and_scheduler(
+        model, config, derived, env, total_steps=len(steps), bf16=bf16
+    )
     metrics: list[dict[str, Any]] = []
     if resume_from is not None:
         # last, so the restored RNG state is not disturbed by set-up
         metrics = load_checkpoint(
             resume_from, model=model, optimizer=optimizer, scheduler=scheduler, env=env
         )
-    old_logprobs = {e.episode_id: e.old_logprobs for e in candidates}
     return StepRunner(
         config=config,
         env=env,
@@ -343,7 +291,142 @@ def set_up(config: TrainConfig, derived: dict[str, Any], env: DistEnv) -> StepRu
         share_prefix=config.share_prompt_prefix,
         data_stats=data_stats,
         metrics=metrics,
-        state=state,
-        old_logprobs=old_logprobs,
+        state=_run_state(config),
+        old_logprobs={e.episode_id: e.old_logprobs for e in candidates},
         out=out,
     )
+
+
+def _checkpoint_to_resume(config: TrainConfig, out: Path) -> Path | None:
+    """The newest checkpoint in ``out`` with ``resume``; without it, ``out`` must hold none."""
+    if config.resume:
+        return latest_checkpoint(out)
+    if latest_checkpoint(out) is not None:
+        raise ConfigError(
+            f"{out} already holds checkpoints; pass --resume or choose an empty folder"
+        )
+    return None
+
+
+def _load_episodes(config: TrainConfig) -> list[TrainEpisode]:
+    """Trajectories and demonstrations, cut at the model's context unless a limit is set."""
+    from transformers import AutoConfig
+
+    model_config = AutoConfig.from_pretrained(config.model)
+    limit = config.max_episode_tokens or getattr(model_config, "max_position_embeddings", 1 << 30)
+    return load_episodes(
+        config.trajectories,
+        max_episode_tokens=limit,
+        demonstrations=config.demonstrations,
+    )
+
+
+def _load_model(
+    config: TrainConfig, env: DistEnv, resume_from: Path | None, *, bf16: bool
+) -> torch.nn.Module:
+    """The policy on this rank's device (from the checkpoint when resuming), sharded for FSDP2."""
+    model = load_policy(
+        config.model,
+        finetune=config.finetune,
+        lora_rank=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_target_modules=config.lora_target_modules,
+        adapter_dir=CheckpointFolder(resume_from).adapter
+        if resume_from and config.finetune == "lora"
+        else None,
+        weights_dir=resume_from,
+    ).to(env.device)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        if config.finetune == "lora":
+            model.enable_input_require_grads()  # frozen embeddings would cut the recomputed graph
+    if env.backend == "fsdp2":
+        model = shard_fsdp2(model, bf16=bf16)
+    return model
+
+
+def _set_old_logprobs(
+    model: torch.nn.Module,
+    candidates: list[TrainEpisode],
+    experts: list[TrainEpisode],
+    env: DistEnv,
+    config: TrainConfig,
+    *,
+    resume_from: Path | None,
+    bf16: bool,
+    pad_id: int,
+) -> None:
+    """π_old of the RL candidates: from the starting policy, or the interrupted run's when
+    resuming. Demonstrations get zeros: the imitation loss has no ratio."""
+    if resume_from is None:
+        # every rank computes all of them, so FSDP2's collectives line up
+        compute_old_logprobs(
+            model,
+            candidates,
+            env,
+            micro_batch_size=config.micro_batch_size,
+            bf16=bf16,
+            pad_id=pad_id,
+            share_prefix=config.share_prompt_prefix,
+            temperature=config.temperature,
+        )
+    else:
+        _restore_old_logprobs(candidates, resume_from)
+    for e in experts:
+        e.old_logprobs = torch.zeros(e.response_tokens)
+
+
+def _restore_old_logprobs(candidates: list[TrainEpisode], resume_from: Path) -> None:
+    """π_old as the interrupted run computed it; the trajectories must be the same."""
+    saved = load_old_logprobs(resume_from)
+    missing = [e.episode_id for e in candidates if e.episode_id not in saved]
+    if missing:
+        raise ArtifactError(
+            f"{resume_from} was trained on other trajectories: no π_old for {len(missing)} episode(s), "
+            f"e.g. {missing[0]}"
+        )
+    for e in candidates:
+        e.old_logprobs = saved[e.episode_id]
+
+
+def _optimizer_and_scheduler(
+    model: torch.nn.Module,
+    config: TrainConfig,
+    derived: dict[str, Any],
+    env: DistEnv,
+    *,
+    total_steps: int,
+    bf16: bool,
+) -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """AdamW over the trainable parameters and the learning-rate schedule; DeepSpeed wraps
+    the model (the returned one) when it is the backend."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        trainable,
+        lr=derived["learning_rate"],
+        betas=tuple(config.adam_betas),
+        weight_decay=config.weight_decay,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total_steps))
+    if env.backend == "deepspeed":
+        ds_config = deepspeed_config(
+            micro_batch_size=config.micro_batch_size,
+            grad_accum_steps=config.grad_accum_steps,
+            world=env.world,
+            zero_stage=config.deepspeed_zero_stage,
+            max_grad_norm=config.max_grad_norm,
+            bf16=bf16,
+            overrides_file=config.deepspeed_config,
+        )
+        model = wrap_deepspeed(model, optimizer, scheduler, ds_config)
+    return model, optimizer, scheduler
+
+
+def _run_state(config: TrainConfig) -> dict[str, Any]:
+    """What the checkpoints record about this run (read by health and by resume)."""
+    return {
+        "finetune": config.finetune,
+        "export": config.export,
+        "base_model": str(Path(config.model).resolve()),
+        "config": config.to_dict(),
+    }

@@ -35,6 +35,7 @@ from components.verify.outcomes import CheckOutcome
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import TermrlError
 from termrl.multistep import run_steps
+from termrl.sandbox.session import Session
 from termrl.shellsteps import split_steps, without_step
 from termrl.taskrun import (
     SOLUTION_DIR,
@@ -328,92 +329,109 @@ async def check_state_replay(
     """
     started = time.monotonic()
     asks_for = process_match(task.instruction, process_patterns)
-    listing = _find_command(exclude, "-print0")
-    changed = _find_command(exclude, f"-cnewer {REPLAY_DIR}/marker -print0")
     try:
         async with sandboxes.open(task) as session:
-            before = await session.exec(
-                f"mkdir -p {REPLAY_DIR} && {listing} | sort -z > {REPLAY_DIR}/before && touch {REPLAY_DIR}/marker && sleep 0.05",
-                timeout=300,
+            changes = await _record_solution_changes(
+                session, task, exclude=exclude, max_bytes=max_bytes
             )
-            if not before.ok:
-                return CheckOutcome(
-                    "state_replay",
-                    "error",
-                    f"cannot list files: {_tail(before.output)}",
-                    time.monotonic() - started,
-                )
-            await run_solution(session, task)
-            # tar exits 1 when a file changed while it was read (a service still writing):
-            # the archive is still complete enough to replay.
-            pack = await session.exec(
-                f"cd / && {listing} | sort -z > {REPLAY_DIR}/after"
-                f" && comm -z -23 {REPLAY_DIR}/before {REPLAY_DIR}/after > {REPLAY_DIR}/deleted"
-                f" && {changed} > {REPLAY_DIR}/changed"
-                f" && {{ tar --null --no-recursion --ignore-failed-read -cpf {REPLAY_DIR}/changes.tar"
-                f" -T {REPLAY_DIR}/changed 2>{REPLAY_DIR}/tar.log; [ $? -le 1 ]; }}"
-                f" && echo REPLAY_BYTES $(stat -c %s {REPLAY_DIR}/changes.tar)"
-                f" && tr '\\0' '\\n' < {REPLAY_DIR}/changed | head -50 | sed 's/^/REPLAY_PATH /'",
-                timeout=600,
-            )
-            if not pack.ok:
-                return CheckOutcome(
-                    "state_replay",
-                    "error",
-                    f"cannot pack the changes: {_tail(pack.output)}",
-                    time.monotonic() - started,
-                )
-            size = next(
-                int(line.split()[1])
-                for line in pack.output.splitlines()
-                if line.startswith("REPLAY_BYTES ")
-            )
-            paths = [
-                line[len("REPLAY_PATH ") :]
-                for line in pack.output.splitlines()
-                if line.startswith("REPLAY_PATH ")
-            ]
-            if size > max_bytes:
-                return CheckOutcome(
-                    "state_replay",
-                    "error",
-                    f"the solution changed {size} bytes of files, over the limit",
-                    time.monotonic() - started,
-                )
-            archive = await session.download(f"{REPLAY_DIR}/changes.tar")
-            deleted = await session.download(f"{REPLAY_DIR}/deleted")
         async with sandboxes.open(task) as session:
-            await session.upload(archive, f"{REPLAY_DIR}/changes.tar")
-            await session.upload(deleted, f"{REPLAY_DIR}/deleted")
-            applied = await session.exec(
-                f"tar -xpf {REPLAY_DIR}/changes.tar -C / && (cd / && xargs -0 -r rm -rf -- < {REPLAY_DIR}/deleted)"
-                f" && rm -rf {REPLAY_DIR}",
-                timeout=600,
-            )
-            if not applied.ok:
-                return CheckOutcome(
-                    "state_replay",
-                    "error",
-                    f"cannot apply the changes: {_tail(applied.output)}",
-                    time.monotonic() - started,
-                )
-            tests = await run_tests(session, task)
-    except (TermrlError, OSError, ValueError, StopIteration) as exc:
+            tests = await _replay_and_test(session, task, changes)
+    except _ReplayFailed as exc:
+        return CheckOutcome("state_replay", "error", str(exc), time.monotonic() - started)
+    except (TermrlError, OSError, ValueError) as exc:
         return CheckOutcome(
             "state_replay",
             "error",
             f"{type(exc).__name__}: {_tail(str(exc))}",
             time.monotonic() - started,
         )
-    deleted_count = len([p for p in deleted.split(b"\0") if p])
+    return _replay_verdict(tests, changes, asks_for, time.monotonic() - started)
+
+
+class _ReplayFailed(Exception):
+    """A step of the state replay could not be done; the message is the check's reason."""
+
+
+@dataclass
+class _SolutionChanges:
+    """What the solution did to the file system, packed for replay."""
+
+    archive: bytes
+    """A tar of every path whose inode changed."""
+    deleted: bytes
+    """The paths that vanished, NUL-separated."""
+    paths: list[str]
+    """The first 50 changed paths, for the report."""
+
+
+async def _record_solution_changes(
+    session: Session, task: Task, *, exclude: tuple[str, ...], max_bytes: int
+) -> _SolutionChanges:
+    """Run the solution between two file listings and pack what it changed."""
+    listing = _find_command(exclude, "-print0")
+    changed = _find_command(exclude, f"-cnewer {REPLAY_DIR}/marker -print0")
+    before = await session.exec(
+        f"mkdir -p {REPLAY_DIR} && {listing} | sort -z > {REPLAY_DIR}/before && touch {REPLAY_DIR}/marker && sleep 0.05",
+        timeout=300,
+    )
+    if not before.ok:
+        raise _ReplayFailed(f"cannot list files: {_tail(before.output)}")
+    await run_solution(session, task)
+    # tar exits 1 when a file changed while it was read (a service still writing):
+    # the archive is still complete enough to replay.
+    pack = await session.exec(
+        f"cd / && {listing} | sort -z > {REPLAY_DIR}/after"
+        f" && comm -z -23 {REPLAY_DIR}/before {REPLAY_DIR}/after > {REPLAY_DIR}/deleted"
+        f" && {changed} > {REPLAY_DIR}/changed"
+        f" && {{ tar --null --no-recursion --ignore-failed-read -cpf {REPLAY_DIR}/changes.tar"
+        f" -T {REPLAY_DIR}/changed 2>{REPLAY_DIR}/tar.log; [ $? -le 1 ]; }}"
+        f" && echo REPLAY_BYTES $(stat -c %s {REPLAY_DIR}/changes.tar)"
+        f" && tr '\\0' '\\n' < {REPLAY_DIR}/changed | head -50 | sed 's/^/REPLAY_PATH /'",
+        timeout=600,
+    )
+    if not pack.ok:
+        raise _ReplayFailed(f"cannot pack the changes: {_tail(pack.output)}")
+    lines = pack.output.splitlines()
+    # A StopIteration would not leave this coroutine as itself (PEP 479): hence the default.
+    size = next((int(line.split()[1]) for line in lines if line.startswith("REPLAY_BYTES ")), None)
+    if size is None:
+        raise _ReplayFailed(f"cannot pack the changes: no archive size in {_tail(pack.output)}")
+    paths = [line[len("REPLAY_PATH ") :] for line in lines if line.startswith("REPLAY_PATH ")]
+    if size > max_bytes:
+        raise _ReplayFailed(f"the solution changed {size} bytes of files, over the limit")
+    return _SolutionChanges(
+        archive=await session.download(f"{REPLAY_DIR}/changes.tar"),
+        deleted=await session.download(f"{REPLAY_DIR}/deleted"),
+        paths=paths,
+    )
+
+
+async def _replay_and_test(session: Session, task: Task, changes: _SolutionChanges) -> TestOutcome:
+    """Apply the solution's changes to a fresh sandbox, none of its commands, then run the tests."""
+    await session.upload(changes.archive, f"{REPLAY_DIR}/changes.tar")
+    await session.upload(changes.deleted, f"{REPLAY_DIR}/deleted")
+    applied = await session.exec(
+        f"tar -xpf {REPLAY_DIR}/changes.tar -C / && (cd / && xargs -0 -r rm -rf -- < {REPLAY_DIR}/deleted)"
+        f" && rm -rf {REPLAY_DIR}",
+        timeout=600,
+    )
+    if not applied.ok:
+        raise _ReplayFailed(f"cannot apply the changes: {_tail(applied.output)}")
+    return await run_tests(session, task)
+
+
+def _replay_verdict(
+    tests: TestOutcome, changes: _SolutionChanges, asks_for: str | None, seconds: float
+) -> CheckOutcome:
+    """Tests that pass on the files alone fail the check only when the instruction asks for a
+    process: then they cannot tell whether it was set up."""
     detail = {
         "tests_passed": tests.passed,
-        "changed_paths": paths,
-        "deleted_paths": deleted_count,
-        "archive_bytes": len(archive),
+        "changed_paths": changes.paths,
+        "deleted_paths": len([p for p in changes.deleted.split(b"\0") if p]),
+        "archive_bytes": len(changes.archive),
         "process_words": asks_for,
     }
-    seconds = time.monotonic() - started
     if not tests.passed:
         return CheckOutcome(
             "state_replay",

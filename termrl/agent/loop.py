@@ -69,8 +69,9 @@ class AgentConfig:
 
     max_turns: int = 30
     """Assistant turns before the episode stops with ``max-turns``."""
-    max_new_tokens: int = 512
-    """Response budget per turn; lowered automatically near the end of the context."""
+    max_new_tokens: int = SamplingParams.max_new_tokens
+    """Response budget per turn (by default the engine's per-call budget); lowered automatically
+    near the end of the context."""
     context_window: int | None = None
     """Tokens of prompt + response the episode may use; None takes the engine's."""
     min_response_tokens: int = 16
@@ -334,43 +335,63 @@ async def run_episode(
         except TermrlError as exc:
             stop, error = "error", exc
             break
-        parsed = parse_response(gen.text)
-        if parsed.call_format == "fenced-bash" and not config.allow_fenced_bash:
-            parsed = replace(parsed, calls=[], call_format="none")
-        exec_started = time.perf_counter()
-        try:
-            parts, exit_code, done = await _execute(session, parsed.calls, config)
-        except TermrlError as exc:
-            parts, exit_code, done = [f"[sandbox error: {type(exc).__name__}]"], None, False
-            stop, error = "error", exc
-        exec_ms = (time.perf_counter() - exec_started) * 1000.0
-        parts = [f"Error: {e}" for e in parsed.errors] + parts
-        if parsed.call_format == "none":
-            parts.append(_NO_CALL)
-        elif gen.finish_reason == "length" and parsed.errors:
-            parts.append("[your response was cut off at the token limit]")
-        observation = format_tool_responses(parts) if parts else ""
-        chunks.append(
-            Chunk(
-                chunk_index=first + turn,
-                prompt_ids=list(delta),
-                response_ids=list(gen.token_ids),
-                response_logprobs=list(gen.logprobs or []),
-                response_text=gen.text,
-                action=json.dumps([c.to_json() for c in parsed.calls]),
-                call_format=parsed.call_format,
-                observation=observation,
-                exit_code=exit_code,
-                gen_ms=gen.gen_ms,
-                exec_ms=exec_ms,
-            )
-        )
+        chunk, done, error = await _act_on(session, config, gen, delta, first + turn)
+        chunks.append(chunk)
         if error is not None:
+            stop = "error"
             break
         if done:
             stop = "done"
             break
-        stream.add_turns([{"role": "user", "content": observation}])
+        stream.add_turns([{"role": "user", "content": chunk.observation}])
+    return _finished_episode(chunks, stop, error, stream, started)
+
+
+async def _act_on(
+    session: ExecSession, config: AgentConfig, gen: Generation, delta: list[int], index: int
+) -> tuple[Chunk, bool, TermrlError | None]:
+    """Run the calls of one response and record the turn: (its chunk, whether the agent
+    called done, the sandbox error that ends the episode, if one did)."""
+    parsed = parse_response(gen.text)
+    if parsed.call_format == "fenced-bash" and not config.allow_fenced_bash:
+        parsed = replace(parsed, calls=[], call_format="none")
+    exec_started = time.perf_counter()
+    error: TermrlError | None = None
+    try:
+        parts, exit_code, done = await _execute(session, parsed.calls, config)
+    except TermrlError as exc:
+        parts, exit_code, done = [f"[sandbox error: {type(exc).__name__}]"], None, False
+        error = exc
+    exec_ms = (time.perf_counter() - exec_started) * 1000.0
+    parts = [f"Error: {e}" for e in parsed.errors] + parts
+    if parsed.call_format == "none":
+        parts.append(_NO_CALL)
+    elif gen.finish_reason == "length" and parsed.errors:
+        parts.append("[your response was cut off at the token limit]")
+    chunk = Chunk(
+        chunk_index=index,
+        prompt_ids=list(delta),
+        response_ids=list(gen.token_ids),
+        response_logprobs=list(gen.logprobs or []),
+        response_text=gen.text,
+        action=json.dumps([c.to_json() for c in parsed.calls]),
+        call_format=parsed.call_format,
+        observation=format_tool_responses(parts) if parts else "",
+        exit_code=exit_code,
+        gen_ms=gen.gen_ms,
+        exec_ms=exec_ms,
+    )
+    return chunk, done, error
+
+
+def _finished_episode(
+    chunks: list[Chunk],
+    stop: StopReason,
+    error: BaseException | None,
+    stream: _Stream,
+    started: float,
+) -> AgentEpisode:
+    """The episode as it stopped; trainable when every token and logprob is the policy's own."""
     trainable = stream.exact and all(
         len(c.response_logprobs) == len(c.response_ids) for c in chunks
     )

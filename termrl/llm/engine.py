@@ -59,7 +59,8 @@ class SamplingParams:
     """How to sample. Hashable, so the batching front can group equal requests."""
 
     max_new_tokens: int = 512
-    """Upper bound on generated tokens for this call (the agent lowers it near the context limit)."""
+    """Upper bound on generated tokens for this call; the one default of the response budget
+    (``AgentConfig.max_new_tokens`` takes it, and lowers it per turn near the context limit)."""
     temperature: float = 1.0
     """0 means greedy. Logprobs are computed from logits / temperature (1.0 when greedy)."""
     top_p: float = 1.0

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from termrl.errors import SandboxDied
 from termrl.sandbox import procs
-from termrl.sandbox.fresh import UnknownUser, enter, fresh_argv, fresh_env, user_ids
+from termrl.sandbox.fresh import EntryPoint, exec_entering
 from termrl.sandbox.interrupt import run_kill_helper
 from termrl.sandbox.rootfs import open_in, overlay_changes, read_regular, walk, write_in
 from termrl.sandbox.session import Sandbox
@@ -181,25 +181,23 @@ class BwrapSandbox(Sandbox):
         binds: dict[str, tuple[str, bool]] | None = None,
         user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
-        try:
-            ids = None if user is None else await user_ids(self.exec_fresh, user)
-        except UnknownUser as exc:
-            return str(exc), 126, False, False
-        result = await enter(
-            await self.enter_target(),
-            cgroups=[str(c) for c in self.cgroups],
-            seccomp=self.seccomp,
-            env=fresh_env(self.env, env),
-            argv=fresh_argv(command, workdir),
-            binds=binds,
+        return await exec_entering(
+            self,
+            command,
+            env=env,
+            workdir=workdir,
             timeout=timeout,
             output_limit=output_limit,
-            user=ids,
-            unfreeze=self.frozen.names if self.frozen else (),
+            binds=binds,
+            user=user,
+            gone=f"sandbox {self.name} is gone",
         )
-        if result[1] in (125, 126) and not await self.alive():
-            raise SandboxDied(f"sandbox {self.name} is gone")
-        return result
+
+    async def entry_point(self) -> EntryPoint:
+        """The supervisor, with the sandbox's cgroups, seccomp filter and environment."""
+        return EntryPoint(
+            await self.enter_target(), [str(c) for c in self.cgroups], self.seccomp, self.env
+        )
 
     async def changed_files(self) -> dict[str, str] | None:
         if self.lower is None:

@@ -27,8 +27,11 @@ import platform
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
+from termrl.errors import SandboxDied
 from termrl.sandbox import procs
 from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.shell import OutputCap
@@ -39,10 +42,13 @@ __all__ = [
     "ENTER_SCRIPT",
     "IDS_OF_COMMAND",
     "SYSTEM_PATHS",
+    "EnterableSandbox",
+    "EntryPoint",
     "Frozen",
     "UnknownUser",
     "collect",
     "enter",
+    "exec_entering",
     "fresh_argv",
     "fresh_env",
     "parse_ids",
@@ -270,6 +276,69 @@ async def enter(
         finally:  # the helper holds its own copy: EOF once it and what it started are done
             os.close(write_fd)
         return await collect(process, stdout, timeout, output_limit, _enter_kill(process))
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """Where ``enter.py`` enters a sandbox, and what a process started there gets."""
+
+    target: int
+    """A host process inside the sandbox: its namespaces, root and credentials are taken."""
+    cgroups: list[str]
+    seccomp: bytes
+    env: dict[str, str]
+    """The sandbox's configured environment (image ENV, spec env)."""
+
+
+class EnterableSandbox(Protocol):
+    """A sandbox whose fresh processes the host starts itself with ``enter.py`` (bwrap, and
+    rootful podman when a process needs binds of its own)."""
+
+    frozen: Frozen | None
+
+    async def exec_fresh(
+        self, command: str, **options: Any
+    ) -> tuple[str, int | None, bool, bool]: ...
+    async def alive(self) -> bool: ...
+    async def entry_point(self) -> EntryPoint: ...
+
+
+async def exec_entering(
+    sandbox: EnterableSandbox,
+    command: str,
+    *,
+    env: dict[str, str] | None,
+    workdir: str,
+    timeout: float,
+    output_limit: int,
+    binds: dict[str, tuple[str, bool]] | None,
+    user: str | None,
+    gone: str,
+) -> tuple[str, int | None, bool, bool]:
+    """``exec_fresh`` through ``enter``: ``user``'s ids asked inside the sandbox first (an
+    unknown user is exit status 126 with the reason as output), then its entry point; frozen
+    system folders writable again for this process. A 125/126 exit status (the helper failed
+    before the command ran) from a sandbox that is no longer alive raises ``SandboxDied(gone)``."""
+    try:
+        ids = None if user is None else await user_ids(sandbox.exec_fresh, user)
+    except UnknownUser as exc:
+        return str(exc), 126, False, False
+    entry = await sandbox.entry_point()
+    result = await enter(
+        entry.target,
+        cgroups=entry.cgroups,
+        seccomp=entry.seccomp,
+        env=fresh_env(entry.env, env),
+        argv=fresh_argv(command, workdir),
+        binds=binds,
+        timeout=timeout,
+        output_limit=output_limit,
+        user=ids,
+        unfreeze=sandbox.frozen.names if sandbox.frozen else (),
+    )
+    if result[1] in (125, 126) and not await sandbox.alive():
+        raise SandboxDied(gone)
+    return result
 
 
 def _enter_kill(process: asyncio.subprocess.Process) -> Callable[[], None]:

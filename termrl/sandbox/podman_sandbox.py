@@ -41,14 +41,13 @@ from termrl.sandbox import procs, seccomp
 from termrl.sandbox.cli_calls import read_capped, run_cli
 from termrl.sandbox.disk_layer import DiskLayer, unmount_layer
 from termrl.sandbox.fresh import (
-    UnknownUser,
+    EntryPoint,
     collect,
-    enter,
+    exec_entering,
     fresh_argv,
     fresh_env,
     pid_line_argv,
     split_pid_line,
-    user_ids,
 )
 from termrl.sandbox.reaping import ended_on_error
 from termrl.sandbox.rootfs import overlay_changes
@@ -180,7 +179,10 @@ class PodmanSandbox(Sandbox):
     ) -> tuple[str, int | None, bool, bool]:
         user = user or self.image_user
         if binds:
-            return await self._exec_entered(
+            # ``podman exec`` cannot give one process a mount namespace of its own: the host
+            # enters the container as ``enter.py`` enters a bwrap sandbox (``entry_point``).
+            return await exec_entering(
+                self,
                 command,
                 env=env,
                 workdir=workdir,
@@ -188,21 +190,14 @@ class PodmanSandbox(Sandbox):
                 output_limit=output_limit,
                 binds=binds,
                 user=user,
+                gone=f"container {self.name} is gone",
             )
         init, config_env = await self._inspect()
-        variables = [f"{k}={v}" for k, v in fresh_env(config_env, env).items()]
         # The first line names the process's pid inside the container: how a timeout finds what to kill.
         mark = f"__TERMRL_FRESH_{secrets.token_hex(8)}"
-        argv = [
-            self.binary,
-            "exec",
-            *(["--user", user] if user else []),
-            self.name,
-            *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)]),
-        ]
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
-            *argv,
+            *self._exec_argv(mark, fresh_env(config_env, env), command, workdir, user),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -244,46 +239,31 @@ class PodmanSandbox(Sandbox):
             raise SandboxDied(f"container {self.name} is gone")
         return output, code, timed_out, truncated
 
-    async def _exec_entered(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None,
-        workdir: str,
-        timeout: float,
-        output_limit: int,
-        binds: dict[str, tuple[str, bool]],
-        user: str | None,
-    ) -> tuple[str, int | None, bool, bool]:
-        """``exec_fresh`` with private binds: the host enters the container as ``enter.py`` enters a bwrap
-        sandbox (``podman exec`` cannot give one process a mount namespace of its own). The process gets
-        the container init's namespaces, root, user and capabilities, its cgroups, and the seccomp
-        filter of ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
-        try:
-            ids = None if user is None else await user_ids(self.exec_fresh, user)
-        except UnknownUser as exc:
-            return str(exc), 126, False, False
+    def _exec_argv(
+        self, mark: str, env: dict[str, str], command: str, workdir: str, user: str | None
+    ) -> list[str]:
+        """``podman exec`` of ``command`` in a fresh process with exactly ``env``, which first
+        prints ``mark`` and its pid (``pid_line_argv``)."""
+        variables = [f"{k}={v}" for k, v in env.items()]
+        return [
+            self.binary,
+            "exec",
+            *(["--user", user] if user else []),
+            self.name,
+            *pid_line_argv(mark, ["/usr/bin/env", "-i", *variables, *fresh_argv(command, workdir)]),
+        ]
+
+    async def entry_point(self) -> EntryPoint:
+        """The container's init, as ``podman inspect`` names it: a process entering there gets its
+        namespaces, root, user and capabilities, its cgroups, and the seccomp filter of
+        ``termrl.sandbox.seccomp`` (Docker's defaults, as bwrap's sandboxes have them)."""
         init, config_env = await self._inspect()
         try:
             cgroups = procs.cgroup_dirs(init)
         except OSError as exc:
             await self._raise_if_dead()
             raise SandboxDied(f"container {self.name} has no running process: {exc}") from exc
-        result = await enter(
-            init,
-            cgroups=cgroups,
-            seccomp=seccomp.program(),
-            env=fresh_env(config_env, env),
-            argv=fresh_argv(command, workdir),
-            binds=binds,
-            timeout=timeout,
-            output_limit=output_limit,
-            user=ids,
-            unfreeze=self.frozen.names if self.frozen else (),
-        )
-        if result[1] in (125, 126) and not await self.alive():
-            raise SandboxDied(f"container {self.name} is gone")
-        return result
+        return EntryPoint(init, cgroups, seccomp.program(), config_env)
 
     async def changed_files(self) -> dict[str, str] | None:
         if self.layer is not None:

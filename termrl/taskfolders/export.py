@@ -85,29 +85,7 @@ def task_toml(task: Task) -> dict[str, Any]:
         metadata["category"] = task.family
     if task.tags:
         metadata["tags"] = list(task.tags)
-    sections = {
-        "agent": {"timeout_sec": task.agent_timeout_sec},
-        "verifier": {"timeout_sec": task.verifier_timeout_sec},
-        "environment": {
-            "build_timeout_sec": task.build_timeout_sec,
-            "cpus": task.cpus,
-            "memory_mb": task.memory_mb,
-            "storage_mb": task.storage_mb,
-            "allow_internet": task.allow_internet,
-        },
-    }
-    sections["environment"].update(
-        docker_image=task.docker_image, workdir=task.workdir, env=task.env or None
-    )
-    sections["solution"] = {"env": task.solution_env or None}
-    sections["agent"]["user"] = _user(task.agent_user)
-    sections["verifier"].update(
-        env=task.verifier_env or None,
-        user=_user(task.verifier_user),
-        environment_mode=task.verifier_mode,
-        collect=task.verifier_collect or None,
-    )
-    for section, values in sections.items():
+    for section, values in _run_sections(task).items():
         for key, value in values.items():
             if value is not None:
                 config.setdefault(section, {})[key] = value
@@ -119,7 +97,41 @@ def task_toml(task: Task) -> dict[str, Any]:
         config["steps"] = [_step_toml(step) for step in task.steps]
     if task.reward_strategy is not None:
         config["multi_step_reward_strategy"] = task.reward_strategy
+    ours = _termrl_keys(task, extra)
+    if ours:
+        metadata[TERMRL_TABLE] = ours
+    if not metadata:
+        del config["metadata"]
+    return config
 
+
+def _run_sections(task: Task) -> dict[str, dict[str, Any]]:
+    """The ``[agent]``, ``[verifier]``, ``[environment]`` and ``[solution]`` keys (None: not written)."""
+    return {
+        "agent": {"timeout_sec": task.agent_timeout_sec, "user": _user(task.agent_user)},
+        "verifier": {
+            "timeout_sec": task.verifier_timeout_sec,
+            "env": task.verifier_env or None,
+            "user": _user(task.verifier_user),
+            "environment_mode": task.verifier_mode,
+            "collect": task.verifier_collect or None,
+        },
+        "environment": {
+            "build_timeout_sec": task.build_timeout_sec,
+            "cpus": task.cpus,
+            "memory_mb": task.memory_mb,
+            "storage_mb": task.storage_mb,
+            "allow_internet": task.allow_internet,
+            "docker_image": task.docker_image,
+            "workdir": task.workdir,
+            "env": task.env or None,
+        },
+        "solution": {"env": task.solution_env or None},
+    }
+
+
+def _termrl_keys(task: Task, extra: dict[str, Any]) -> dict[str, Any]:
+    """``[metadata.termrl]``: what differs from Harbor's defaults, and the non-Harbor ``extra``."""
     solve_sh = generated_solve_sh(task)
     has_solve = solve_sh is not None or any(f.path == "solve.sh" for f in task.solution_files)
     ours: dict[str, Any] = {}
@@ -145,11 +157,7 @@ def task_toml(task: Task) -> dict[str, Any]:
         ours["generated_solve_sh"] = True
     if extra:
         ours["extra"] = extra
-    if ours:
-        metadata[TERMRL_TABLE] = ours
-    if not metadata:
-        del config["metadata"]
-    return config
+    return ours
 
 
 def _step_toml(step: dict[str, Any]) -> dict[str, Any]:

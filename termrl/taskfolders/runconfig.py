@@ -294,73 +294,15 @@ def _steps(
             "[verifier].environment_mode = 'separate' in a multi-step task is not supported "
             "(the agent's sandbox must outlive each step's verification)",
         )
-    out, names = [], set()
+    out: list[dict[str, Any]] = []
+    names: set[str] = set()
     for index, step in enumerate(steps):
-        name = step.get("name") if isinstance(step, dict) else None
-        where = f"[[steps]] #{index + 1}"
-        if (
-            not isinstance(name, str)
-            or not name
-            or "/" in name
-            or name in (".", "..")
-            or name in names
-        ):
-            raise _fail(folder, f"{where} needs a unique name that is a folder name, got {name!r}")
+        name = _step_name(folder, index, step, names)
         names.add(name)
-        agent, verifier = step.get("agent") or {}, step.get("verifier") or {}
         _step_order_keys(folder, name, index, step, [done["name"] for done in out])
         kept = _step_extra(folder, name, step, warnings)
-        instruction = folder / "steps" / name / "instruction.md"
-        try:
-            text = instruction.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TaskFormatError(
-                str(folder), f"step {name!r}: cannot read steps/{name}/instruction.md: {exc}"
-            ) from exc
-        if not text.strip():
-            raise TaskFormatError(
-                str(folder), f"step {name!r}: steps/{name}/instruction.md is empty"
-            )
-        if (
-            not (folder / "tests" / "test.sh").is_file()
-            and not (folder / "steps" / name / "tests" / "test.sh").is_file()
-        ):
-            raise TaskFormatError(
-                str(folder),
-                f"step {name!r}: no tests (steps/{name}/tests/test.sh or tests/test.sh)",
-            )
-        extra = sorted(
-            p.name for p in (folder / "steps" / name).iterdir() if p.name not in _STEP_ENTRIES
-        )
-        if extra:
-            raise TaskFormatError(
-                str(folder),
-                f"step {name!r}: steps/{name}/ holds {extra}, which termrl does not run "
-                "(a step has instruction.md, tests/ and solution/ only)",
-            )
-        out.append(
-            {
-                "name": name,
-                "min_reward": _min_reward(
-                    folder, f"step {name!r}: min_reward", step.get("min_reward")
-                ),
-                "agent_timeout_sec": _timeout(
-                    folder, f"step {name!r}: agent.timeout_sec", agent.get("timeout_sec")
-                ),
-                "verifier_timeout_sec": _timeout(
-                    folder, f"step {name!r}: verifier.timeout_sec", verifier.get("timeout_sec")
-                ),
-                "verifier_env": _string_map(
-                    folder, f"step {name!r}: verifier.env", verifier.get("env")
-                ),
-                "verifier_user": _user(
-                    folder, f"step {name!r}: verifier.user", verifier.get("user")
-                ),
-                # The ordering keys and the unknown ones are kept: export writes them back.
-                **{k: step[k] for k in ("inherit_prior_session", *_STEP_ORDER_KEYS) if k in step},
-                **({"extra": kept} if kept else {}),
-            }
-        )
+        _check_step_folder(folder, name)
+        out.append(_step_config(folder, name, step, kept))
     on_disk = (
         sorted(p.name for p in (folder / "steps").iterdir()) if (folder / "steps").is_dir() else []
     )
@@ -370,6 +312,70 @@ def _steps(
             str(folder), f"steps/ holds folders no [[steps]] entry names: {stray}"
         )
     return out, strategy
+
+
+def _step_name(folder: Path, index: int, step: Any, taken: set[str]) -> str:
+    """The step's name: a folder name under ``steps/``, unique in the task."""
+    name = step.get("name") if isinstance(step, dict) else None
+    if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or name in taken:
+        raise _fail(
+            folder,
+            f"[[steps]] #{index + 1} needs a unique name that is a folder name, got {name!r}",
+        )
+    return name
+
+
+def _check_step_folder(folder: Path, name: str) -> None:
+    """``steps/<name>/`` holds a readable, non-empty instruction, tests (its own or the
+    task's), and nothing termrl would not run."""
+    instruction = folder / "steps" / name / "instruction.md"
+    try:
+        text = instruction.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFormatError(
+            str(folder), f"step {name!r}: cannot read steps/{name}/instruction.md: {exc}"
+        ) from exc
+    if not text.strip():
+        raise TaskFormatError(str(folder), f"step {name!r}: steps/{name}/instruction.md is empty")
+    if (
+        not (folder / "tests" / "test.sh").is_file()
+        and not (folder / "steps" / name / "tests" / "test.sh").is_file()
+    ):
+        raise TaskFormatError(
+            str(folder),
+            f"step {name!r}: no tests (steps/{name}/tests/test.sh or tests/test.sh)",
+        )
+    extra = sorted(
+        p.name for p in (folder / "steps" / name).iterdir() if p.name not in _STEP_ENTRIES
+    )
+    if extra:
+        raise TaskFormatError(
+            str(folder),
+            f"step {name!r}: steps/{name}/ holds {extra}, which termrl does not run "
+            "(a step has instruction.md, tests/ and solution/ only)",
+        )
+
+
+def _step_config(
+    folder: Path, name: str, step: dict[str, Any], kept: dict[str, Any]
+) -> dict[str, Any]:
+    """One step's config as the task row keeps it; ``kept``: its non-Harbor keys."""
+    agent, verifier = step.get("agent") or {}, step.get("verifier") or {}
+    return {
+        "name": name,
+        "min_reward": _min_reward(folder, f"step {name!r}: min_reward", step.get("min_reward")),
+        "agent_timeout_sec": _timeout(
+            folder, f"step {name!r}: agent.timeout_sec", agent.get("timeout_sec")
+        ),
+        "verifier_timeout_sec": _timeout(
+            folder, f"step {name!r}: verifier.timeout_sec", verifier.get("timeout_sec")
+        ),
+        "verifier_env": _string_map(folder, f"step {name!r}: verifier.env", verifier.get("env")),
+        "verifier_user": _user(folder, f"step {name!r}: verifier.user", verifier.get("user")),
+        # The ordering keys and the unknown ones are kept: export writes them back.
+        **{k: step[k] for k in ("inherit_prior_session", *_STEP_ORDER_KEYS) if k in step},
+        **({"extra": kept} if kept else {}),
+    }
 
 
 def run_config(folder: Path, rest: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
