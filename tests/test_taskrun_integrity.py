@@ -345,13 +345,16 @@ def k8s_standin(base_images: str, tmp_path_factory: pytest.TempPathFactory):
         yield standin
 
 
-@pytest.fixture(params=["podman", "bwrap", "kubernetes"])
+# Every kubernetes run starts pods on the stand-in (seconds each): slow; the attacks that forged a
+# pass on the old kubernetes path run by default in tests/sandbox/test_kubernetes_verifier.py.
+@pytest.fixture(params=["podman", "bwrap", pytest.param("kubernetes", marks=pytest.mark.slow)])
 async def manager(request, base_images):
     if request.param == "bwrap" and os.geteuid() != 0:
         pytest.skip("the bwrap backend needs root")
     options = {}
     if request.param == "kubernetes":
         options["kubeconfig"] = str(request.getfixturevalue("k8s_standin").kubeconfig)
+        options["verifier_image"] = base_images  # the stage's image on a cluster; none here
     async with SandboxManager(backend=request.param, output_limit=8192, **options) as manager:
         yield manager
 

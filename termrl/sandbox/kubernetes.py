@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import random
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -43,6 +41,7 @@ from typing import Any
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.kubernetes_exec import ExecChannel, exit_status, late_pid
 from termrl.sandbox.kubernetes_manifests import (
     CLUSTER_CIDRS,
     CONTAINER,
@@ -52,7 +51,7 @@ from termrl.sandbox.kubernetes_manifests import (
 )
 from termrl.sandbox.kubernetes_verifier import VERIFIER, VerifierScoring
 from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
-from termrl.sandbox.shell import SUPERVISOR, Channel, OutputCap, Shell
+from termrl.sandbox.shell import SUPERVISOR, OutputCap, Shell
 from termrl.sandbox.spec import SandboxSpec
 from termrl.sandbox.stop_helper import STOP_HELPER
 
@@ -78,91 +77,8 @@ QUOTA_BACKOFF_SEC = (1.0, 30.0)
 """First and longest wait between tries while the namespace's ResourceQuota is full."""
 
 
-def exit_status(ws: Any) -> int | None:
-    """The exit status an ended exec stream reported on its error channel; None if it sent none
-    (the stream was cut: the pod went, or the connection dropped). The client's own ``returncode``
-    raises TypeError on an empty channel."""
-    raw = ws.read_channel(3)
-    if not raw:
-        return None
-    status = json.loads(raw)
-    if status.get("status") == "Success":
-        return 0
-    causes = (status.get("details") or {}).get("causes") or []
-    code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
-    if code is None:  # a failure that is not an exit status (the process could not start)
-        raise SandboxDied(f"exec failed: {status.get('message', raw)}")
-    return int(code)
-
-
-async def _late_pid(channel: Channel, mark: str, pending: bytes, within: float) -> int | None:
-    """The pid line of a fresh process whose caller stopped waiting before the line arrived."""
-    give_up = time.monotonic() + within
-    while b"\n" not in pending and len(pending) < 256:
-        try:
-            chunk = await asyncio.wait_for(channel.read(), max(give_up - time.monotonic(), 0))
-        except TimeoutError:
-            return None
-        if not chunk:
-            return None
-        pending += chunk
-    return split_pid_line(mark, pending)[0]
-
-
 def _is_quota_exceeded(error: Any) -> bool:
     return error.status == 403 and "exceeded quota" in str(error.body)
-
-
-class ExecChannel(Channel):
-    """A ``Channel`` over a kubernetes ``WSClient`` exec stream (stdout and stderr merged).
-
-    The stream is in binary mode: the API server frames output as it reads it, so a UTF-8 character
-    may straddle two frames, which the client's text mode would decode apart (into U+FFFD).
-
-    The client is synchronous: a reader thread pumps it into an asyncio queue.
-    """
-
-    def __init__(self, ws: Any, loop: asyncio.AbstractEventLoop):
-        self.ws = ws
-        self._loop = loop
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        from websocket import WebSocketException
-
-        try:
-            while not self._closed.is_set() and self.ws.is_open():
-                self.ws.update(timeout=0.2)
-                for read in (self.ws.read_stdout, self.ws.read_stderr):
-                    data = read(timeout=0) if callable(read) else None
-                    if data:
-                        chunk = data.encode() if isinstance(data, str) else data
-                        self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
-        except (OSError, WebSocketException):
-            pass  # the socket closed under update() (close(), a dropped connection): the end, as EOF
-        finally:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, b"")
-
-    async def write(self, data: bytes) -> None:
-        if not self.ws.is_open():
-            raise SandboxDied("the exec stream is closed")
-        await asyncio.to_thread(self.ws.write_stdin, data)
-
-    async def read(self) -> bytes:
-        chunk = await self._queue.get()
-        if not chunk:
-            self._queue.put_nowait(b"")  # stay at EOF for later readers
-        return chunk
-
-    async def close(self) -> None:
-        # The pump first (it stops within one update() timeout): the client is not thread-safe, and
-        # a socket closed under its update() raised in the pump thread.
-        self._closed.set()
-        await asyncio.to_thread(self._thread.join, 5)
-        await asyncio.to_thread(self.ws.close)
 
 
 class KubernetesSandbox(VerifierScoring, Sandbox):
@@ -180,6 +96,7 @@ class KubernetesSandbox(VerifierScoring, Sandbox):
         self, command: list[str], *, stdin: bool = False, container: str = CONTAINER
     ) -> Any:
         """An exec stream of ``command`` in ``container``, opened through a client of its own."""
+        from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
         api = self._exec_api()
@@ -197,6 +114,10 @@ class KubernetesSandbox(VerifierScoring, Sandbox):
                 _preload_content=False,
                 binary=True,  # bytes as they come: see ExecChannel
             )
+        except (
+            ApiException
+        ) as e:  # the pod or the container is gone (the agent killed the verifier)
+            raise SandboxDied(f"cannot exec into {container} of pod {self.name}: {e.reason}") from e
         finally:
             if api is not self.api:  # the websocket lives on; the client's own pool is not needed
                 api.api_client.close()
@@ -376,7 +297,7 @@ class KubernetesSandbox(VerifierScoring, Sandbox):
             if (
                 not ended and pid is None and pending is not None
             ):  # on a loaded host, still on its way
-                pid = await asyncio.shield(_late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
+                pid = await asyncio.shield(late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
             if not ended and pid is not None:
                 await asyncio.shield(kill(pid))
             await channel.close()
