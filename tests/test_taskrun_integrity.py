@@ -164,9 +164,10 @@ def _service(loop: str) -> str:
     return f"{_plant('/tmp/svc.py', script)} && nohup python3 /tmp/svc.py {_quote(loop)} >/dev/null 2>&1 &"
 
 
-# Keeps a whole reward file of 1 in place: each write is a new file renamed over the old one.
+# Once the tests are there, keeps a whole reward file of 1 in place: each write is a new file
+# renamed over the old one (never an empty file for the reward's reader to find).
 RENAME_ONE = (
-    "while :; do mkdir -p /logs/verifier && echo 1 > /logs/r.$$ && mv -f /logs/r.$$ "
+    "until [ -f /tests/test.sh ]; do :; done; while :; do echo 1 > /logs/r.$$ && mv -f /logs/r.$$ "
     "/logs/verifier/reward.txt; done 2>/dev/null"
 )
 # A bash in place of the system's that exits at once when asked to stop processes, and runs

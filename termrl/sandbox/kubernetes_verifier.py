@@ -36,6 +36,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import tarfile
 import tempfile
 import uuid
@@ -512,11 +513,37 @@ class VerifierScoring:
     async def _fetch(self, folder: str, host: str) -> None:
         """What the tests left in the verifier's ``folder`` into the host folder ``host``."""
         archive = base64.b64decode(await self._verifier(python_argv(PACK, folder)))
+        await asyncio.to_thread(unpack_left_behind, archive, host)
 
-        def unpack() -> None:
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                tar.extractall(
-                    host, filter="tar"
-                )  # no path outside host; links kept, never followed
 
-        await asyncio.to_thread(unpack)
+def unpack_left_behind(archive: bytes, host: str) -> None:
+    """``PACK``'s archive into the host folder ``host``, as the tests left it: folders, regular
+    files, FIFOs and symbolic links made as such (a link is never followed, whatever it names), and
+    nothing outside ``host`` or below a link. What ``host`` held before goes (the tests saw it
+    staged, and may have removed it)."""
+    top = os.path.realpath(host)
+    for entry in os.scandir(top):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            target = os.path.normpath(os.path.join(top, member.name))
+            parent = os.path.dirname(target)
+            if not target.startswith(top + os.sep) or os.path.realpath(parent) != parent:
+                raise OSError(f"the tests' folder holds a path outside it: {member.name!r}")
+            mode = member.mode & 0o777
+            if member.isdir():
+                os.makedirs(target, exist_ok=True)
+                os.chmod(target, mode)
+            elif member.isfile():
+                source = tar.extractfile(member)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                with os.fdopen(os.open(target, flags, mode), "wb") as out:
+                    out.write(source.read() if source is not None else b"")
+                os.chmod(target, mode)
+            elif member.issym():
+                os.symlink(member.linkname, target)
+            elif member.isfifo():
+                os.mkfifo(target, mode)

@@ -42,7 +42,13 @@ async def test_the_agent_cannot_reach_into_the_verifiers_processes(kube, base_im
         (verifier,) = found.output.split()
         status = await session.exec(f"grep CapEff /proc/{verifier}/status", timeout=30)
         assert status.exit_code == 0  # it is visible: the process namespace is shared
-        for probe in ("ls /proc/{}/root/", "cat /proc/{}/environ", "ls /proc/{}/fd"):
+        probes = (
+            "ls /proc/{}/root/",
+            "cat /proc/{}/environ",
+            "ls -l /proc/{}/fd/1",
+            "echo x > /proc/{}/fd/1",
+        )
+        for probe in probes:
             tried = await session.exec(probe.format(verifier) + " 2>&1", timeout=30)
             assert tried.exit_code != 0 and "Permission denied" in tried.output, tried.output
         # ptrace: the agent holds no CAP_SYS_PTRACE and the verifier holds capabilities it lacks.
