@@ -51,8 +51,10 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    test kit (uv, the ``env`` file the script sources, the wheels) is mounted
    the same way, read-only, and so, writable and empty, are uv's cache and a
    ``.venv`` the test script makes in the working directory
-   (``termrl.tbcompat.testphase``). Elsewhere (Kubernetes) the tests and the
-   kit are uploaded into the sandbox, and uv's cache is emptied.
+   (``termrl.tbcompat.testphase``). On Kubernetes the pod's verifier container
+   does the entering (``termrl.sandbox.kubernetes_verifier``). Elsewhere (a
+   remote or rootless podman) the tests and the kit are uploaded into the
+   sandbox, and uv's cache is emptied.
 4. runs ``test_command`` from the image's workdir with ``TEST_DIR=/tests``
    and ``PYTEST_ADDOPTS`` confining pytest to /tests (``pytest_addopts``: no
    conftest.py or configuration file from / or the working directory).
@@ -60,13 +62,10 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    (``termrl.reward``: a reward file only as a regular file holding a finite
    number in [0, 1], else ``RewardFailed`` and never a pass; or pytest's report).
 
-What stays open: on Kubernetes, a process that holds a listening socket
-counts as a service and keeps running, so it could still write the reward
-file or into the tests' output, or replace what they run; everywhere,
-binaries the agent replaced in system paths before scoring (a
-``/usr/local/bin/bash``, a pytest plugin installed into site-packages or
-into a ``.venv`` it left in the working directory, a ``pytest.py`` there that
-``python3 -m pytest`` imports first) run during the tests, with
+What stays open, on every backend: binaries the agent replaced in system
+paths before scoring (a ``/usr/local/bin/bash``, a pytest plugin installed
+into site-packages or into a ``.venv`` it left in the working directory,
+a ``pytest.py`` there that ``python3 -m pytest`` imports first) run during the tests, with
 no more privilege than the agent had, and are flagged
 (``termrl.tampering.find_tampering``, ``TestOutcome.tampering``); a service
 can still change, while the tests run, files outside the system folders that

@@ -1,8 +1,9 @@
 """Scoring integrity: an agent tries to forge a pass; ``run_tests`` must not give it one.
 
 Each attack is what a policy could do in its own shell before scoring, on a
-small task ("write hello to /app/out.txt") in real podman and bwrap
-sandboxes. With the attack in place, doing nothing must still fail and the
+small task ("write hello to /app/out.txt") in real podman, bwrap and
+kubernetes sandboxes (the last through the official client against
+``tests.k8s_standin``, a local API server whose pods are podman pods). With the attack in place, doing nothing must still fail and the
 real solution must still pass: the defences neither let a forgery through
 nor break honest scoring. The sandboxes come straight from the base image
 (its WORKDIR is /app), so no task image is built.
@@ -163,6 +164,20 @@ def _service(loop: str) -> str:
     return f"{_plant('/tmp/svc.py', script)} && nohup python3 /tmp/svc.py {_quote(loop)} >/dev/null 2>&1 &"
 
 
+# Once the tests are there, keeps a whole reward file of 1 in place: each write is a new file
+# renamed over the old one (never an empty file for the reward's reader to find).
+RENAME_ONE = (
+    "until [ -f /tests/test.sh ]; do :; done; while :; do echo 1 > /logs/r.$$ && mv -f /logs/r.$$ "
+    "/logs/verifier/reward.txt; done 2>/dev/null"
+)
+# A bash in place of the system's that exits at once when asked to stop processes, and runs
+# everything else with the real one.
+SKIP_STOP_BASH = (
+    "cp /usr/bin/bash /usr/local/lib/real-bash && printf '%s\\n' '#!/usr/local/lib/real-bash' "
+    "'case \"$*\" in *kill\\ -STOP*) exit 0 ;; esac' "
+    "'exec /usr/local/lib/real-bash \"$@\"' > /tmp/fake && chmod 755 /tmp/fake && mv /tmp/fake /usr/bin/bash"
+)
+
 ATTACKS: dict[str, tuple[Task, list[str]]] = {
     # A loop that keeps writing a perfect reward while the tests run (bash builtins only: no fork, no pause).
     "lingering-writer": (
@@ -194,6 +209,17 @@ ATTACKS: dict[str, tuple[Task, list[str]]] = {
                 "&& ln -f /tmp/forged.sh /tests/test.sh; done 2>/dev/null"
             ),
         ],
+    ),
+    # ... writing it whole (a rename, never an empty file), so the reward read after the tests is its.
+    "service-renames-reward-into-place": (
+        REWARD_TASK,
+        [_service(RENAME_ONE)],
+    ),
+    # A bash that runs nothing stopping processes (the stop helper is a bash script), and a writer
+    # that scoring would have stopped.
+    "bash-skips-the-stop-helper": (
+        REWARD_TASK,
+        [SKIP_STOP_BASH, _background(RENAME_ONE)],
     ),
     # ... or reaching into the test process's own view of the filesystem through /proc.
     # (It holds the directory, so its writes go on after the tests have ended, until the reward is read.)
@@ -304,11 +330,33 @@ ATTACKS: dict[str, tuple[Task, list[str]]] = {
 }
 
 
-@pytest.fixture(params=["podman", "bwrap"])
+@pytest.fixture(scope="module")
+def k8s_standin(base_images: str, tmp_path_factory: pytest.TempPathFactory):
+    """One stand-in API server for the module, set up as ``termrl cluster manifests`` sets up a cluster."""
+    from kubernetes import config, utils
+
+    from pipelines.cluster import cluster_manifests
+    from tests.k8s_standin import StandIn
+
+    with StandIn(tmp_path_factory.mktemp("k8s"), pause_base=base_images, namespaces=()) as standin:
+        api_client = config.new_client_from_config(config_file=str(standin.kubeconfig))
+        for manifest in cluster_manifests():
+            utils.create_from_dict(api_client, manifest)
+        api_client.close()
+        yield standin
+
+
+# Every kubernetes run starts pods on the stand-in (seconds each): slow; the attacks that forged a
+# pass on the old kubernetes path run by default in tests/sandbox/test_kubernetes_verifier.py.
+@pytest.fixture(params=["podman", "bwrap", pytest.param("kubernetes", marks=pytest.mark.slow)])
 async def manager(request, base_images):
     if request.param == "bwrap" and os.geteuid() != 0:
         pytest.skip("the bwrap backend needs root")
-    async with SandboxManager(backend=request.param, output_limit=8192) as manager:
+    options = {}
+    if request.param == "kubernetes":
+        options["kubeconfig"] = str(request.getfixturevalue("k8s_standin").kubeconfig)
+        options["verifier_image"] = base_images  # the stage's image on a cluster; none here
+    async with SandboxManager(backend=request.param, output_limit=8192, **options) as manager:
         yield manager
 
 

@@ -13,9 +13,10 @@ a shared client could go out as a websocket handshake (kubernetes-client/python#
 share one client (its connection pool is thread-safe).
 
 Scoring's fresh processes (``exec_fresh``) are new exec streams with the container's configured
-environment (plus the caller's variables) and the pod's security context. Stopping the agent's
-processes during scoring runs ``STOP_HELPER`` in the pod (there is no host to act from), with the
-agent's own privileges: it uses bash builtins and ``ls``, which the agent could have replaced.
+environment (plus the caller's variables) and the pod's security context. Everything else scoring
+does (stopping the agent's processes, freezing the system folders, the tests with private
+directories, the tamper check) is done from the pod's verifier container, with its own binaries:
+``termrl.sandbox.kubernetes_verifier``.
 
 Images are not built here: a cluster pulls task images from a registry, so ``registry`` maps a
 task environment to ``<registry>/termrl/env:<hash>``, pushed by whoever built it
@@ -30,17 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
-import math
+import os
 import random
-import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
 from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.kubernetes_exec import ExecChannel, exit_status, late_pid
 from termrl.sandbox.kubernetes_manifests import (
     CLUSTER_CIDRS,
     CONTAINER,
@@ -48,9 +49,9 @@ from termrl.sandbox.kubernetes_manifests import (
     network_policy_manifest,
     pod_manifest,
 )
-from termrl.sandbox.procs import SERVICE_GRACE_SEC
+from termrl.sandbox.kubernetes_verifier import VERIFIER, VerifierScoring
 from termrl.sandbox.session import FileTooLarge, NotRegularFile, Sandbox
-from termrl.sandbox.shell import KILL_HELPER, SUPERVISOR, Channel, OutputCap, Shell
+from termrl.sandbox.shell import SUPERVISOR, OutputCap, Shell
 from termrl.sandbox.spec import SandboxSpec
 from termrl.sandbox.stop_helper import STOP_HELPER
 
@@ -76,94 +77,11 @@ QUOTA_BACKOFF_SEC = (1.0, 30.0)
 """First and longest wait between tries while the namespace's ResourceQuota is full."""
 
 
-def exit_status(ws: Any) -> int | None:
-    """The exit status an ended exec stream reported on its error channel; None if it sent none
-    (the stream was cut: the pod went, or the connection dropped). The client's own ``returncode``
-    raises TypeError on an empty channel."""
-    raw = ws.read_channel(3)
-    if not raw:
-        return None
-    status = json.loads(raw)
-    if status.get("status") == "Success":
-        return 0
-    causes = (status.get("details") or {}).get("causes") or []
-    code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
-    if code is None:  # a failure that is not an exit status (the process could not start)
-        raise SandboxDied(f"exec failed: {status.get('message', raw)}")
-    return int(code)
-
-
-async def _late_pid(channel: Channel, mark: str, pending: bytes, within: float) -> int | None:
-    """The pid line of a fresh process whose caller stopped waiting before the line arrived."""
-    give_up = time.monotonic() + within
-    while b"\n" not in pending and len(pending) < 256:
-        try:
-            chunk = await asyncio.wait_for(channel.read(), max(give_up - time.monotonic(), 0))
-        except TimeoutError:
-            return None
-        if not chunk:
-            return None
-        pending += chunk
-    return split_pid_line(mark, pending)[0]
-
-
 def _is_quota_exceeded(error: Any) -> bool:
     return error.status == 403 and "exceeded quota" in str(error.body)
 
 
-class ExecChannel(Channel):
-    """A ``Channel`` over a kubernetes ``WSClient`` exec stream (stdout and stderr merged).
-
-    The stream is in binary mode: the API server frames output as it reads it, so a UTF-8 character
-    may straddle two frames, which the client's text mode would decode apart (into U+FFFD).
-
-    The client is synchronous: a reader thread pumps it into an asyncio queue.
-    """
-
-    def __init__(self, ws: Any, loop: asyncio.AbstractEventLoop):
-        self.ws = ws
-        self._loop = loop
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        from websocket import WebSocketException
-
-        try:
-            while not self._closed.is_set() and self.ws.is_open():
-                self.ws.update(timeout=0.2)
-                for read in (self.ws.read_stdout, self.ws.read_stderr):
-                    data = read(timeout=0) if callable(read) else None
-                    if data:
-                        chunk = data.encode() if isinstance(data, str) else data
-                        self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
-        except (OSError, WebSocketException):
-            pass  # the socket closed under update() (close(), a dropped connection): the end, as EOF
-        finally:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, b"")
-
-    async def write(self, data: bytes) -> None:
-        if not self.ws.is_open():
-            raise SandboxDied("the exec stream is closed")
-        await asyncio.to_thread(self.ws.write_stdin, data)
-
-    async def read(self) -> bytes:
-        chunk = await self._queue.get()
-        if not chunk:
-            self._queue.put_nowait(b"")  # stay at EOF for later readers
-        return chunk
-
-    async def close(self) -> None:
-        # The pump first (it stops within one update() timeout): the client is not thread-safe, and
-        # a socket closed under its update() raised in the pump thread.
-        self._closed.set()
-        await asyncio.to_thread(self._thread.join, 5)
-        await asyncio.to_thread(self.ws.close)
-
-
-class KubernetesSandbox(Sandbox):
+class KubernetesSandbox(VerifierScoring, Sandbox):
     """A pod, the API handle to read and delete it, and a way to make a client per exec stream."""
 
     backend = "kubernetes"
@@ -174,8 +92,11 @@ class KubernetesSandbox(Sandbox):
         self.name = name
         self._exec_api = exec_api if exec_api is not None else (lambda: api)
 
-    def _stream(self, command: list[str], *, stdin: bool = False) -> Any:
-        """An exec stream of ``command`` in the pod, opened through a client of its own."""
+    def _stream(
+        self, command: list[str], *, stdin: bool = False, container: str = CONTAINER
+    ) -> Any:
+        """An exec stream of ``command`` in ``container``, opened through a client of its own."""
+        from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
         api = self._exec_api()
@@ -184,7 +105,7 @@ class KubernetesSandbox(Sandbox):
                 api.connect_get_namespaced_pod_exec,
                 self.name,
                 self.namespace,
-                container=CONTAINER,
+                container=container,
                 command=command,
                 stdin=stdin,
                 stdout=True,
@@ -193,15 +114,23 @@ class KubernetesSandbox(Sandbox):
                 _preload_content=False,
                 binary=True,  # bytes as they come: see ExecChannel
             )
+        except (
+            ApiException
+        ) as e:  # the pod or the container is gone (the agent killed the verifier)
+            raise SandboxDied(f"cannot exec into {container} of pod {self.name}: {e.reason}") from e
         finally:
             if api is not self.api:  # the websocket lives on; the client's own pool is not needed
                 api.api_client.close()
 
     def _exec(self, script: str, *args: str) -> tuple[int, str]:
-        """Run a short helper script in the pod (not the session shell); (status, stdout).
+        """Run a short helper script in the agent's container (not the session shell)."""
+        return self._exec_argv(["bash", "-c", script, "termrl", *args], CONTAINER)
+
+    def _exec_argv(self, argv: list[str], container: str) -> tuple[int, str]:
+        """Run a short helper in ``container``; (status, stdout).
 
         Raises SandboxDied when it outlives ``HELPER_TIMEOUT_SEC`` or its stream is cut."""
-        ws = self._stream(["bash", "-c", script, "termrl", *args])
+        ws = self._stream(argv, container=container)
         out = []
         deadline = time.monotonic() + HELPER_TIMEOUT_SEC
         while ws.is_open() and time.monotonic() < deadline:
@@ -218,8 +147,31 @@ class KubernetesSandbox(Sandbox):
             raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
         return code, b"".join(out).decode(errors="replace")
 
-    async def signal(self, pid: int, sig: str, mode: str) -> str:
-        return (await asyncio.to_thread(self._exec, KILL_HELPER, sig, str(pid), mode))[1]
+    async def _open_channel(
+        self, argv: list[str], container: str, stdin: bool = False
+    ) -> tuple[Any, ExecChannel]:
+        ws = await asyncio.to_thread(self._stream, argv, stdin=stdin, container=container)
+        return ws, ExecChannel(ws, asyncio.get_running_loop())
+
+    async def _open_holder(self, argv: list[str]) -> ExecChannel:
+        return (await self._open_channel(argv, VERIFIER, stdin=True))[1]
+
+    async def _run_with_stdin(
+        self, argv: list[str], container: str, data: bytes
+    ) -> tuple[int, str]:
+        """Run ``argv`` in ``container`` with ``data`` on its stdin (it must read exactly that much:
+        an exec stream's stdin cannot be half-closed); (status, output)."""
+        ws, channel = await self._open_channel(argv, container, stdin=True)
+        output = []
+        try:
+            for at in range(0, len(data), 1 << 16):
+                await channel.write(data[at : at + (1 << 16)])
+            while chunk := await asyncio.wait_for(channel.read(), HELPER_TIMEOUT_SEC):
+                output.append(chunk)
+        finally:
+            await channel.close()
+        code = exit_status(ws)
+        return (-1 if code is None else code), b"".join(output).decode(errors="replace")
 
     async def put_archive(self, archive: bytes) -> None:
         # The archive travels inside commands (exec streams cannot half-close
@@ -262,11 +214,35 @@ class KubernetesSandbox(Sandbox):
         workdir: str,
         timeout: float,
         output_limit: int,
-        binds: dict[str, tuple[str, bool]]
-        | None = None,  # never given: private_binds is False (no host access to a pod)
+        binds: dict[str, tuple[str, bool]] | None = None,
         user: str | None = None,
     ) -> tuple[str, int | None, bool, bool]:
-        if user is not None:  # Kubernetes' exec API runs as the container's user only
+        if binds:
+            return await self.exec_entered(
+                command,
+                env=env,
+                workdir=workdir,
+                timeout=timeout,
+                output_limit=output_limit,
+                binds=binds,
+                user=user,
+            )
+        return await self._plain_fresh(
+            command, env=env, workdir=workdir, timeout=timeout, output_limit=output_limit, user=user
+        )
+
+    async def _plain_fresh(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        user: str | None = None,
+    ) -> tuple[str, int | None, bool, bool]:
+        """A new exec stream in the agent's container, as its user (the exec API has no other)."""
+        if user is not None:
             return (
                 f"termrl: the kubernetes backend cannot run a process as user {user!r}\n",
                 126,
@@ -274,11 +250,26 @@ class KubernetesSandbox(Sandbox):
                 False,
             )
         # The exec stream starts from the container's configured environment; `env` adds the caller's.
-        mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"
         variables = [f"{k}={v}" for k, v in (env or {}).items()]
-        argv = pid_line_argv(mark, ["/usr/bin/env", *variables, *fresh_argv(command, workdir)])
-        ws = await asyncio.to_thread(self._stream, argv)
-        channel = ExecChannel(ws, asyncio.get_running_loop())
+        argv = ["/usr/bin/env", *variables, *fresh_argv(command, workdir)]
+
+        async def kill(pid: int) -> None:
+            await self.signal(pid, "KILL", "all")
+
+        return await self._run_fresh(argv, CONTAINER, timeout, output_limit, kill)
+
+    async def _run_fresh(
+        self,
+        argv: list[str],
+        container: str,
+        timeout: float,
+        output_limit: int,
+        kill: Callable[[int], Awaitable[None]],
+    ) -> tuple[str, int | None, bool, bool]:
+        """``argv`` in ``container`` behind a pid line; past ``timeout`` (or cancelled) ``kill`` ends
+        it by that pid. (output, exit status or None, timed_out, truncated)."""
+        mark = f"__TERMRL_FRESH_{uuid.uuid4().hex[:16]}"
+        ws, channel = await self._open_channel(pid_line_argv(mark, argv), container)
         cap, pid = OutputCap(output_limit), None
         pending: bytes | None = b""  # output until the pid line is complete; None after
         deadline = time.monotonic() + timeout
@@ -306,9 +297,9 @@ class KubernetesSandbox(Sandbox):
             if (
                 not ended and pid is None and pending is not None
             ):  # on a loaded host, still on its way
-                pid = await asyncio.shield(_late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
+                pid = await asyncio.shield(late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
             if not ended and pid is not None:
-                await asyncio.shield(self.signal(pid, "KILL", "all"))
+                await asyncio.shield(kill(pid))
             await channel.close()
         if pending:
             cap.add(pending)
@@ -316,17 +307,6 @@ class KubernetesSandbox(Sandbox):
         if code is None and not timed_out:
             raise SandboxDied(f"the exec stream into pod {self.name} ended without an exit status")
         return cap.text(), code, timed_out, cap.truncated
-
-    async def stop_agent_processes(self, shell_pid: int | None) -> list[str]:
-        settled = [] if shell_pid is None else [str(shell_pid)]
-        _, out = await asyncio.to_thread(
-            self._exec, STOP_HELPER, "stop", str(math.ceil(SERVICE_GRACE_SEC)), *settled
-        )
-        return out.split()
-
-    async def resume_agent_processes(self, stopped: object) -> None:
-        if stopped:
-            await asyncio.to_thread(self._exec, STOP_HELPER, "cont", *stopped)  # type: ignore[misc]
 
     async def alive(self) -> bool:
         try:
@@ -356,6 +336,9 @@ class KubernetesBackend(Backend):
     ``owner``: the stage pod the sandboxes belong to (default: from the downward API's POD_*
     variables, None outside a cluster). ``quota_wait_sec``: how long a full ResourceQuota is waited
     out, with backoff, before ``SandboxUnavailable`` (default: ``start_timeout_sec``).
+    ``verifier_image``: the image of each pod's verifier container (needs bash and python3; default:
+    ``$TERMRL_VERIFIER_IMAGE``, the stage's own image where the pipeline sets it, else the task's
+    image as built: the agent changes its own container's files, never the image's).
     """
 
     name = "kubernetes"
@@ -373,6 +356,7 @@ class KubernetesBackend(Backend):
         owner: StageOwner | None = None,
         kubeconfig: str | None = None,
         api: Any = None,
+        verifier_image: str | None = None,
     ):
         self.namespace = namespace
         self.registry = registry
@@ -383,6 +367,7 @@ class KubernetesBackend(Backend):
         self.raw_sockets = raw_sockets
         self.owner = owner if owner is not None else StageOwner.from_environment()
         self.api = api if api is not None else self._load_api(kubeconfig)
+        self.verifier_image = verifier_image or os.environ.get("TERMRL_VERIFIER_IMAGE") or None
 
     @staticmethod
     def _load_api(kubeconfig: str | None) -> Any:
@@ -474,10 +459,16 @@ class KubernetesBackend(Backend):
             raw_sockets=self.raw_sockets,
             owner=self.owner,
             namespace=self.namespace,
+            verifier_image=self.verifier_image or image,
         )
         await self._create_pod(manifest)
         sandbox = KubernetesSandbox(self.api, self.namespace, name, self._new_exec_api)
         await self._wait_running(sandbox)
+        try:
+            await sandbox.record_baseline()  # before anything of the agent's runs
+        except SandboxDied as e:
+            await sandbox.destroy()
+            raise EnvInitFailed(f"pod {name}: the verifier did not start: {e}") from e
         token = Shell.new_token()
         ws = await asyncio.to_thread(
             sandbox._stream, ["bash", "-c", SUPERVISOR, "termrl-supervisor", token], stdin=True

@@ -1,8 +1,11 @@
 """The manifests of the kubernetes backend: a session's pod, the sandbox namespace's NetworkPolicies.
 
-The pod is non-privileged and fits the Pod Security Standards' *baseline* level (no host
-namespaces, no privilege escalation, capabilities cut to Docker's default set less NET_RAW,
-RuntimeDefault seccomp), mounts no service-account token and no service links, carries the
+The agent's container is non-privileged and fits the Pod Security Standards' *baseline* level (no
+host namespaces, no privilege escalation, capabilities cut to Docker's default set less NET_RAW,
+RuntimeDefault seccomp). Beside it, sharing its process namespace, runs the verifier container
+(``termrl.sandbox.kubernetes_verifier``: root, SYS_ADMIN and SYS_PTRACE, no seccomp or AppArmor
+profile), which scores the agent from outside its reach; it needs a namespace whose Pod Security
+level is ``privileged``. The pod mounts no service-account token and no service links, carries the
 spec's CPU and memory as requests and limits and its ``storage_mb`` as an ephemeral-storage
 limit, ends at ``activeDeadlineSeconds`` (the lifetime) and is labelled per task/group so a whole
 group can be listed or deleted. NET_RAW (ping, raw sockets) is added only where the backend is told
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from termrl.sandbox.docker_defaults import DOCKER_CAPS
+from termrl.sandbox.kubernetes_verifier import verifier_container
 from termrl.sandbox.spec import SandboxSpec
 
 __all__ = [
@@ -99,11 +103,13 @@ def pod_manifest(
     raw_sockets: bool = False,
     owner: StageOwner | None = None,
     namespace: str | None = None,
+    verifier_image: str | None = None,
 ) -> dict[str, Any]:
     """The pod of one session, as a plain manifest dict (``image_pull_secrets``: a private registry).
 
     ``raw_sockets``: egress sandboxes get NET_RAW. ``owner``: the stage pod, named in labels, and
-    in ``ownerReferences`` when it runs in ``namespace`` (the pod's own).
+    in ``ownerReferences`` when it runs in ``namespace`` (the pod's own). ``verifier_image``: the
+    verifier container's (``termrl.sandbox.kubernetes_verifier``; default: ``image``).
     """
     labels = {"termrl.sandbox": "1", "termrl.network": spec.network}
     labels.update({key: _label_value(value) for key, value in spec.labels.items()})
@@ -119,13 +125,16 @@ def pod_manifest(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
-        "spec": _pod_spec(spec, image, caps, runtime_class, image_pull_secrets),
+        "spec": _pod_spec(
+            spec, image, verifier_image or image, caps, runtime_class, image_pull_secrets
+        ),
     }
 
 
 def _pod_spec(
     spec: SandboxSpec,
     image: str,
+    verifier_image: str,
     caps: list[str],
     runtime_class: str | None,
     image_pull_secrets: tuple[str, ...],
@@ -164,7 +173,12 @@ def _pod_spec(
         "activeDeadlineSeconds": max(1, math.ceil(spec.lifetime_sec)),
         "terminationGracePeriodSeconds": 0,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
+        # The verifier sees and stops the agent's processes; the agent cannot reach it.
+        "shareProcessNamespace": True,
+        "containers": [
+            container,
+            verifier_container(verifier_image, resources["cpu"], resources["memory"]),
+        ],
     }
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class

@@ -67,8 +67,9 @@ async def serve_exec(
         asyncio.ensure_future(_pump_out(process.stderr, ws, STDERR)),
     ]
     reader = asyncio.ensure_future(_pump_in(ws, process))
+    output = asyncio.gather(*pumps)
     try:
-        await asyncio.wait([reader, asyncio.gather(*pumps)], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([reader, output], return_when=asyncio.FIRST_COMPLETED)
         if reader.done():  # the client went away: the stream ends, the process is left alone
             return ws
         code = await process.wait()
@@ -77,8 +78,9 @@ async def serve_exec(
             await ws.close()
     finally:
         reader.cancel()
-        for pump in pumps:
-            pump.cancel()
+        output.cancel()  # and retrieved below: a client gone first leaves it cancelled
+        with contextlib.suppress(asyncio.CancelledError):
+            await output
         if process.returncode is None:
             process.kill()  # the podman exec client only: the process in the container lives on
             await process.wait()

@@ -4,7 +4,8 @@
                         --share ipc,uts,net[,pid]       (pid when ``shareProcessNamespace``)
                         --network none | slirp4netns    (what the namespace's NetworkPolicies leave)
     container "c"  ─► podman container <pod>-c          (command/args, env, workingDir, resources,
-                                                         capabilities, no-new-privileges, runAsUser)
+                                                         capabilities, no-new-privileges, runAsUser,
+                                                         seccomp and AppArmor Unconfined)
 
 As on a node, pid 1 of a pod that shares its process namespace is the pause process, and of one
 that does not, the container's own command. Images are never pulled (there is no registry): a
@@ -139,6 +140,8 @@ class PodRuntime:
             ]
         if (security.get("seccompProfile") or {}).get("type") == "Unconfined":
             argv += ["--security-opt", "seccomp=unconfined"]
+        if (security.get("appArmorProfile") or {}).get("type") == "Unconfined":
+            argv += ["--security-opt", "apparmor=unconfined"]
         for variable in container.get("env") or []:
             argv += ["--env", f"{variable['name']}={variable.get('value', '')}"]
         command, workdir = container.get("command"), container.get("workingDir")

@@ -38,17 +38,11 @@ def k8s_standin(base_images: str, tmp_path_factory: pytest.TempPathFactory):
         yield standin
 
 
-PRIVATE = "private directories need host access to the sandbox; a pod gives none (issue 34, scoring parity)"
 KUBERNETES_GAPS = {
-    "test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view": PRIVATE,
-    "test_private_directories_cannot_be_moved_away_under_the_process": PRIVATE,
-    "test_a_private_directory_behind_a_symbolic_link_is_refused": PRIVATE,
-    "test_private_directories_are_unpinned_when_the_process_times_out": PRIVATE,
-    "test_a_process_with_private_directories_runs_as_the_user_asked_for": PRIVATE,
-    "test_a_background_child_that_keeps_the_output_open_does_not_hold_the_caller": PRIVATE,
-    "test_frozen_system_folders_are_read_only_for_all_but_the_tests": (
-        "freezing system folders is a host-side mount; a pod needs the verifier container "
-        "(issue 34, scoring parity)"
+    "test_a_process_with_private_directories_has_no_more_privilege_and_its_own_view": (
+        "on a pod the tests run in the verifier container's cgroup (limited as the agent's: a "
+        "container cannot join another's), not the agent's; the rest holds "
+        "(test_kubernetes_verifier.py)"
     ),
     "test_scoring_a_fresh_sandbox_waits_for_no_process_of_its_own": (
         "checks the host-side process scan; a pod runs STOP_HELPER instead "

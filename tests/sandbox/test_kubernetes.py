@@ -48,7 +48,9 @@ def test_pod_manifest_is_locked_down_and_sized():
         workdir="/app",
         labels={"termrl.task": "task/with spaces", "termrl.group": "g-7"},
     )
-    manifest = pod_manifest(spec, spec.image, "termrl-x", runtime_class="gvisor")
+    manifest = pod_manifest(
+        spec, spec.image, "termrl-x", runtime_class="gvisor", verifier_image="stage:1"
+    )
     pod = _as_model(manifest, "V1Pod")
     assert (
         pod.spec.automount_service_account_token is False and pod.spec.enable_service_links is False
@@ -56,7 +58,7 @@ def test_pod_manifest_is_locked_down_and_sized():
     assert pod.spec.active_deadline_seconds == 901 and pod.spec.restart_policy == "Never"
     assert (pod.spec.host_network, pod.spec.host_pid, pod.spec.host_ipc) == (False, False, False)
     assert pod.spec.runtime_class_name == "gvisor"
-    (container,) = pod.spec.containers
+    container, verifier = pod.spec.containers
     assert container.resources.requests == {
         "cpu": "500m",
         "memory": "768Mi",
@@ -72,6 +74,18 @@ def test_pod_manifest_is_locked_down_and_sized():
     assert container.security_context.capabilities.drop == ["ALL"]
     assert "SYS_ADMIN" not in container.security_context.capabilities.add
     assert container.working_dir == "/app" and container.env[0].name == "A"
+    # The verifier: beside the agent in one process namespace, from the trusted image, holding every
+    # capability the agent holds and more (so the kernel refuses the agent ptrace and /proc of it).
+    assert pod.spec.share_process_namespace is True
+    assert (verifier.name, verifier.image, verifier.command) == (
+        "verifier",
+        "stage:1",
+        ["sleep", "infinity"],
+    )
+    held = set(verifier.security_context.capabilities.add)
+    assert set(container.security_context.capabilities.add) < held and "SYS_ADMIN" in held
+    assert verifier.security_context.run_as_user == 0 and not verifier.env
+    assert verifier.resources.limits == {"cpu": "500m", "memory": "768Mi"}
     assert pod.metadata.labels == {
         "termrl.sandbox": "1",
         "termrl.network": "none",
@@ -146,14 +160,16 @@ def test_egress_excludes_the_cluster_ranges_given():
     assert v4._except == list(cidrs[:3]) and v6._except == [cidrs[3]]
 
 
-def test_pods_fit_the_baseline_pod_security_level_unless_raw_sockets_are_asked_for():
-    """Baseline forbids adding NET_RAW; only an egress task on a backend told to allow raw sockets gets it."""
+def test_the_agents_container_fits_the_baseline_level_unless_raw_sockets_are_asked_for():
+    """Baseline forbids adding NET_RAW; only an egress task on a backend told to allow raw sockets
+    gets it. (The verifier container beside it needs the privileged level: SYS_ADMIN.)"""
     baseline = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD"}
     baseline |= {"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
     for network in ("none", "egress"):
         spec = SandboxSpec(image="img", network=network)
-        (container,) = _as_model(pod_manifest(spec, "img", "p"), "V1Pod").spec.containers
+        container, verifier = _as_model(pod_manifest(spec, "img", "p"), "V1Pod").spec.containers
         assert set(container.security_context.capabilities.add) <= baseline
+        assert verifier.image == "img"  # no verifier image given: the task's, as built
     raw = pod_manifest(SandboxSpec(image="img", network="egress"), "img", "p", raw_sockets=True)
     assert "NET_RAW" in raw["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
     offline = pod_manifest(SandboxSpec(image="img"), "img", "p", raw_sockets=True)
@@ -259,7 +275,7 @@ async def test_exec_channel_carries_the_shell_protocol():
 def _local_pod() -> KubernetesSandbox:
     """A KubernetesSandbox whose exec streams run here, through PipeWS, instead of in a pod."""
     sandbox = KubernetesSandbox(api=None, namespace="unused", name="local")
-    sandbox._stream = lambda command: PipeWS(command)  # type: ignore[method-assign]
+    sandbox._stream = lambda command, **_: PipeWS(command)  # type: ignore[method-assign]
     return sandbox
 
 
@@ -368,7 +384,7 @@ async def test_a_cancelled_fresh_process_is_killed_even_before_its_pid_line_arri
     for it, to kill the process and its children; without it they ran on."""
     pod, streams = _local_pod(), []
 
-    def held(command: list[str]) -> PipeWS:
+    def held(command: list[str], **_: object) -> PipeWS:
         # Only the fresh process's frames are late; the kill helper's (which prints its report)
         # come through, as they would once the host catches up.
         streams.append(HeldWS(command) if not streams else PipeWS(command))

@@ -104,7 +104,7 @@ async def pod_shell():
     """The Kubernetes backend's shell: its exec channel and ``KubernetesSandbox.signal`` (the kill
     helper through a second exec), each exec stream a local process instead of one in a pod."""
     pod = KubernetesSandbox(api=None, namespace="unused", name="local")
-    pod._stream = lambda command: PipeWS(command)  # type: ignore[method-assign]
+    pod._stream = lambda command, **_: PipeWS(command)  # type: ignore[method-assign]
     token = Shell.new_token()
     ws = PipeWS(["bash", "-c", SUPERVISOR, "supervisor", token])
     channel = ExecChannel(ws, asyncio.get_running_loop())
