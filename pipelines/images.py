@@ -7,6 +7,7 @@
     push_images(registry, tag)            podman push: REG/termrl/stage-cpu:TAG, REG/termrl/base:bookworm, ...
     push_task_images(tasks, registry)     every task's environment, built by the podman backend and pushed
                                           as REG/termrl/env:<hash>: the name the kubernetes backend pulls
+                                          (tag_only: tagged so here, for the local API stand-in)
 
 Why the wheels come from the host: the build then needs no network at all (an
 air-gapped build machine works the same), pip resolves with the same indexes,
@@ -386,13 +387,16 @@ def push_task_images(
     *,
     binary: str = "podman",
     tls_verify: bool = True,
+    tag_only: bool = False,
     log: Log = lambda _: None,
 ) -> list[str]:
     """Build every task's environment with the podman backend and push it where the kubernetes backend pulls it.
 
     The kubernetes backend runs ``REG/<spec.image_key>`` (``termrl/env:<hash of the
     build files>``); the podman backend's local tag also hashes the base images' ids,
-    so the local image is pushed under the registry's name. Returns the names pushed.
+    so the local image is pushed under the registry's name. ``tag_only``: only tag it
+    so in this host's image storage, for pods that run from that storage and pull
+    nothing (``tests.k8s_standin``). Returns the names pushed (or tagged).
     """
     import asyncio
 
@@ -413,6 +417,9 @@ def push_task_images(
     pushed = []
     for local, key in asyncio.run(build_all()):
         remote = f"{registry.rstrip('/')}/{key}"
-        push_image(local, remote, binary=binary, tls_verify=tls_verify, log=log)
+        if tag_only:
+            _run([binary, "tag", local, remote], f"{binary} tag {remote}", 60, log)
+        else:
+            push_image(local, remote, binary=binary, tls_verify=tls_verify, log=log)
         pushed.append(remote)
     return pushed

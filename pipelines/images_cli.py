@@ -133,12 +133,19 @@ def push(
 )
 @_REGISTRY
 @_TLS
+@click.option(
+    "--tag-only",
+    is_flag=True,
+    help="Tag the images REG/termrl/env:<hash> in this host's podman storage, push nothing: for "
+    "pods that run from this storage (the local API stand-in, python -m tests.k8s_standin).",
+)
 def push_tasks(
     pipeline_yaml: str | None,
     settings: tuple[str, ...],
     tasks: tuple[str, ...],
     registry: str,
     tls_verify: bool,
+    tag_only: bool,
 ) -> None:
     """Build the task environments a run needs (podman) and push them as REG/termrl/env:<hash>, where the
     kubernetes sandbox backend pulls them. Run it before each cluster run, with the run's parameters."""
@@ -155,7 +162,12 @@ def push_tasks(
             paths = [Path(t) for t in tasks]
             if pipeline_yaml:
                 paths += synthesize_pipeline_tasks(pipeline_yaml, settings, Path(tmp))
-            pushed = images.push_task_images(paths, registry, tls_verify=tls_verify, log=_echo)
+            pushed = images.push_task_images(
+                paths, registry, tls_verify=tls_verify, tag_only=tag_only, log=_echo
+            )
     except TermrlError as exc:
         raise click.ClickException(f"{exc}\n{getattr(exc, 'log_tail', '') or ''}".rstrip()) from exc
-    click.echo(f"pushed {len(pushed)} task environment image(s) to {registry}")
+    done = "tagged" if tag_only else "pushed"
+    click.echo(
+        f"{done} {len(pushed)} task environment image(s) as {registry.rstrip('/')}/termrl/env:<hash>"
+    )

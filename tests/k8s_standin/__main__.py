@@ -1,7 +1,11 @@
-"""``python -m tests.k8s_standin [--port N] [--dir D]``: serve the stand-in, print its kubeconfig.
+"""``python -m tests.k8s_standin [--port N] [--dir D] [--bare]``: serve the stand-in, print its kubeconfig.
 
-export KUBECONFIG=$(python -m tests.k8s_standin | head -1)    # in another shell: it serves on
-termrl sandbox stats --backend kubernetes --probe 1
+It starts with every object of ``termrl cluster manifests`` applied (namespaces, the sandboxes'
+NetworkPolicies and quota), as a cluster is set up before a run; ``--bare``: the sandbox namespace only.
+
+    python -m tests.k8s_standin --dir /tmp/standin &     # serves until interrupted
+    export KUBECONFIG=/tmp/standin/kubeconfig
+    termrl sandbox stats --backend kubernetes --probe 1
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tests.k8s_standin import StandIn
+from tests.k8s_standin import DEFAULT_NAMESPACE, StandIn
+from tests.k8s_standin.manifests import apply_cluster_manifests
 
 
 def main() -> None:
@@ -22,12 +27,20 @@ def main() -> None:
     parser.add_argument(
         "--pause-base", default="termrl/base:bookworm", help="local image with sleep"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="apply no cluster manifests: the sandbox namespace only"
+    )
     args = parser.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="k8s-standin-"))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with StandIn(workdir, port=args.port, pause_base=args.pause_base) as standin:
+    namespaces = (DEFAULT_NAMESPACE,) if args.bare else ()
+    with StandIn(
+        workdir, port=args.port, pause_base=args.pause_base, namespaces=namespaces
+    ) as standin:
+        if not args.bare:
+            apply_cluster_manifests(standin.kubeconfig)
         print(standin.kubeconfig, flush=True)
         print(standin.kubeconfig.read_text(), flush=True)
         stop.wait()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import time
 import uuid
 from typing import Any
 
@@ -58,6 +59,9 @@ class Store:
         self.objects: dict[Key, dict[str, Any]] = {}
         self.refused: list[str] = []
         """Every refusal of a pod for exceeded quota, in order (what tests watch a backend wait on)."""
+        self.created: list[tuple[float, dict[str, Any]]] = []
+        """Every pod admitted, in order, with the ``time.time()`` it came in; a deleted one keeps its
+        object, ``deletionTimestamp`` set (what tests count a run's sandboxes by)."""
         self._versions = itertools.count(1)
 
     def get(self, key: Key) -> dict[str, Any]:
@@ -292,6 +296,7 @@ class Routes:
         pod["spec"].setdefault("nodeName", "standin")
         pod["status"] = {"phase": "Pending", "hostIP": "127.0.0.1", "qosClass": "Guaranteed"}
         self.store.objects[("api/v1", "pods", namespace, pod["metadata"]["name"])] = pod
+        self.store.created.append((time.time(), pod))
         asyncio.ensure_future(self._start(pod))
         return _respond(pod, 201, warnings)
 

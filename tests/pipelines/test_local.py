@@ -1,9 +1,9 @@
 """The curriculum on kfp's local runner, end to end on the tiny model and real podman sandboxes.
 
-One small run (4 tasks, 1 + 1 iterations, 2-turn episodes) is shared by the
-tests: the second run must execute nothing (every stage a cache hit with the
-first run's outputs) and a single-stage rerun must import its inputs from the
-first run and execute only that stage.
+One small run (4 tasks, 1 + 1 iterations, 2-turn episodes: ``first_run`` in
+conftest.py) is shared by the tests: the second run must execute nothing (every
+stage a cache hit with the first run's outputs) and a single-stage rerun must
+import its inputs from the first run and execute only that stage.
 """
 
 import io
@@ -164,23 +164,6 @@ def test_stage_fields_go_into_that_stages_options_typed_by_its_config():
         and "train: max_steps='two'" in problems
     )
     assert "no options to a 'eval' stage" in problems and "rollout, train" in problems
-
-
-@pytest.fixture(scope="module")
-def first_run(tmp_path_factory, tiny_model_dir):
-    runs = tmp_path_factory.mktemp("runs")
-    args = [
-        "--runs-dir",
-        str(runs),
-        "--name",
-        "first",
-        "--set",
-        f"base_model={tiny_model_dir}",
-        *TINY,
-    ]
-    result = CliRunner().invoke(run, args)
-    assert result.exit_code == 0, result.output + repr(result.exception)
-    return runs, args, result.output
 
 
 @pytest.mark.ci
