@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from termrl.sandbox.base_images import BASE_IMAGES, ON_DEMAND_IMAGES, BaseImage, find_base_image
 
 __all__ = [
+    "ABSENT_FROM_DEBIAN",
     "BOOKWORM",
     "DOCKER_HUB_HOSTS",
     "DOCKER_HUB_OFFICIAL",
@@ -116,6 +117,8 @@ class StandIn:
     mismatch: str | None = None
     """The plain statement of a Python version or Debian release the name asks for and the stand-in
     does not give (None: it gives both)."""
+    interpreters: tuple[str, ...] = ()
+    """Every CPython (major.minor) on the stand-in's PATH, ``python`` first: what ``uvx -p`` finds."""
 
 
 def split_digest(ref: str) -> tuple[str, str | None]:
@@ -170,10 +173,19 @@ def _python_of(recipe: BaseImage) -> tuple[str, str]:
     return recipe.python or python, glibc
 
 
+def _interpreters(recipe: BaseImage) -> tuple[str, ...]:
+    """The CPythons a base image has: a compiled one, and Debian's python3 where a package brings
+    it (asciinema depends on it)."""
+    own = SUITES[recipe.suite][0]
+    debian = {"python3", "asciinema"} & set(recipe.packages) or not recipe.python
+    return tuple(dict.fromkeys([recipe.python or own, *([own] if debian else [])]))
+
+
 def _standin(
     ref: str, image: str, differences: list[str], rewrite: bool = True, mismatch: str | None = None
 ) -> StandIn:
-    python, glibc = _python_of(_recipe(image))
+    recipe = _recipe(image)
+    python, glibc = _python_of(recipe)
     digest = split_digest(ref)[1]
     if digest:
         differences = [
@@ -181,7 +193,17 @@ def _standin(
             f"pinned to {digest}: recorded, not checked (the stand-in is built here)",
         ]
     differences = [mismatch, *differences] if mismatch else differences
-    return StandIn(ref, image, python, glibc, tuple(differences), rewrite, digest, mismatch)
+    return StandIn(
+        ref,
+        image,
+        python,
+        glibc,
+        tuple(differences),
+        rewrite,
+        digest,
+        mismatch,
+        _interpreters(recipe),
+    )
 
 
 _PYTHON_RELEASES = {"bookworm": PYTHON_BOOKWORM, "trixie": TRIXIE}
@@ -189,7 +211,7 @@ _PYTHON_RELEASES = {"bookworm": PYTHON_BOOKWORM, "trixie": TRIXIE}
 _OLDER_RELEASES = ("bullseye", "buster", "stretch")
 
 
-_ABSENT_FROM_DEBIAN = ("3.12",)
+ABSENT_FROM_DEBIAN = ("3.12",)
 """Versions no suite of Debian's archive carries, packaged or as source (checked: bookworm, trixie,
 their backports, forky, sid and experimental carry python3.11 and 3.13 to 3.15)."""
 
@@ -200,7 +222,7 @@ def python_mismatch(wanted: str, have: str, release: str) -> str:
         f"no Python {wanted} can be had offline here: Debian's archive has no python{wanted} in "
         "any suite, packaged or as source, and PyPI and npm carry only installers that download "
         "CPython from elsewhere"
-        if wanted in _ABSENT_FROM_DEBIAN
+        if wanted in ABSENT_FROM_DEBIAN
         else f"no stand-in here has Python {wanted} (offline, CPython comes from Debian's archive "
         "only, as a release's python3 or compiled from a source package, and none is compiled "
         f"for {wanted})"
@@ -396,6 +418,13 @@ def resolve_base(ref: str) -> StandIn | None:
         if normalize_ref(ref) in {normalize_ref(t) for t in image.tags} and image.suite in SUITES:
             python, glibc = _python_of(image)
             return StandIn(
-                ref, image.name, python, glibc, (), ref != image.name, split_digest(ref)[1]
+                ref,
+                image.name,
+                python,
+                glibc,
+                (),
+                ref != image.name,
+                split_digest(ref)[1],
+                interpreters=_interpreters(image),
             )
     return None

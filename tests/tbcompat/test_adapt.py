@@ -81,6 +81,26 @@ def test_unknown_bases_are_noted_and_the_kit_falls_back_to_bookworm():
     assert any("Python 3.11" in n for n in adaptations["notes"])
 
 
+@pytest.mark.parametrize(
+    ("base", "asked", "noted"),
+    [
+        ("python:3.13-slim-bookworm", "3.13", False),  # /usr/local/bin/python3.13
+        ("python:3.13-slim-bookworm", "3.11", False),  # Debian's, asciinema's dependency
+        ("python:3.13-slim-bookworm", "3.12", True),
+        ("python:3.13-slim-trixie", "3.11", True),
+    ],
+)
+def test_uv_interpreters_the_tests_ask_for_are_noted_when_the_image_lacks_them(base, asked, noted):
+    task = Task(
+        id="t",
+        instruction="x",
+        environment_files=[TaskFile("Dockerfile", f"FROM {base}\n".encode())],
+        test_files=[TaskFile("test.sh", f"uvx -p {asked} -w pytest==8.4.1 pytest\n".encode())],
+    )
+    notes = adaptations_for(task).get("notes", [])
+    assert any(f"ask uv for Python {asked}" in n for n in notes) == noted, notes
+
+
 def test_with_adaptations_recomputes_its_keys_and_keeps_the_others():
     task = read_task_folder(TB / "word-frequency")
     task.adaptations = {
