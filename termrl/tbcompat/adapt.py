@@ -6,13 +6,13 @@ returns the JSON kept in ``Task.adaptations``::
     {
       "base_images": {                       # FROM names rewritten at build time
         "ghcr.io/laude-institute/t-bench/python-3-13:20250620":
-          {"image": "termrl/standin:trixie", "differences": ["Debian trixie's python3 3.13 ..."]}
+          {"image": "termrl/standin:bookworm-py3.13", "differences": ["CPython 3.13 compiled ..."]}
       },
       "build_installers": {                  # installers the build fetches, served from local copies
         "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
       },
       "test_kit": {                          # the offline test kit (termrl.tbcompat.kit.KitSpec)
-        "uv": "0.7.13", "python": "3.13", "glibc": "2.41", "arch": "x86_64",
+        "uv": "0.7.13", "python": "3.13", "glibc": "2.36", "arch": "x86_64",
         "groups": [["pytest==8.4.1"]], "found_in": ["run-tests.sh"]
       },
       "notes": ["..."]                       # what could not be adapted
