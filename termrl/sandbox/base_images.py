@@ -48,6 +48,7 @@ __all__ = [
     "build_base_images",
     "cache_root",
     "find_base_image",
+    "is_current",
     "rootfs_tarball",
 ]
 
@@ -275,7 +276,9 @@ def _image_label(binary: str, ref: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _is_current(binary: str, image: BaseImage) -> bool:
+def is_current(binary: str, image: BaseImage) -> bool:
+    """Whether every tag of ``image`` is an image built from its current recipe (a tag left on
+    an older image, or on another recipe's image, is not)."""
     return all(_image_label(binary, tag) == image.recipe_hash for tag in image.tags)
 
 
@@ -359,7 +362,7 @@ def build_base_images(
     built = []
     for image in BASE_IMAGES if images is None else images:
         tarball = rootfs_tarball(image)
-        if not force and _is_current(binary, image) and tarball.exists():
+        if not force and is_current(binary, image) and tarball.exists():
             continue
         started = time.monotonic()
         python = _compiled_python(image, binary, log)

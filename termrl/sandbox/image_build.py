@@ -33,7 +33,12 @@ from pathlib import Path
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxUnavailable
 from termrl.sandbox import hostca, metrics
-from termrl.sandbox.base_images import build_base_images, cache_root, find_base_image
+from termrl.sandbox.base_images import (
+    build_base_images,
+    cache_root,
+    find_base_image,
+    is_current,
+)
 from termrl.sandbox.build_tools import SHIM_DIR, build_tools_dir
 from termrl.sandbox.cli_calls import run_cli
 from termrl.sandbox.dockerfile import base_refs, declare_build_args
@@ -133,12 +138,13 @@ class ImageBuilder:
             await self._build_base_if_missing(ref)
 
     async def _build_base_if_missing(self, ref: str) -> None:
-        """Build ``ref`` from its recipe when it is a local base image not built yet."""
+        """Build ``ref`` from its recipe when it is a local base image not built from its current
+        recipe yet (a tag an older recipe left on another image is moved, not used)."""
         recipe = find_base_image(ref)
         if recipe is None or ref in self._bases_seen:
             return
         async with self._base_builds:
-            if not await self.image_exists(ref):
+            if not await asyncio.to_thread(is_current, self.binary, recipe):
                 await asyncio.to_thread(
                     build_base_images, [recipe], binary=self.binary, log=log.info
                 )
