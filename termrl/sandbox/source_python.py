@@ -4,10 +4,12 @@ Debian ships one python3 per release (bookworm 3.11, trixie 3.13), while the
 official ``python:3.13-slim-bookworm`` image compiles CPython 3.13 on bookworm
 into ``/usr/local``. Offline, the upstream source comes from the Debian source
 package of that version (``python3.13`` in trixie): its ``.orig`` tarball is the
-upstream release tarball, Debian's patches are left out. It is compiled once in
-a container of the target release (a base image of that suite) with the
-official image's configure flags except PGO and LTO (they run the test suite
-and take an hour here), checked (ssl, sqlite3, venv, ensurepip, ... import),
+upstream release tarball (apt checks it against the archive's signed index), and
+Debian's patches are left out. It is compiled once in a container of the
+target release (a base image of that suite) with the official image's
+configure flags except PGO and LTO (they run the test suite during the build,
+several times the plain compile) and with the test modules left out, checked
+(ssl, sqlite3, ctypes, readline, ... import),
 and cached:
 
     $TERMRL_CACHE/sandbox/cpython/<v>-from-<source suite>-on-<suite>-<arch>-<hash>.tar   the /usr/local tree
