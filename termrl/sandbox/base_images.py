@@ -15,6 +15,12 @@ the bwrap backend:
 The host's CA certificates are never part of an image: mmdebstrap downloads
 with the host's apt and the image's ``ca-certificates`` bundle is Debian's own.
 Sandboxes and builds get the host bundle injected when they run (``host_ca``).
+
+``ON_DEMAND_IMAGES`` are recipes too costly for every ``make test`` (a CPython
+compiled from source, ``termrl.sandbox.source_python``): ``build_base_images()``
+leaves them out unless named, and a task build makes them the first time a
+Dockerfile starts FROM one of their tags (``find_base_image``). Their tree is
+unpacked into the rootfs, so the tarball and the image hold the same files.
 """
 
 from __future__ import annotations
@@ -31,14 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from termrl.errors import EnvInitFailed, SandboxUnavailable
+from termrl.sandbox.source_python import SourcePython, build_source_python
 
 __all__ = [
     "BASE_IMAGES",
     "BaseImage",
     "NOBLE_PACKAGES",
+    "ON_DEMAND_IMAGES",
     "STANDIN_PACKAGES",
     "build_base_images",
     "cache_root",
+    "find_base_image",
+    "is_current",
     "rootfs_tarball",
 ]
 
@@ -99,6 +109,13 @@ class BaseImage:
     files: dict[str, str] = field(default_factory=dict)
     # dpkg path-exclude patterns (kept in the image: later apt installs skip them too).
     dpkg_excludes: tuple[str, ...] = _DOC_AND_MAN
+    # CPython compiled into /usr/local (None: the suite's own python3 only, if packages has it).
+    source_python: SourcePython | None = None
+
+    @property
+    def python(self) -> str | None:
+        """The Python a ``python3`` on PATH is (major.minor), when it is not the suite's own."""
+        return self.source_python.version if self.source_python else None
 
     @property
     def recipe_hash(self) -> str:
@@ -113,6 +130,7 @@ class BaseImage:
             "packages": sorted(self.packages),
             "config": list(self.config),
             "files": self.files,
+            **({"source_python": self.source_python.recipe()} if self.source_python else {}),
         }
         return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -143,7 +161,6 @@ NOBLE_PACKAGES = ("tmux", "asciinema", "ca-certificates")
 _STANDIN_NAMES = (
     "python:3.13",
     "python:3.13-slim",
-    "python:3.13-slim-bookworm",
     "python:3.13-slim-trixie",
     "debian:trixie",
     "debian:trixie-slim",
@@ -197,6 +214,35 @@ BASE_IMAGES: list[BaseImage] = [
     ),
 ]
 
+_PYTHON313_BOOKWORM_NAMES = ("python:3.13-bookworm", "python:3.13-slim-bookworm")
+# A python under /usr/local carries no EXTERNALLY-MANAGED marker: pip works as in the original.
+_SOURCE_PYTHON_CONFIG = tuple(c for c in DEFAULT_CONFIG if "BREAK_SYSTEM_PACKAGES" not in c)
+
+# python:3.13-slim-bookworm made as the official image is: CPython 3.13 compiled on bookworm into
+# /usr/local (from trixie's python3.13 source package), with bookworm's OpenSSL 3.0, glibc and apt.
+# tmux and asciinema as on Terminal-Bench 1.0's python-3-13 image, which was built FROM it
+# (asciinema brings Debian's python3 3.11 into /usr/bin, there too). The compile costs minutes.
+ON_DEMAND_IMAGES: list[BaseImage] = [
+    BaseImage(
+        name="termrl/standin:bookworm-py3.13",
+        suite="bookworm",
+        packages=("tmux", "asciinema", "curl", "ca-certificates", "netbase", "tzdata"),
+        config=_SOURCE_PYTHON_CONFIG,
+        aliases=(
+            *_PYTHON313_BOOKWORM_NAMES,
+            *(f"docker.io/library/{n}" for n in _PYTHON313_BOOKWORM_NAMES),
+        ),
+        dpkg_excludes=("/usr/share/doc/*",),
+        source_python=SourcePython("3.13", source_suite="trixie"),
+    ),
+]
+
+
+def find_base_image(ref: str) -> BaseImage | None:
+    """The recipe (``BASE_IMAGES`` or ``ON_DEMAND_IMAGES``) one of whose tags is ``ref``."""
+    names = {ref, ref.removeprefix("localhost/"), f"localhost/{ref}"}
+    return next((b for b in (*BASE_IMAGES, *ON_DEMAND_IMAGES) if names & set(b.tags)), None)
+
 
 def cache_root() -> Path:
     """The termrl cache: ``$TERMRL_CACHE`` or ``~/.cache/termrl``."""
@@ -230,15 +276,24 @@ def _image_label(binary: str, ref: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _is_current(binary: str, image: BaseImage) -> bool:
+def is_current(binary: str, image: BaseImage) -> bool:
+    """Whether every tag of ``image`` is an image built from its current recipe (a tag left on
+    an older image, or on another recipe's image, is not)."""
     return all(_image_label(binary, tag) == image.recipe_hash for tag in image.tags)
 
 
-def _build_rootfs(image: BaseImage, out: Path, log: Callable[[str], None]) -> None:
+def _build_rootfs(
+    image: BaseImage,
+    out: Path,
+    log: Callable[[str], None],
+    *,
+    extra_packages: tuple[str, ...] = (),
+    extra_hooks: tuple[str, ...] = (),
+) -> None:
     if shutil.which("mmdebstrap") is None:
         raise SandboxUnavailable("mmdebstrap is not installed (apt-get install mmdebstrap)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    hooks = ['mkdir -p "$1/app"']
+    hooks = ['mkdir -p "$1/app"', *extra_hooks]
     for path, text in sorted(image.files.items()):
         hooks.append(
             f'mkdir -p "$1{os.path.dirname(path)}" && printf %s {_sh_quote(text)} > "$1{path}"'
@@ -250,7 +305,7 @@ def _build_rootfs(image: BaseImage, out: Path, log: Callable[[str], None]) -> No
             "--mode=root",
             "--variant=minbase",
             "--quiet",
-            "--include=" + ",".join(image.packages),
+            "--include=" + ",".join(dict.fromkeys((*image.packages, *extra_packages))),
             # Documentation is dead weight in thousands of sandboxes (stand-ins keep man pages: tasks read them).
             *(f"--dpkgopt=path-exclude={pattern}" for pattern in image.dpkg_excludes),
             "--dpkgopt=path-include=/usr/share/doc/*/copyright",
@@ -267,8 +322,14 @@ def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _import(binary: str, image: BaseImage, tarball: Path, log: Callable[[str], None]) -> None:
-    changes = [*image.config, f"LABEL {RECIPE_LABEL}={image.recipe_hash}"]
+def _import(
+    binary: str,
+    image: BaseImage,
+    tarball: Path,
+    log: Callable[[str], None],
+    extra_config: tuple[str, ...] = (),
+) -> None:
+    changes = [*image.config, *extra_config, f"LABEL {RECIPE_LABEL}={image.recipe_hash}"]
     argv = [
         binary,
         "import",
@@ -291,6 +352,7 @@ def build_base_images(
 ) -> list[str]:
     """Build, import and tag every base image that is missing or out of date.
 
+    ``images`` defaults to ``BASE_IMAGES`` (``ON_DEMAND_IMAGES`` are built only when named).
     Returns the names that were (re)built; an empty list means all were current.
     Raises ``SandboxUnavailable`` when podman or mmdebstrap is missing and
     ``EnvInitFailed`` (with the tool's log tail) when a build step fails.
@@ -300,12 +362,45 @@ def build_base_images(
     built = []
     for image in BASE_IMAGES if images is None else images:
         tarball = rootfs_tarball(image)
-        if not force and _is_current(binary, image) and tarball.exists():
+        if not force and is_current(binary, image) and tarball.exists():
             continue
         started = time.monotonic()
+        python = _compiled_python(image, binary, log)
         if force or not tarball.exists():
-            _build_rootfs(image, tarball, log)
-        _import(binary, image, tarball, log)
+            _build_rootfs(image, tarball, log, **python.rootfs)
+        _import(binary, image, tarball, log, python.config)
         log(f"built {image.name} in {time.monotonic() - started:.0f}s")
         built.append(image.name)
     return built
+
+
+@dataclass(frozen=True)
+class _CompiledPython:
+    rootfs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Keyword arguments of ``_build_rootfs``: its runtime packages and the hooks unpacking it."""
+    config: tuple[str, ...] = ()
+
+
+def _compiled_python(image: BaseImage, binary: str, log: Callable[[str], None]) -> _CompiledPython:
+    """The CPython ``image`` compiles into /usr/local (built once in a container of its suite)."""
+    if image.source_python is None:
+        return _CompiledPython()
+    builder = next(
+        (b for b in BASE_IMAGES if b.suite == image.suite and b.source_python is None), None
+    )
+    if builder is None:
+        raise EnvInitFailed(f"{image.name}: no base image of Debian {image.suite} to compile in")
+    build_base_images([builder], binary=binary, log=log)
+    tree, info = build_source_python(
+        image.source_python,
+        suite=image.suite,
+        builder_image=builder.name,
+        cache=cache_root() / "sandbox" / "cpython",
+        binary=binary,
+        log=log,
+    )
+    hooks = (f'tar -C "$1" -xf {_sh_quote(str(tree))}', 'chroot "$1" ldconfig')
+    return _CompiledPython(
+        rootfs={"extra_packages": tuple(info["runtime_packages"]), "extra_hooks": hooks},
+        config=(f"ENV PYTHON_VERSION={info['version']}",),
+    )

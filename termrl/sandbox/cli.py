@@ -8,7 +8,7 @@ import click
 
 from termrl.errors import TermrlError
 from termrl.sandbox import metrics
-from termrl.sandbox.base_images import BASE_IMAGES, build_base_images
+from termrl.sandbox.base_images import BASE_IMAGES, ON_DEMAND_IMAGES, build_base_images
 from termrl.sandbox.manager import BACKENDS, SandboxManager
 from termrl.sandbox.spec import SandboxSpec
 
@@ -36,6 +36,8 @@ def build_base(force: bool, binary: str) -> None:
         click.echo(
             f"{image.name} ({state}, recipe {image.recipe_hash}): {', '.join(image.aliases)}"
         )
+    for image in ON_DEMAND_IMAGES:  # minutes to build: made when a task first starts FROM one
+        click.echo(f"{image.name} (built on first use): {', '.join(image.aliases)}")
 
 
 async def _probe(backend: str, image: str, count: int) -> None:

@@ -15,7 +15,8 @@ images it starts FROM). A build gets the host's CA bundle mounted and
 and a task's recorded build-time installers (``termrl.sandbox.build_tools``)
 served from a folder mounted over ``/usr/local/sbin``; none of these is stored
 in the image. A local base image the Dockerfile needs (a ``BASE_IMAGES`` tag,
-e.g. a Terminal-Bench stand-in) is built first when missing; a prebuilt image
+e.g. a Terminal-Bench stand-in, or an ``ON_DEMAND_IMAGES`` one, whose first build
+compiles CPython for minutes) is built first when missing; a prebuilt image
 (``spec.image``) is never pulled.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import shutil
 import tempfile
 import time
@@ -31,13 +33,20 @@ from pathlib import Path
 from termrl.artifacts.tasks import TaskFile
 from termrl.errors import EnvInitFailed, SandboxUnavailable
 from termrl.sandbox import hostca, metrics
-from termrl.sandbox.base_images import BASE_IMAGES, build_base_images, cache_root
+from termrl.sandbox.base_images import (
+    build_base_images,
+    cache_root,
+    find_base_image,
+    is_current,
+)
 from termrl.sandbox.build_tools import SHIM_DIR, build_tools_dir
 from termrl.sandbox.cli_calls import run_cli
 from termrl.sandbox.dockerfile import base_refs, declare_build_args
 from termrl.sandbox.spec import SandboxSpec, environment_hash
 
 __all__ = ["BUILD_ARGS", "BUILD_NETWORK", "ImageBuilder", "base_image_refs"]
+
+log = logging.getLogger(__name__)
 
 BUILD_NETWORK = {"podman": "private", "docker": "default"}
 """Builds run on the engine's bridge: out to the registries, never the host's 127.0.0.1 (``host`` would)."""
@@ -124,20 +133,21 @@ class ImageBuilder:
             raise EnvInitFailed(why, log_tail=why)
 
     async def _ensure_base_images(self, spec: SandboxSpec) -> None:
-        """Build the missing local base images (``BASE_IMAGES`` tags) the Dockerfile starts FROM."""
+        """Build the missing local base images (their tags) the Dockerfile starts FROM."""
         for ref in base_image_refs(spec):
             await self._build_base_if_missing(ref)
 
     async def _build_base_if_missing(self, ref: str) -> None:
-        """Build ``ref`` from its recipe when it is a local base image (``BASE_IMAGES``) not built yet."""
-        recipe = next(
-            (b for b in BASE_IMAGES if ref in b.tags or f"localhost/{ref}" in b.tags), None
-        )
+        """Build ``ref`` from its recipe when it is a local base image not built from its current
+        recipe yet (a tag an older recipe left on another image is moved, not used)."""
+        recipe = find_base_image(ref)
         if recipe is None or ref in self._bases_seen:
             return
         async with self._base_builds:
-            if not await self.image_exists(ref):
-                await asyncio.to_thread(build_base_images, [recipe], binary=self.binary)
+            if not await asyncio.to_thread(is_current, self.binary, recipe):
+                await asyncio.to_thread(
+                    build_base_images, [recipe], binary=self.binary, log=log.info
+                )
         self._bases_seen.add(ref)
 
     async def _image_tag(self, spec: SandboxSpec) -> str:

@@ -6,13 +6,13 @@ returns the JSON kept in ``Task.adaptations``::
     {
       "base_images": {                       # FROM names rewritten at build time
         "ghcr.io/laude-institute/t-bench/python-3-13:20250620":
-          {"image": "termrl/standin:trixie", "differences": ["Debian trixie's python3 3.13 ..."]}
+          {"image": "termrl/standin:bookworm-py3.13", "differences": ["CPython 3.13 compiled ..."]}
       },
       "build_installers": {                  # installers the build fetches, served from local copies
         "https://astral.sh/uv/0.7.13/install.sh": {"tool": "uv", "version": "0.7.13", "found_in": ["install.sh"]}
       },
       "test_kit": {                          # the offline test kit (termrl.tbcompat.kit.KitSpec)
-        "uv": "0.7.13", "python": "3.13", "glibc": "2.41", "arch": "x86_64",
+        "uv": "0.7.13", "python": "3.13", "glibc": "2.36", "arch": "x86_64",
         "groups": [["pytest==8.4.1"]], "found_in": ["run-tests.sh"]
       },
       "notes": ["..."]                       # what could not be adapted
@@ -35,7 +35,7 @@ from termrl.sandbox.dockerfile import base_refs
 from termrl.tbcompat.installers import scan_installers
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION, KitSpec
 from termrl.tbcompat.scan import scan_scripts
-from termrl.tbcompat.standins import SUITES, StandIn, resolve_base
+from termrl.tbcompat.standins import ABSENT_FROM_DEBIAN, SUITES, StandIn, resolve_base
 
 __all__ = ["COMPUTED_KEYS", "adaptations_for", "with_adaptations"]
 
@@ -82,7 +82,8 @@ def adaptations_for(task: Task) -> dict[str, Any]:
             notes.append(
                 f"test kit built for Python {python} / glibc {glibc}: the base image is not known here"
             )
-        notes += _missing_interpreters(scan.pythons, python, scan.found_in)
+        have = resolved[-1].interpreters if resolved else (python,)
+        notes += _missing_interpreters(scan.pythons, have, scan.found_in)
         kit = KitSpec(
             uv=(scan.uv_version or DEFAULT_UV_VERSION) if scan.uses_uv else None,
             python=python,
@@ -96,23 +97,31 @@ def adaptations_for(task: Task) -> dict[str, Any]:
     return out
 
 
-def _missing_interpreters(asked: list[str], have: str, found_in: list[str]) -> list[str]:
+def _missing_interpreters(
+    asked: list[str], have: tuple[str, ...], found_in: list[str]
+) -> list[str]:
     """A note for each interpreter the test scripts ask uv for that the sandbox does not have.
 
-    uv finds the sandbox's own python3 offline; any other version it would download, which the
-    test phase cannot, and no other CPython can be had offline here (``standins.python_mismatch``).
+    uv finds the sandbox's own interpreters offline (``StandIn.interpreters``); any other version it
+    would download, which the test phase cannot, and no stand-in has (``standins.python_mismatch``).
     """
     where = ", ".join(found_in) or "the test scripts"
     notes = []
     for request in asked:  # 3.12, 3.12.4, python3.12, cpython-3.12: a version; a path is not
         match = re.fullmatch(r"(?:c?python-?)?(3\.\d+)(?:\.\d+)?", request)
-        if match and match.group(1) != have:
+        if match and match.group(1) not in have:
             notes.append(
                 f"the tests ask uv for Python {request} ({where}), which cannot be provided "
-                f"offline: the sandbox has Python {have} only, and no Python {match.group(1)} can "
-                "be had from the registries this machine reaches; the tests will not find one"
+                f"offline: the sandbox has Python {' and '.join(have)} only, and "
+                f"{_why_not(match.group(1))}; the tests will not find one"
             )
     return notes
+
+
+def _why_not(version: str) -> str:
+    if version in ABSENT_FROM_DEBIAN:
+        return f"no Python {version} can be had from the registries this machine reaches"
+    return f"no stand-in here has Python {version}"
 
 
 def with_adaptations(task: Task) -> Task:

@@ -6,21 +6,27 @@ maps such a name onto one of the locally built ``BASE_IMAGES`` and says how
 the stand-in differs from the original, so the difference is recorded on the
 task instead of being discovered when a test fails:
 
-    t-bench/python-3-13, python:3.13*, python:3.14+, debian:trixie  ->  termrl/standin:trixie
-    python:3.11*, python:3.12 and older (unless -trixie)            ->  termrl/standin:bookworm
-    t-bench/ubuntu-24-04, ubuntu:24.04                              ->  termrl/standin:noble
-    debian:bookworm, ubuntu:22.04 / 20.04                           ->  termrl/base:bookworm
+    t-bench/python-3-13, python:3.13-bookworm, python:3.13-slim-bookworm
+                                                        ->  termrl/standin:bookworm-py3.13
+    python:3.13, python:3.13-slim(-trixie), python:3.14+, debian:trixie  ->  termrl/standin:trixie
+    python:3.11*, python:3.12 and older (unless -trixie)  ->  termrl/standin:bookworm
+    t-bench/ubuntu-24-04, ubuntu:24.04                    ->  termrl/standin:noble
+    debian:bookworm, ubuntu:22.04 / 20.04                 ->  termrl/base:bookworm
 
-Python comes from Debian: 3.11 on bookworm, 3.13 on trixie. No other CPython
-can be had offline here (Debian packages no other version for these
-releases; PyPI and npm carry none that installs without a download from
-elsewhere). A tag asking for 3.11 or 3.13 gets the release that has it, even
-when the tag names the other one (``python:3.13-slim-bookworm``: test
-scripts run ``uvx -p 3.13``, and pins follow the version); any other tag
-gets the release it names, else bookworm up to 3.12 (the official images'
-release until August 2025, and 3.12's older neighbour) and trixie after.
-Whatever differs from what the tag asks for is said plainly
-(``StandIn.mismatch``), recorded on the task and printed at import.
+Python comes from Debian: its python3 (3.11 on bookworm, 3.13 on trixie), or
+CPython compiled into /usr/local from a Debian source package, as the official
+images compile it (3.13 on bookworm from trixie's ``python3.13``; built on first
+use, ``base_images.ON_DEMAND_IMAGES``). No other CPython can be had offline
+here: no suite of the Debian archive carries a ``python3.12`` source package
+(they carry 3.11, 3.13, 3.14, 3.15), and PyPI and npm carry only installers that
+download builds from elsewhere. A tag naming a release and a version that
+exist together gets them; otherwise a tag asking for 3.11 or 3.13 gets the
+release whose python3 it is, even when the tag names the other one (test
+scripts run ``uvx -p 3.13``, and pins follow the version); any other tag gets
+the release it names, else bookworm up to 3.12 (the official images' release
+until August 2025, and 3.12's older neighbour) and trixie after. Whatever
+differs from what the tag asks for is said plainly (``StandIn.mismatch``),
+recorded on the task and printed at import.
 
 Names are read as Docker reads them: the registries and mirrors in
 ``DOCKER_HUB_OFFICIAL`` serve Docker Hub's official images under the same
@@ -37,13 +43,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from termrl.sandbox.base_images import BASE_IMAGES, BaseImage
+from termrl.sandbox.base_images import BASE_IMAGES, ON_DEMAND_IMAGES, BaseImage, find_base_image
 
 __all__ = [
+    "ABSENT_FROM_DEBIAN",
     "BOOKWORM",
     "DOCKER_HUB_HOSTS",
     "DOCKER_HUB_OFFICIAL",
     "NOBLE",
+    "PYTHON313_BOOKWORM",
     "PYTHON_BOOKWORM",
     "SUITES",
     "TRIXIE",
@@ -58,6 +66,7 @@ __all__ = [
 
 TRIXIE = "termrl/standin:trixie"
 PYTHON_BOOKWORM = "termrl/standin:bookworm"
+PYTHON313_BOOKWORM = "termrl/standin:bookworm-py3.13"
 NOBLE = "termrl/standin:noble"
 BOOKWORM = "termrl/base:bookworm"
 
@@ -108,6 +117,8 @@ class StandIn:
     mismatch: str | None = None
     """The plain statement of a Python version or Debian release the name asks for and the stand-in
     does not give (None: it gives both)."""
+    interpreters: tuple[str, ...] = ()
+    """Every CPython (major.minor) on the stand-in's PATH, ``python`` first: what ``uvx -p`` finds."""
 
 
 def split_digest(ref: str) -> tuple[str, str | None]:
@@ -150,13 +161,31 @@ def platform_problem(ref: str, platform: str, machine: str) -> str | None:
 
 
 def _recipe(name: str) -> BaseImage:
-    return next(image for image in BASE_IMAGES if image.name == name)
+    recipe = find_base_image(name)
+    if recipe is None:
+        raise KeyError(name)
+    return recipe
+
+
+def _python_of(recipe: BaseImage) -> tuple[str, str]:
+    """(the python3 first on PATH, glibc) of a base image."""
+    python, glibc = SUITES[recipe.suite]
+    return recipe.python or python, glibc
+
+
+def _interpreters(recipe: BaseImage) -> tuple[str, ...]:
+    """The CPythons a base image has: a compiled one, and Debian's python3 where a package brings
+    it (asciinema depends on it)."""
+    own = SUITES[recipe.suite][0]
+    debian = {"python3", "asciinema"} & set(recipe.packages) or not recipe.python
+    return tuple(dict.fromkeys([recipe.python or own, *([own] if debian else [])]))
 
 
 def _standin(
     ref: str, image: str, differences: list[str], rewrite: bool = True, mismatch: str | None = None
 ) -> StandIn:
-    python, glibc = SUITES[_recipe(image).suite]
+    recipe = _recipe(image)
+    python, glibc = _python_of(recipe)
     digest = split_digest(ref)[1]
     if digest:
         differences = [
@@ -164,7 +193,17 @@ def _standin(
             f"pinned to {digest}: recorded, not checked (the stand-in is built here)",
         ]
     differences = [mismatch, *differences] if mismatch else differences
-    return StandIn(ref, image, python, glibc, tuple(differences), rewrite, digest, mismatch)
+    return StandIn(
+        ref,
+        image,
+        python,
+        glibc,
+        tuple(differences),
+        rewrite,
+        digest,
+        mismatch,
+        _interpreters(recipe),
+    )
 
 
 _PYTHON_RELEASES = {"bookworm": PYTHON_BOOKWORM, "trixie": TRIXIE}
@@ -172,13 +211,25 @@ _PYTHON_RELEASES = {"bookworm": PYTHON_BOOKWORM, "trixie": TRIXIE}
 _OLDER_RELEASES = ("bullseye", "buster", "stretch")
 
 
+ABSENT_FROM_DEBIAN = ("3.12",)
+"""Versions no suite of Debian's archive carries, packaged or as source (checked: bookworm, trixie,
+their backports, forky, sid and experimental carry python3.11 and 3.13 to 3.15)."""
+
+
 def python_mismatch(wanted: str, have: str, release: str) -> str:
     """The plain statement of a Python version the stand-in cannot give (recorded and printed)."""
+    why = (
+        f"no Python {wanted} can be had offline here: Debian's archive has no python{wanted} in "
+        "any suite, packaged or as source, and PyPI and npm carry only installers that download "
+        "CPython from elsewhere"
+        if wanted in ABSENT_FROM_DEBIAN
+        else f"no stand-in here has Python {wanted} (offline, CPython comes from Debian's archive "
+        "only, as a release's python3 or compiled from a source package, and none is compiled "
+        f"for {wanted})"
+    )
     return (
-        f"Python {have} (Debian {release}'s python3) instead of Python {wanted}: no Python "
-        f"{wanted} for Debian {release} can be had offline here (Debian packages 3.11 for "
-        "bookworm and 3.13 for trixie; PyPI and npm carry no CPython that installs without a "
-        f"download from elsewhere); code or pins that need exactly {wanted} may fail"
+        f"Python {have} (Debian {release}'s python3) instead of Python {wanted}: {why}; code or "
+        f"pins that need exactly {wanted} may fail"
     )
 
 
@@ -212,6 +263,29 @@ def _python_release(tag: str, minor: int | None) -> tuple[str, str | None]:
     return chosen, release_mismatch(named, chosen, wanted or SUITES[chosen][0])
 
 
+_COMPILED = {("bookworm", "3.13"): PYTHON313_BOOKWORM}
+"""(Debian release, Python) -> the stand-in with that CPython compiled into /usr/local (on demand)."""
+
+
+def _compiled_differences(image: str, *, slim: bool, extra_python: str = "none") -> list[str]:
+    recipe = _recipe(image)
+    build = recipe.source_python
+    if build is None:
+        raise ValueError(f"{image} compiles no python")
+    own = SUITES[recipe.suite][0]
+    differences = [
+        f"CPython {build.version} compiled here into /usr/local from Debian {build.source_suite}'s "
+        f"python{build.version} source package (the upstream release tarball), with the official "
+        "image's configure flags but without its PGO and LTO (somewhat slower) and without tkinter",
+        f"Debian {recipe.suite}'s python3 {own} in /usr/bin too, as asciinema's dependency "
+        f"(the original has {extra_python})",
+        "built the first time a task needs it (compiling CPython takes minutes once, then cached)",
+    ]
+    if not slim:
+        differences.append("no compilers or -dev headers (the full python image has them)")
+    return [*differences, "tmux, asciinema and curl preinstalled", _MAN_KEPT]
+
+
 def _python_image(ref: str, tag: str) -> StandIn | None:
     if "alpine" in tag or "windows" in tag:
         return None  # apk / Windows: no Debian stand-in behaves alike
@@ -219,6 +293,11 @@ def _python_image(ref: str, tag: str) -> StandIn | None:
     if match and match.group(1) != "3":
         return None
     minor = int(match.group(2)) if match and match.group(2) else None  # python:3 / :latest / :slim
+    compiled = next(
+        (i for (r, v), i in _COMPILED.items() if f"3.{minor}" == v and r in tag.split("-")), None
+    )
+    if compiled is not None:
+        return _standin(ref, compiled, _compiled_differences(compiled, slim="slim" in tag))
     release, release_note = _python_release(tag, minor)
     image = _PYTHON_RELEASES[release]
     have = SUITES[release][0]
@@ -293,20 +372,12 @@ def _distro_image(ref: str, name: str, tag: str) -> StandIn | None:
 
 def _tbench_image(ref: str, name: str) -> StandIn | None:
     if name.endswith("/python-3-13"):
-        # Built FROM python:3.13-slim-bookworm; bookworm has no Python 3.13 here, trixie has.
+        # Built FROM python:3.13-slim-bookworm (the release at the time of Terminal-Bench 1.0),
+        # adding tmux and asciinema.
         return _standin(
             ref,
-            TRIXIE,
-            [
-                "Debian trixie's python3 3.13 in /usr/bin (pip under PIP_BREAK_SYSTEM_PACKAGES=1) stands in "
-                "for python:3.13-slim-bookworm's Python 3.13 in /usr/local",
-                "python, pip and pip3 are Debian's (/usr/bin), not the official image's (/usr/local/bin)",
-                f"Debian trixie packages instead of bookworm ones: {_DEBIAN_APT}",
-                "curl preinstalled",
-                _MAN_KEPT,
-                _ENV_SET,
-            ],
-            mismatch=release_mismatch("bookworm", "trixie", "3.13"),
+            PYTHON313_BOOKWORM,
+            _compiled_differences(PYTHON313_BOOKWORM, slim=True, extra_python="it as well"),
         )
     if name.endswith("/ubuntu-24-04"):
         return _standin(
@@ -343,10 +414,17 @@ def resolve_base(ref: str) -> StandIn | None:
         return _python_image(ref, tag)
     if name in ("debian", "ubuntu"):
         return _distro_image(ref, name, tag)
-    for image in BASE_IMAGES:
+    for image in (*BASE_IMAGES, *ON_DEMAND_IMAGES):
         if normalize_ref(ref) in {normalize_ref(t) for t in image.tags} and image.suite in SUITES:
-            python, glibc = SUITES[image.suite]
+            python, glibc = _python_of(image)
             return StandIn(
-                ref, image.name, python, glibc, (), ref != image.name, split_digest(ref)[1]
+                ref,
+                image.name,
+                python,
+                glibc,
+                (),
+                ref != image.name,
+                split_digest(ref)[1],
+                interpreters=_interpreters(image),
             )
     return None

@@ -15,6 +15,9 @@ def test_build_base_reports_current_images(base_images):
     assert (
         "termrl/base:bookworm (current" in result.output and "debian:bookworm-slim" in result.output
     )
+    assert (
+        "termrl/standin:bookworm-py3.13 (built on first use): python:3.13-bookworm" in result.output
+    )
 
 
 @pytest.mark.podman

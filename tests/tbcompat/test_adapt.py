@@ -13,7 +13,7 @@ from termrl.taskfolders import export_tasks, import_task_folders, read_task_fold
 from termrl.taskfolders.layout import LEGACY_ROOT_FILES
 from termrl.tbcompat.adapt import adaptations_for, with_adaptations
 from termrl.tbcompat.kit import DEFAULT_UV_VERSION
-from termrl.tbcompat.standins import NOBLE, TRIXIE, release_mismatch
+from termrl.tbcompat.standins import NOBLE, PYTHON313_BOOKWORM
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TB = FIXTURES / "terminal-bench"
@@ -43,22 +43,18 @@ def test_the_terminal_bench_fixtures_record_stand_ins_and_kits():
         adaptations = tasks[task_id].adaptations
         assert list(adaptations["base_images"]) == [ref]
         ubuntu = "ubuntu" in ref
-        assert adaptations["base_images"][ref]["image"] == (NOBLE if ubuntu else TRIXIE)
+        # Bookworm-based originals get bookworm with CPython 3.13 compiled, as they had it.
+        assert adaptations["base_images"][ref]["image"] == (NOBLE if ubuntu else PYTHON313_BOOKWORM)
         assert adaptations["base_images"][ref]["differences"]
         kit = adaptations["test_kit"]
         assert (kit["uv"], kit["python"], kit["glibc"], kit["groups"], kit["found_in"]) == (
             uv,
             "3.13",
-            "2.41",
+            "2.41" if ubuntu else "2.36",
             groups,
             found_in,
         )
-        if ubuntu:
-            assert "notes" not in adaptations
-        else:  # bookworm-based originals, served by trixie (the only Python 3.13 here): said plainly
-            assert adaptations["notes"] == [
-                f"FROM {ref}: {release_mismatch('bookworm', 'trixie', '3.13')}"
-            ]
+        assert "notes" not in adaptations
 
 
 def test_tasks_that_run_as_written_get_no_adaptations():
@@ -85,6 +81,26 @@ def test_unknown_bases_are_noted_and_the_kit_falls_back_to_bookworm():
     assert any("Python 3.11" in n for n in adaptations["notes"])
 
 
+@pytest.mark.parametrize(
+    ("base", "asked", "noted"),
+    [
+        ("python:3.13-slim-bookworm", "3.13", False),  # /usr/local/bin/python3.13
+        ("python:3.13-slim-bookworm", "3.11", False),  # Debian's, asciinema's dependency
+        ("python:3.13-slim-bookworm", "3.12", True),
+        ("python:3.13-slim-trixie", "3.11", True),
+    ],
+)
+def test_uv_interpreters_the_tests_ask_for_are_noted_when_the_image_lacks_them(base, asked, noted):
+    task = Task(
+        id="t",
+        instruction="x",
+        environment_files=[TaskFile("Dockerfile", f"FROM {base}\n".encode())],
+        test_files=[TaskFile("test.sh", f"uvx -p {asked} -w pytest==8.4.1 pytest\n".encode())],
+    )
+    notes = adaptations_for(task).get("notes", [])
+    assert any(f"ask uv for Python {asked}" in n for n in notes) == noted, notes
+
+
 def test_with_adaptations_recomputes_its_keys_and_keeps_the_others():
     task = read_task_folder(TB / "word-frequency")
     task.adaptations = {
@@ -94,7 +110,7 @@ def test_with_adaptations_recomputes_its_keys_and_keeps_the_others():
     }
     with_adaptations(task)
     assert list(task.adaptations["base_images"]) == [PY313]
-    assert "old" not in task.adaptations["notes"]
+    assert "notes" not in task.adaptations  # the stale note is gone, and nothing needs one now
     assert task.adaptations["perturbed_by"] == "synthesize"
 
 
@@ -102,10 +118,10 @@ def test_the_build_gets_the_stand_in_the_task_keeps_its_dockerfile():
     task = read_task_folder(TB / "word-frequency")
     original = (TB / "word-frequency" / "Dockerfile").read_bytes()
     spec = SandboxSpec.from_task(task)
-    assert spec.base_image_rewrites == {PY313: TRIXIE}
+    assert spec.base_image_rewrites == {PY313: PYTHON313_BOOKWORM}
     assert task.environment_file("Dockerfile").data == original
     built = next(f for f in spec.build_files() if f.path == "Dockerfile").data
-    assert built == original.replace(PY313.encode(), TRIXIE.encode())
+    assert built == original.replace(PY313.encode(), PYTHON313_BOOKWORM.encode())
     # Same context without the rewrite is a different image.
     assert spec.image_key != SandboxSpec(environment_files=task.environment_files).image_key
     assert spec.network == "none"  # the test phase has no network

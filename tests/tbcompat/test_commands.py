@@ -17,7 +17,7 @@ def test_show_lists_stand_ins_differences_and_kits():
     result = CliRunner().invoke(tbcompat, ["show", "--tasks", str(FIXTURES / "terminal-bench")])
     assert result.exit_code == 0, result.output
     assert (
-        "FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620 -> termrl/standin:trixie"
+        "FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620 -> termrl/standin:bookworm-py3.13"
         in result.output
     )
     assert (

@@ -7,12 +7,13 @@ import subprocess
 
 import pytest
 
-from termrl.sandbox.base_images import BASE_IMAGES
+from termrl.sandbox.base_images import BASE_IMAGES, ON_DEMAND_IMAGES, find_base_image
 from termrl.tbcompat.standins import (
     BOOKWORM,
     DOCKER_HUB_HOSTS,
     DOCKER_HUB_OFFICIAL,
     NOBLE,
+    PYTHON313_BOOKWORM,
     PYTHON_BOOKWORM,
     SUITES,
     TRIXIE,
@@ -27,11 +28,12 @@ TBENCH = "ghcr.io/laude-institute/t-bench"
 @pytest.mark.parametrize(
     ("ref", "image", "python", "mentions"),
     [
-        # Built FROM python:3.13-slim-bookworm; only trixie has a Python 3.13 here (said plainly).
-        (f"{TBENCH}/python-3-13:20250620", TRIXIE, "3.13", "instead of Debian bookworm"),
-        (f"{TBENCH}/python-3-13@sha256:{'0' * 64}", TRIXIE, "3.13", "/usr/local"),
+        # Built FROM python:3.13-slim-bookworm: CPython 3.13 compiled on bookworm, as the original.
+        (f"{TBENCH}/python-3-13:20250620", PYTHON313_BOOKWORM, "3.13", "PGO and LTO"),
+        (f"{TBENCH}/python-3-13@sha256:{'0' * 64}", PYTHON313_BOOKWORM, "3.13", "/usr/local"),
         (f"{TBENCH}/ubuntu-24-04:20250624", NOBLE, "3.13", "no `python` command"),
-        ("python:3.13-slim-bookworm", TRIXIE, "3.13", "Debian trixie instead of Debian bookworm"),
+        ("python:3.13-slim-bookworm", PYTHON313_BOOKWORM, "3.13", "the original has none"),
+        ("python:3.13-bookworm", PYTHON313_BOOKWORM, "3.13", "compilers"),
         ("python:3.11-slim-bookworm", PYTHON_BOOKWORM, "3.11", "Python 3.11 in /usr/local"),
         ("python:3.11-trixie", PYTHON_BOOKWORM, "3.11", "Debian bookworm instead of Debian trixie"),
         ("python:3.13-slim-trixie", TRIXIE, "3.13", "Python 3.13"),
@@ -110,6 +112,24 @@ def test_every_stand_in_is_a_recipe_that_build_base_builds():
         assert not any("/usr/share/man" in p for p in image.dpkg_excludes)
 
 
+def test_the_compiled_python_stand_in_is_built_on_demand_only():
+    """`make base-images` builds BASE_IMAGES; the CPython compile waits for a task that needs it."""
+    assert PYTHON313_BOOKWORM not in {image.name for image in BASE_IMAGES}
+    [compiled] = [image for image in ON_DEMAND_IMAGES if image.name == PYTHON313_BOOKWORM]
+    assert find_base_image("python:3.13-slim-bookworm") is compiled
+    assert find_base_image("localhost/termrl/standin:bookworm-py3.13") is compiled
+    assert (compiled.suite, compiled.python, compiled.source_python.source_suite) == (
+        "bookworm",
+        "3.13",
+        "trixie",
+    )
+    assert not any(
+        "BREAK_SYSTEM_PACKAGES" in c for c in compiled.config
+    )  # /usr/local is not managed
+    bookworm_tags = {t for image in BASE_IMAGES for t in image.tags}
+    assert not set(compiled.tags) & bookworm_tags  # one image per tag
+
+
 @pytest.mark.parametrize("prefix", DOCKER_HUB_OFFICIAL)
 def test_each_mirror_of_the_official_images_resolves_as_the_plain_name(prefix):
     plain = resolve_base("python:3.11-slim")
@@ -158,8 +178,9 @@ def test_a_platform_is_honoured_when_it_is_this_machines(platform, machine, prob
         ("python:3.13-slim-trixie", None),
         ("python:3.13-slim", None),
         ("python:3.12-slim", "Python 3.11 (Debian bookworm's python3) instead of Python 3.12"),
-        ("python:3.13-bookworm", "Debian trixie instead of Debian bookworm"),
-        (f"{TBENCH}/python-3-13:20250620", "Debian trixie instead of Debian bookworm"),
+        ("python:3.13-bookworm", None),
+        (f"{TBENCH}/python-3-13:20250620", None),
+        ("python:3.14-slim", "Python 3.13 (Debian trixie's python3) instead of Python 3.14"),
     ],
 )
 def test_what_a_tag_asks_for_and_does_not_get_is_said_plainly(ref, mismatch):
@@ -178,15 +199,18 @@ def test_normalize_ref():
     assert normalize_ref("localhost:5000/team/app") == "localhost:5000/team/app:latest"
 
 
+_COMPILED = pytest.param(PYTHON313_BOOKWORM, marks=pytest.mark.slow)  # compiles CPython once
+
+
 @pytest.mark.podman
-@pytest.mark.parametrize("name", [TRIXIE, PYTHON_BOOKWORM, NOBLE, BOOKWORM])
+@pytest.mark.parametrize("name", [TRIXIE, PYTHON_BOOKWORM, NOBLE, BOOKWORM, _COMPILED])
 def test_the_python_and_glibc_recorded_for_a_stand_in_are_what_it_has(name):
     """The kit fetches wheels for these versions: they must match the built image."""
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed")
     from termrl.sandbox import build_base_images
 
-    build_base_images([b for b in BASE_IMAGES if b.name == name])
+    build_base_images([find_base_image(name)])
     script = (
         "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'; ldd --version | head -n1"
     )
@@ -197,8 +221,9 @@ def test_the_python_and_glibc_recorded_for_a_stand_in_are_what_it_has(name):
         timeout=120,
     )
     python, glibc_line = done.stdout.splitlines()
-    suite = next(b.suite for b in BASE_IMAGES if b.name == name)
-    assert (python, glibc_line.split()[-1]) == SUITES[suite]
+    recipe = find_base_image(name)
+    suite_python, glibc = SUITES[recipe.suite]
+    assert (python, glibc_line.split()[-1]) == (recipe.python or suite_python, glibc)
 
 
 @pytest.mark.podman
@@ -212,6 +237,12 @@ def test_the_python_and_glibc_recorded_for_a_stand_in_are_what_it_has(name):
         ),  # as in python:3.13 images
         (PYTHON_BOOKWORM, ["python", "python3", "pip", "pip3", "tmux", "asciinema"], []),
         (NOBLE, ["python3", "tmux", "asciinema"], ["python", "pip", "pip3"]),  # as in Ubuntu 24.04
+        pytest.param(
+            PYTHON313_BOOKWORM,
+            ["python", "python3", "python3.13", "pip", "pip3", "tmux", "asciinema"],
+            [],
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_stand_ins_have_the_commands_of_the_originals_and_man_directories(name, present, absent):
@@ -219,7 +250,7 @@ def test_stand_ins_have_the_commands_of_the_originals_and_man_directories(name, 
         pytest.skip("podman is not installed")
     from termrl.sandbox import build_base_images
 
-    build_base_images([b for b in BASE_IMAGES if b.name == name])
+    build_base_images([find_base_image(name)])
     script = 'for c in "$@"; do command -v "$c" >/dev/null && echo "$c"; done; test -d /usr/share/man/man1 && echo man1'
     done = subprocess.run(
         [
@@ -240,3 +271,53 @@ def test_stand_ins_have_the_commands_of_the_originals_and_man_directories(name, 
         timeout=120,
     )
     assert done.stdout.split() == [*present, "man1"], done.stderr
+
+
+_COMPILED_CHECK = r"""
+set -e
+command -v python python3 pip | tr '\n' ' '; echo
+python -c 'import sys; print(sys.version.split()[0], sys.prefix)'
+/usr/bin/python3 -c 'import sys; print("debian", "%d.%d" % sys.version_info[:2])'
+python3 -c 'import bz2, ctypes, curses, dbm.gnu, decimal, lzma, readline, sqlite3, ssl, uuid, zlib; print(ssl.OPENSSL_VERSION.split()[1][:3])'
+python3 -m venv /tmp/v && /tmp/v/bin/pip --version | cut -d' ' -f1
+cd /tmp && openssl req -x509 -newkey rsa:2048 -nodes -keyout k.pem -out c.pem -days 1 -subj /O=X/CN=a.b 2>/dev/null
+openssl x509 -in c.pem -noout -subject
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_the_compiled_python_stand_in_is_bookworm_with_cpython_3_13_in_usr_local():
+    """python:3.13-slim-bookworm as the original: /usr/local's CPython first on PATH, every
+    extension module built, venv with pip, and bookworm's OpenSSL 3.0 (its own output format)."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    from termrl.sandbox import build_base_images
+
+    build_base_images([find_base_image(PYTHON313_BOOKWORM)])
+    done = subprocess.run(
+        [
+            "podman",
+            "run",
+            "--rm",
+            "--network=none",
+            PYTHON313_BOOKWORM,
+            "bash",
+            "-c",
+            _COMPILED_CHECK,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    paths, python, debian, openssl, pip, subject = done.stdout.splitlines()
+    assert paths.split() == [
+        "/usr/local/bin/python",
+        "/usr/local/bin/python3",
+        "/usr/local/bin/pip",
+    ]
+    assert python.startswith("3.13.") and python.endswith(" /usr/local")
+    assert debian == "debian 3.11"  # asciinema's, in /usr/bin
+    assert (openssl, pip) == ("3.0", "pip")
+    assert subject == "subject=O = X, CN = a.b"  # OpenSSL 3.5 (trixie) prints "subject=O=X, CN=a.b"
