@@ -6,8 +6,9 @@
     namespace SANDBOX_NAMESPACE   the sandbox pods (``termrl.sandbox.kubernetes``):
                                   Role + RoleBinding: SERVICE_ACCOUNT creates, watches and deletes pods,
                                       execs into them (pods/exec) and reads their logs
-                                  labelled for Pod Security: ``baseline`` enforced (what sandbox pods
-                                      fit), ``restricted`` audited
+                                  labelled for Pod Security: ``privileged`` enforced (each sandbox
+                                      pod's verifier container needs SYS_ADMIN and SYS_PTRACE),
+                                      ``baseline`` warned and audited (what the agent's container fits)
                                   NetworkPolicies: no ingress ever; no egress (not even DNS) for a sandbox
                                       labelled ``termrl.network: none`` (the default); for one labelled
                                       ``egress`` (a task that asks for the internet) DNS and addresses
@@ -139,14 +140,15 @@ def _metadata(name: str, namespace: str) -> dict[str, Any]:
 
 
 POD_SECURITY = {
-    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/enforce": "privileged",
     "pod-security.kubernetes.io/warn": "baseline",
-    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/audit": "baseline",
 }
-"""The sandbox namespace's Pod Security labels: sandbox pods fit baseline, which is enforced (and
-warned, so ``kubectl`` says so too); restricted is only audited (root and Docker's capabilities are
-what tasks expect). A backend told to give egress sandboxes raw sockets (``raw_sockets``, NET_RAW)
-needs ``enforce: privileged`` instead."""
+"""The sandbox namespace's Pod Security labels. Enforced: privileged, because scoring runs in a
+verifier container beside the agent's (``termrl.sandbox.kubernetes_verifier``) that needs SYS_ADMIN,
+SYS_PTRACE and no seccomp profile to stop the agent and mount the tests privately. The agent's own
+container fits baseline: warned and audited, so a pod that gives the agent more shows up in
+``kubectl`` and the audit log."""
 
 
 def namespace_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

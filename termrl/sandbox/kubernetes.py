@@ -330,9 +330,9 @@ class KubernetesSandbox(VerifierScoring, Sandbox):
 class KubernetesBackend(Backend):
     """Starts one pod per session in ``namespace`` through the kubernetes client.
 
-    ``kubeconfig``: a kubeconfig file (default: the in-cluster service account, else
-    ``$KUBECONFIG`` / ``~/.kube/config``). ``api``: a ready ``CoreV1Api`` instead. ``raw_sockets``:
-    egress sandboxes get NET_RAW (the namespace must then allow the privileged Pod Security level).
+    ``kubeconfig``: a kubeconfig file (default: ``$KUBECONFIG``, else the in-cluster service
+    account, else ``~/.kube/config``, the order kubectl uses). ``api``: a ready ``CoreV1Api`` instead. ``raw_sockets``:
+    egress sandboxes get NET_RAW.
     ``owner``: the stage pod the sandboxes belong to (default: from the downward API's POD_*
     variables, None outside a cluster). ``quota_wait_sec``: how long a full ResourceQuota is waited
     out, with backoff, before ``SandboxUnavailable`` (default: ``start_timeout_sec``).
@@ -374,7 +374,8 @@ class KubernetesBackend(Backend):
         from kubernetes import client, config
 
         try:
-            if kubeconfig is not None:
+            kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+            if kubeconfig is not None:  # named: wins over the pod's own account, as for kubectl
                 return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
             try:
                 config.load_incluster_config()

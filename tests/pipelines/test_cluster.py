@@ -104,10 +104,12 @@ def test_an_existing_account_is_bound_but_never_declared():
     assert labelled == {"Role", "RoleBinding", "NetworkPolicy", "ResourceQuota"}
 
 
-def test_the_sandbox_namespace_enforces_the_baseline_pod_security_level():
+def test_the_sandbox_namespace_admits_the_verifier_and_audits_the_agent_at_baseline():
     namespaces = {d["metadata"]["name"]: d for d in _by_kind(cluster_manifests())["Namespace"]}
     labels = namespaces[SANDBOX_NAMESPACE]["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    # the verifier container (SYS_ADMIN, SYS_PTRACE, unconfined) is refused below privileged
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/audit"] == "baseline"
     assert "labels" not in namespaces["termrl"]["metadata"]  # the pipeline's pods: left as they are
 
 

@@ -185,6 +185,31 @@ def test_without_cluster_configuration_it_is_unavailable(tmp_path, monkeypatch):
         KubernetesBackend()
 
 
+def test_a_kubeconfig_in_the_environment_wins_over_the_pods_own_account(tmp_path, monkeypatch):
+    from kubernetes.config import incluster_config
+
+    # a pod's service account, as the kubelet mounts it
+    token, cert = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("pod-token")
+    cert.write_text("not read until a request is made")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(cert))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert KubernetesBackend().api.api_client.configuration.host == "https://10.96.0.1:443"
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
+        "clusters: [{name: here, cluster: {server: 'http://127.0.0.1:6443'}}]\n"
+        "users: [{name: me, user: {token: t}}]\n"
+        "contexts: [{name: here, context: {cluster: here, user: me}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert KubernetesBackend().api.api_client.configuration.host == "http://127.0.0.1:6443"
+
+
 async def test_task_environment_needs_a_registry():
     from termrl.artifacts.tasks import TaskFile
 
