@@ -371,7 +371,31 @@ async def _score(
         return await run_tests(session, task)
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+BWRAP_CI_ATTACKS = {
+    "bash-skips-the-stop-helper",
+    "forged-marker",
+    "service-detaches-tests-mount",
+    "service-proc-root-writer",
+    "service-wraps-bash-when-scoring-starts",
+}
+"""The attacks the default run also tries on bwrap: those aimed at what bwrap does its own way (the
+stop helper, mounts, /proc, the shell's marker). Every attack runs on podman by default and on
+every backend in the slow run: each costs two scored sandboxes."""
+
+SLOW = pytest.mark.slow
+
+
+def _attack_cases() -> list:
+    cases = []
+    for attack in sorted(ATTACKS):
+        cases.append(pytest.param("podman", attack, id=f"podman-{attack}"))
+        bwrap_marks = () if attack in BWRAP_CI_ATTACKS else SLOW
+        cases.append(pytest.param("bwrap", attack, marks=bwrap_marks, id=f"bwrap-{attack}"))
+        cases.append(pytest.param("kubernetes", attack, marks=SLOW, id=f"kubernetes-{attack}"))
+    return cases
+
+
+@pytest.mark.parametrize(("manager", "attack"), _attack_cases(), indirect=["manager"])
 async def test_an_attack_does_not_turn_doing_nothing_into_a_pass(manager, base_images, attack):
     task, agent = ATTACKS[attack]
     forged = await _score(manager, base_images, task, agent, solve=False)

@@ -46,7 +46,7 @@ RUNNABLE = [
     "python312-pin",
     "thread-left-running",
 ]
-CI_TASKS = ["mirror-ecr-digest", "multi-step-keys", "thread-left-running"]
+CI_TASKS = ["mirror-ecr-digest", "multi-step-keys"]  # the grace period: test_exit_grace.py
 GPU_TASK = "gpu-task"
 
 

@@ -63,7 +63,7 @@ def command(traj: Path, model: Path, out: Path, finetune: str, *extra: str) -> l
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("finetune", [pytest.param("lora", marks=pytest.mark.ci), "full"])
+@pytest.mark.parametrize("finetune", ["lora", "full"])
 def test_kill_and_resume_matches_uninterrupted(tiny_model_dir, tmp_path, finetune):
     traj = write_toy_set(tmp_path / "t.parquet", tiny_model_dir, groups=2, per_group=4)
     out = tmp_path / "out"
