@@ -13,8 +13,9 @@ base-images: setup
 run: base-images
 	$(VENV)/bin/termrl run
 
+# The slowest tests are listed at the end: the default run should stay well under 30 minutes.
 test: base-images
-	$(PY) -m pytest -m "not slow or ci" -q
+	$(PY) -m pytest -m "not slow or ci" -q --durations=25
 
 # Everything, slow end-to-end tests included; DeepSpeed (CPU, gloo) for its ZeRO tests.
 test-all: base-images
