@@ -1,12 +1,12 @@
 """The rollout stage as a KFP component: a typed signature, one call into the stage.
 
 Imports live inside the function (it runs in the stage image). ``code_version``
-only feeds the cache key. The stage insists on a ``.parquet`` file name, which a
-KFP output path lacks, so the trajectories are written beside the artifact path
-and moved onto it. The resume sidecar is kept where every attempt of the task
-finds it (``components.progress``), so a retry picks up the episodes that
-already finished. A parameter left unset (None) takes ``RolloutConfig``'s default;
-the ``Args:`` the docstring leaves out come from its field docs (``components.params``).
+only feeds the cache key. ``components.rollout.stage.run_for_kfp`` maps the
+artifacts onto ``RolloutConfig`` and writes the outputs; the resume parts are
+kept where every attempt of the task finds them (``components.progress``), so a
+retry picks up the episodes that already finished. A parameter left unset (None)
+takes ``RolloutConfig``'s default; the ``Args:`` the docstring leaves out come
+from its field docs (``components.params``).
 """
 
 # ruff: noqa: UP045 - kfp reads ``Optional[...]`` parameters, not ``X | None``
@@ -67,53 +67,35 @@ def rollout(
         max_turns: Assistant turns per episode (replayed expert turns not counted).
         options: Any other RolloutConfig field (JSON values); wins over the parameters above.
     """
-    import json
-    import os
-    import pathlib
+    from components.rollout.stage import run_for_kfp
 
-    from components.progress import progress_folder
-    from components.rollout.config import RolloutConfig
-    from components.rollout.stage import main
-    from termrl.settings import build_config
-
-    out = pathlib.Path(trajectories.path + ".parquet")
-    summary = main(
-        build_config(
-            RolloutConfig,
-            dict(
-                tasks=pathlib.Path(tasks.path),
-                out=out,
-                metrics_out=pathlib.Path(rollout_metrics.path),
-                model=policy.path,
-                policy_version=policy_version,
-                seed=seed,
-                group_size=group_size,
-                groups=groups,
-                redundancy=redundancy,
-                dynamic_sampling=dynamic_sampling,
-                concurrency=concurrency,
-                max_turns=max_turns,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                sandbox_backend=sandbox_backend,
-                sandbox_namespace=sandbox_namespace,
-                sandbox_registry=sandbox_registry,
-                sandbox_pull_secret=sandbox_pull_secret,
-                anchoring=anchoring,
-                prompt_style=prompt_style,
-                demonstrations=pathlib.Path(demonstrations.path)
-                if demonstrations is not None
-                else None,
-                anchor_state=pathlib.Path(anchor_state.path) if anchor_state is not None else None,
-                anchor_state_out=pathlib.Path(anchors.path),
-                parts=progress_folder("rollout", trajectories.uri),
-            ),
-            options,
-        )
+    run_for_kfp(
+        inputs=dict(
+            tasks=tasks, policy=policy, demonstrations=demonstrations, anchor_state=anchor_state
+        ),
+        outputs=dict(
+            trajectories=trajectories,
+            rollout_metrics=rollout_metrics,
+            metrics=metrics,
+            anchors=anchors,
+        ),
+        parameters=dict(
+            policy_version=policy_version,
+            seed=seed,
+            group_size=group_size,
+            groups=groups,
+            redundancy=redundancy,
+            dynamic_sampling=dynamic_sampling,
+            concurrency=concurrency,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            sandbox_backend=sandbox_backend,
+            sandbox_namespace=sandbox_namespace,
+            sandbox_registry=sandbox_registry,
+            sandbox_pull_secret=sandbox_pull_secret,
+            anchoring=anchoring,
+            prompt_style=prompt_style,
+        ),
+        options=options,
     )
-    if not pathlib.Path(anchors.path).exists():  # an output must exist; only rollback writes one
-        pathlib.Path(anchors.path).write_text("{}")
-    os.replace(out, trajectories.path)
-    values = summary.headline_metrics()
-    metrics.metadata.update(values)
-    pathlib.Path(metrics.path).write_text(json.dumps(values, indent=1))

@@ -19,11 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from components.progress import progress_folder
 from components.rollout.anchors import (
     anchor_picker,
     load_demonstrations,
@@ -52,6 +56,7 @@ from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
 from termrl.llm.engines import cpu_policy_engine
 from termrl.sandbox.manager import SandboxManager
+from termrl.settings import build_config
 
 __all__ = [
     "RolloutSummary",
@@ -59,6 +64,7 @@ __all__ = [
     "fingerprint",
     "main",
     "make_engine",
+    "run_for_kfp",
     "rollout",
     "without_quarantined",
 ]
@@ -97,6 +103,43 @@ def main(config: RolloutConfig) -> RolloutSummary:
     for line in summary.lines:
         print(line)
     return summary
+
+
+def run_for_kfp(
+    inputs: dict[str, Any], outputs: dict[str, Any], parameters: dict[str, Any], options: Any
+) -> None:
+    """The KFP component's body: artifacts and parameters in, the stage run, every output written.
+
+    ``inputs``: tasks, policy and the optional demonstrations and anchor_state artifacts;
+    ``outputs``: trajectories, rollout_metrics, metrics and anchors. A parameter left None takes
+    ``RolloutConfig``'s default; ``options`` (any field, JSON values) wins over ``parameters``.
+    The stage insists on a ``.parquet`` name, which a KFP path lacks: the trajectories are written
+    beside the artifact and moved onto it. The resume parts live where every attempt finds them.
+    """
+
+    def path_of(artifact: Any) -> Path | None:
+        return Path(artifact.path) if artifact is not None else None
+
+    out = Path(outputs["trajectories"].path + ".parquet")
+    anchors = Path(outputs["anchors"].path)
+    fields = dict(
+        parameters,
+        tasks=path_of(inputs["tasks"]),
+        model=inputs["policy"].path,
+        demonstrations=path_of(inputs.get("demonstrations")),
+        anchor_state=path_of(inputs.get("anchor_state")),
+        out=out,
+        metrics_out=path_of(outputs["rollout_metrics"]),
+        anchor_state_out=anchors,
+        parts=progress_folder("rollout", outputs["trajectories"].uri),
+    )
+    summary = main(build_config(RolloutConfig, fields, options))
+    if not anchors.exists():  # an output must exist; only rollback anchoring writes one
+        anchors.write_text("{}")
+    os.replace(out, outputs["trajectories"].path)
+    values = summary.headline_metrics()
+    outputs["metrics"].metadata.update(values)
+    Path(outputs["metrics"].path).write_text(json.dumps(values, indent=1))
 
 
 def make_engine(config: RolloutConfig) -> Engine:
