@@ -93,12 +93,11 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
     def curriculum(p: CurriculumParams) -> None:
         steps = CurriculumSteps(ops, shape, p)
         base = steps.prepare_model().outputs["model"]
-        training = steps.verified_tasks(
-            base, p.synth_count, p.synth_seed, p.heldout_families, "training"
-        )
+        synthesized = steps.training_tasks()
+        training = steps.verified(synthesized, base, "training")
         pools = steps.curate(training)
-        # Other seeds, every family: the held-out families appear only here.
-        heldout = steps.verified_tasks(base, p.heldout_count, p.heldout_seed, "", "held-out")
+        # Other seeds, plus the families left out of training: those appear only here.
+        heldout = steps.verified(steps.heldout_tasks(synthesized), base, "held-out")
         heldout = heldout.outputs["admitted"]
         demos = steps.demonstrate(pools, base, "imitation_pool", "demonstrate · imitation pool")
         anchors = (
