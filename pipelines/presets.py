@@ -146,9 +146,10 @@ CPU_CURRICULUM = Preset(
             SHORT_EPISODE_TURNS, "each policy is measured at the episode length it was trained for"
         ),
         "eval_concurrency": Chosen(
-            8,
-            "episodes decode in one batch: ~35-45 tok/s at batch 8 against ~10 for a single "
-            "stream on this CPU (DESIGN.md: Models)",
+            16,
+            "episodes decode in one batch: ~10 tok/s for a single stream on this CPU, ~35-45 at "
+            "batch 8, ~75-85 at 32 (DESIGN.md: Models); the held-out set is 66 tasks, so 16 at "
+            "once keeps each of the four evals to about four batches",
         ),
     },
 )

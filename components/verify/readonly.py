@@ -87,6 +87,26 @@ _WRITING_OPTIONS = {
     "sed": re.compile(r"^(-[a-zA-Z]*i|--in-place)"),
     "date": re.compile(r"^(-s|--set)"),
 }
+
+
+def _tar_lists(args: list[str]) -> bool:
+    """``tar -tzf a.tar.gz`` (or ``tar tf``): a listing, no create, extract, append or update."""
+    options = [a for a in args if a.startswith("-")] + args[:1] * (
+        bool(args) and args[0][:1] != "-"
+    )
+    short = "".join(o.lstrip("-") for o in options if not o.startswith("--"))
+    long = {o.split("=")[0] for o in options if o.startswith("--")}
+    listing = "t" in short or "--list" in long
+    return listing and not set(short) & set("cxruA") and long <= {"--list", "--file", "--gzip"}
+
+
+_READS_WITH = {
+    "tar": _tar_lists,
+    "crontab": lambda args: "-l" in args and not {"-r", "-e"} & set(args),
+    # sqlite3 opens the database read-only only when told so; any SQL is then harmless.
+    "sqlite3": lambda args: "-readonly" in args,
+}
+"""Programs that read only with some options: whether these ``args`` are such."""
 _SEPARATORS = {"|", "||", "&&", ";"}
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -150,6 +170,8 @@ def _command_reads_only(words: list[str]) -> bool:
     if not words:
         return False
     program, args = words[0], words[1:]
+    if program in _READS_WITH:
+        return _READS_WITH[program](args)
     if program not in READ_ONLY:
         return False
     writing = _WRITING_OPTIONS.get(program)

@@ -20,9 +20,10 @@ from components.synthesize.config import SynthesizeConfig
 from components.synthesize.dedup import jaccard, shingles
 from components.synthesize.stage import main as synthesize
 from pipelines.curriculum import build_curriculum
+from pipelines.glue import curate_pools
 from pipelines.local import pipeline_defaults
 from pipelines.spec_tasks import leaf_tasks
-from termrl.artifacts import Task, load_tasks
+from termrl.artifacts import Task, load_tasks, save_tasks, write_verdicts
 
 LISTS = ("families", "exclude_families", "extra_families", "difficulties")
 
@@ -140,3 +141,34 @@ def test_the_left_out_families_are_settings(design):
         )
         == "heldout_families"
     )
+
+
+def test_phase_2_draws_its_expert_pool_from_the_medium_tasks(design, tmp_path):
+    """At the preset's sizes, with every training task admitted at no false-positive risk, the
+    expert pool takes every medium task of the phase-1 pool (most of the pool) before any easy
+    one, and the imitation step sees medium demonstrations too."""
+    training, _, _, _ = design
+    defaults = pipeline_defaults(build_curriculum())
+    save_tasks(tmp_path / "admitted.parquet", training)
+    write_verdicts(
+        tmp_path / "verdicts.parquet",
+        [
+            {"task_id": t.id, "admitted": True, "reason": "admitted", "false_positive_risk": 0.0}
+            for t in training
+        ],
+    )
+    outs = [tmp_path / f"{name}.parquet" for name in ("imitation", "train", "expert")]
+    curate_pools(
+        tmp_path / "admitted.parquet",
+        tmp_path / "verdicts.parquet",
+        *outs,
+        imitation_fraction=defaults["imitation_fraction"],
+        expert_tasks="",
+        expert_count=defaults["expert_count"],
+        seed=defaults["synth_seed"],
+    )
+    imitation, phase1, expert = (load_tasks(p) for p in outs)
+    assert len(expert) == defaults["expert_count"]
+    medium = {t.id for t in phase1 if t.difficulty == "medium"}
+    assert medium <= {t.id for t in expert} and len(medium) >= 12
+    assert Counter(t.difficulty for t in imitation)["medium"] >= 10

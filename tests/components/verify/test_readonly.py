@@ -20,6 +20,9 @@ LOOKS = [
     "LC_ALL=C sort -u a.txt",
     "head -n 3 a.log >> /dev/null",
     "grep -c x < in.txt",
+    "tar -tzf /root/conf.tar.gz",
+    "crontab -l",
+    "sqlite3 -readonly /data/app.db .schema",
 ]
 ACTS = [
     "sed -i 's/a/b/' f",
@@ -39,6 +42,11 @@ ACTS = [
     "(cat a)",
     "cat `ls`",
     "grep 'unterminated",
+    "tar -czf out.tar.gz dir",
+    "tar -xf in.tar",
+    "crontab -r",
+    "crontab new.txt",
+    "sqlite3 /data/app.db 'DELETE FROM t'",
 ]
 
 
