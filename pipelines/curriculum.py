@@ -47,7 +47,7 @@ image pull secrets on every task, and tolerations and node selectors that put
 rollout, train and eval on GPU nodes.
 
 The preset sizes the run for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M): 72 easy and medium procedural training tasks from 21 families, 16
+(SmolLM2-135M): 72 easy and medium procedural training tasks from 20 families, 16
 groups of 4 episodes of 3 turns of at most 128 tokens, 66 held-out tasks (48 from
 the training families, easy and medium, 18 from the 3 left-out families), phase 1
 sampling at 0.7; its entries give the measurements behind each value. Raise them on
