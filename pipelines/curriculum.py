@@ -8,7 +8,7 @@
                                     │                      ─► health] × N             ─► eval ─────┤
                                     └─ expert pool ─► [rollout ─► train (full signal) ─► health] × M
                                                                            ─► eval · final ────────┤
-    synthesize ─► verify (held-out tasks: other seeds, plus the held-out family) ────────────────►┴► compare
+    synthesize ─► verify (held-out tasks: other seeds, plus the left-out families) ──────────────►┴► compare
 
 Phase 1 starts from demonstrations: each task's golden solution replayed as
 agent turns (the demonstrate stage). An imitation step trains on the
@@ -27,7 +27,10 @@ without a collapse, with culprit tasks quarantined: a ``dsl.If``/``dsl.Else`` on
 the verdict, ``branch_on_verdict``); the report shows each
 verdict with its reasons. Every policy is evaluated on the same held-out tasks (greedy
 decoding), and the compare step reports each pass rate with its interval and
-the paired difference vs base; the held-out family is never trained on.
+the paired difference vs base, and each slice apart: the training families' held-out
+tasks by difficulty (same templates, other seeds, never a training task nor a
+near-duplicate of one) and the families left out of training (``heldout_families``,
+never trained on: how far learning reaches).
 
 The iteration counts N and M shape the graph, so they are compile-time choices
 (``CurriculumShape``); everything a run may change is a pipeline parameter
@@ -44,9 +47,11 @@ image pull secrets on every task, and tolerations and node selectors that put
 rollout, train and eval on GPU nodes.
 
 The preset sizes the run for ``termrl run`` on a small CPU-only machine
-(SmolLM2-135M): 72 easy procedural training tasks, 16 groups of 4 episodes of 3
-turns of at most 128 tokens, 28 held-out tasks, phase 1 sampling at 0.7; its
-entries give the measurements behind each value. Raise them on a cluster.
+(SmolLM2-135M): 72 easy and medium procedural training tasks from 20 families, 16
+groups of 4 episodes of 3 turns of at most 128 tokens, 66 held-out tasks (48 from
+the training families, easy and medium, 18 from the 3 left-out families), phase 1
+sampling at 0.7; its entries give the measurements behind each value. Raise them on
+a cluster.
 """
 
 from collections.abc import Callable
@@ -93,12 +98,11 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
     def curriculum(p: CurriculumParams) -> None:
         steps = CurriculumSteps(ops, shape, p)
         base = steps.prepare_model().outputs["model"]
-        training = steps.verified_tasks(
-            base, p.synth_count, p.synth_seed, p.heldout_families, "training"
-        )
+        synthesized = steps.training_tasks()
+        training = steps.verified(synthesized, base, "training")
         pools = steps.curate(training)
-        # Other seeds, every family: the held-out families appear only here.
-        heldout = steps.verified_tasks(base, p.heldout_count, p.heldout_seed, "", "held-out")
+        # Other seeds, plus the families left out of training: those appear only here.
+        heldout = steps.verified(steps.heldout_tasks(synthesized), base, "held-out")
         heldout = heldout.outputs["admitted"]
         demos = steps.demonstrate(pools, base, "imitation_pool", "demonstrate · imitation pool")
         anchors = (

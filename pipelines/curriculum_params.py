@@ -42,12 +42,18 @@ class CurriculumParams:
     synth_llm_model: str = stage("synthesize.llm_model")
     """A litellm model that writes extra tasks ('' = procedural tasks only)."""
     heldout_count: int = stage("synthesize.count")
-    """Held-out tasks synthesized for evaluation (other seeds)."""
+    """Held-out tasks from the training families (other seeds, no training task nor a
+    near-duplicate of one), spread over heldout_difficulties."""
     heldout_seed: int = stage("synthesize.seed")
-    """Seed of the held-out tasks."""
-    heldout_families: str = stage("synthesize.exclude_families")
+    """Seed of the held-out tasks (rotate it to measure on other tasks)."""
+    heldout_difficulties: str = stage("synthesize.difficulties")
+    """Comma-separated difficulties of the held-out tasks; the report gives each its own slice."""
+    heldout_families: str = stage("synthesize.exclude_families", "synthesize.extra_families")
     """Comma-separated families left out of training; they appear only among the held-out tasks,
-    to show how far learning reaches."""
+    to show how far learning reaches (rotate them to measure reach on others)."""
+    heldout_family_count: int = stage("synthesize.extra_count")
+    """Held-out tasks from the heldout_families, apart from heldout_count (spread over them and
+    heldout_difficulties)."""
     verify_repeats: int = stage("verify.repeats")
     """Runs of each task's ground truth and no-op in verify."""
     verify_judges: str = stage("verify.judges")

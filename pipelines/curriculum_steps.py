@@ -2,7 +2,8 @@
 
     CurriculumSteps(ops, shape, params)
       .prepare_model()                      the starting policy
-      .verified_tasks(judge, count, ...)    synthesize -> verify
+      .training_tasks() / .heldout_tasks()  synthesize (the held-out set avoids the training tasks)
+      .verified(tasks, judge, which)        verify
       .curate(verified)                     imitation, phase-1 and phase-2 pools
       .demonstrate(pools, policy, pool)     golden solutions replayed as agent turns
       .evaluate(tasks, policy, label)       one policy on the held-out tasks
@@ -116,22 +117,44 @@ class CurriculumSteps:
         made = self.ops.prepare_model(code_version=self.p.code_version, source=self.p.base_model)
         return self.place(made, "prepare_model", "prepare base policy")
 
-    def verified_tasks(
-        self, judge: Any, count: Any, seed: Any, exclude: Any, which: str
-    ) -> PipelineTask:
-        """Synthesize ``count`` tasks from ``seed`` and verify them: the verify task."""
+    def training_tasks(self) -> PipelineTask:
+        """The training tasks: every synth family but the held-out ones (a synthesize task)."""
         p = self.p
         tasks = self.ops.synthesize(
             code_version=p.code_version,
-            count=count,
-            seed=seed,
+            count=p.synth_count,
+            seed=p.synth_seed,
             families=p.synth_families,
-            exclude_families=exclude,
+            exclude_families=p.heldout_families,
             difficulties=p.synth_difficulties,
             llm_model=p.synth_llm_model,
             options=p.synthesize_options,
         )
-        tasks = self.place(tasks, "synthesize", f"synthesize {which} tasks")
+        return self.place(tasks, "synthesize", "synthesize training tasks")
+
+    def heldout_tasks(self, training: PipelineTask) -> PipelineTask:
+        """The held-out tasks (a synthesize task): heldout_count from the training families and
+        heldout_family_count from the families left out of training, at heldout_difficulties,
+        from heldout_seed, none of them a training task or a near-duplicate of one."""
+        p = self.p
+        tasks = self.ops.synthesize(
+            code_version=p.code_version,
+            count=p.heldout_count,
+            seed=p.heldout_seed,
+            families=p.synth_families,
+            exclude_families=p.heldout_families,
+            extra_families=p.heldout_families,
+            extra_count=p.heldout_family_count,
+            avoid=training.outputs["tasks"],
+            difficulties=p.heldout_difficulties,
+            llm_model=p.synth_llm_model,
+            options=p.synthesize_options,
+        )
+        return self.place(tasks, "synthesize", "synthesize held-out tasks")
+
+    def verified(self, tasks: PipelineTask, judge: Any, which: str) -> PipelineTask:
+        """Verify the synthesize task ``tasks``: the verify task."""
+        p = self.p
         verified = self.ops.verify(
             code_version=p.code_version,
             tasks=tasks.outputs["tasks"],

@@ -493,6 +493,6 @@ def summary_lines(record: RunRecord, report: str) -> list[str]:
     lines.append(
         "  Δ: mean over tasks of the per-task difference vs base, 95 % paired interval (Newcombe's for "
         "pass/fail tasks)"
-        + (f"; held-out families (not trained on): {families}" if families else "")
+        + (f"; left-out families (never trained on): {families}" if families else "")
     )
     return lines

@@ -44,7 +44,7 @@ SHORT_EPISODE_TURNS = 3
 CPU_CURRICULUM = Preset(
     "cpu-curriculum",
     "the curriculum on a small CPU-only machine (SmolLM2-135M, `termrl run`): short episodes, "
-    "few easy tasks, full fine-tuning; raise the sizes on a cluster",
+    "few easy and medium tasks, full fine-tuning; raise the sizes on a cluster",
     {
         "synth_count": Chosen(
             72,
@@ -54,27 +54,51 @@ CPU_CURRICULUM = Preset(
         ),
         "synth_families": Chosen(
             "text-processing,files-permissions,archives,log-analysis,csv-json,git,python-bugfix,"
-            "shell-scripting,service,scheduled-jobs,environment-repair,sql-sqlite",
-            "the twelve families every measured default run used (docs/experiments.md); the twelve "
-            "added in issue 35 join the default once a run has measured them (at 72 tasks, 24 "
-            "families leave three tasks to each)",
+            "shell-scripting,service,environment-repair,sql-sqlite,checksums,find-xargs,"
+            "config-edit,diff-patch,date-time,users-groups,compression,regex-rename,disk-usage,"
+            "shell-env,process-control,set-operations",
+            "every family but scheduled-jobs (the held-out families are left out of training by "
+            "heldout_families): verify rejects every scheduled-jobs task, since its tests read "
+            "the crontab while its instruction asks for a scheduled process (the state-replay "
+            "probe: 7 of 7 in session 16's run, the medium ones too), so its share of the tasks "
+            "would be synthesized and verified for nothing",
         ),
         "synth_difficulties": Chosen(
-            "easy",
-            "this policy earns reward only on easy tasks (imitation: 11 of 18 easy held-out tasks), "
-            "so harder ones add rollouts with no success to learn from",
+            "easy,medium",
+            "easy tasks are where this policy earns its first reward (imitation: 11 of 18 easy "
+            "held-out tasks); medium ones take several turns (look, act, check), the habit that "
+            "should carry to families never trained on, and phase 2's expert pool is drawn from "
+            "them (harder first); hard ones add rollouts with no success to learn from",
         ),
         "heldout_count": Chosen(
-            28, "four policies are evaluated on them per run: 28 keeps each eval short on CPU"
+            48,
+            "two slices of the training families' held-out tasks, easy and medium, of 24 tasks "
+            "each (one or two per family and difficulty): four policies are evaluated on them per "
+            "run, so each slice is as large as a CPU run affords",
         ),
         "heldout_seed": Chosen(
             1000,
             "other seeds than the training tasks' (synth_seed), so no held-out task is trained on",
         ),
+        "heldout_difficulties": Chosen(
+            "easy,medium",
+            "the difficulties the policies are trained on, each reported as its own slice",
+        ),
         "heldout_families": Chosen(
-            "sql-sqlite",
-            "one family is never trained on and evaluated apart: how far learning reaches "
-            "(DESIGN.md: Reach)",
+            "config-edit,find-xargs,users-groups",
+            "three families never trained on measure how far learning reaches (DESIGN.md: Reach). "
+            "Each is solved with tools the training families use (sed and grep, as in "
+            "text-processing; find, wc and xargs, as in files-permissions and disk-usage; awk, "
+            "sort and tr on flat files, as in log-analysis and set-operations) but in situations "
+            "no training template has: ini/env/yaml edits, find pipelines over sizes and ages, "
+            "passwd and group files. A family with a tool of its own (checksums: sha256sum; "
+            "date-time: date; sql-sqlite: sqlite3) would measure the tool, not the reach",
+        ),
+        "heldout_family_count": Chosen(
+            18,
+            "three tasks per left-out family and difficulty: at least 12 after verification, so "
+            "the reach slice has an interval narrower than the two tasks of earlier runs (a 95 % "
+            "interval of about ±25 points rather than ±50)",
         ),
         "verify_repeats": Chosen(
             1,
@@ -133,9 +157,10 @@ CPU_CURRICULUM = Preset(
             SHORT_EPISODE_TURNS, "each policy is measured at the episode length it was trained for"
         ),
         "eval_concurrency": Chosen(
-            8,
-            "episodes decode in one batch: ~35-45 tok/s at batch 8 against ~10 for a single "
-            "stream on this CPU (DESIGN.md: Models)",
+            16,
+            "episodes decode in one batch: ~10 tok/s for a single stream on this CPU, ~35-45 at "
+            "batch 8, ~75-85 at 32 (DESIGN.md: Models); the held-out set is 66 tasks, so 16 at "
+            "once keeps each of the four evals to about four batches",
         ),
     },
 )

@@ -23,13 +23,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from termrl.errors import ConfigError
 
-__all__ = ["pipeline_synthesize_arguments", "synthesize_pipeline_tasks"]
+__all__ = ["FromTask", "pipeline_synthesize_arguments", "synthesize_pipeline_tasks"]
+
+
+@dataclass(frozen=True)
+class FromTask:
+    """An artifact argument: the tasks another synthesize task of the pipeline writes."""
+
+    task: str
+
 
 _SYNTHESIZE = re.compile(r"comp-synthesize(-\d+)?")
 """The synthesize component's names in a compiled pipeline (kfp numbers the variants: comp-synthesize-2)."""
@@ -61,6 +70,8 @@ def pipeline_synthesize_arguments(
                 arguments[key] = (
                     int(value) if isinstance(value, float) and value.is_integer() else value
                 )
+        for key, given in task.inputs.artifacts.items():  # the held-out set avoids the training set
+            arguments[key] = FromTask(given.task_output_artifact.producer_task)
         calls[name] = arguments
     if not calls:
         raise ConfigError(f"{pipeline_yaml}: the pipeline has no synthesize task")
@@ -79,10 +90,19 @@ def synthesize_pipeline_tasks(
     from components.synthesize.component import synthesize
 
     dest.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, arguments in pipeline_synthesize_arguments(pipeline_yaml, settings).items():
+    calls = pipeline_synthesize_arguments(pipeline_yaml, settings)
+    # A task that reads another's tasks (``avoid``) runs after it.
+    order = sorted(calls, key=lambda n: any(isinstance(v, FromTask) for v in calls[n].values()))
+    paths = {}
+    for name in order:
         path = dest / f"{name}.parquet"
         metrics = SimpleNamespace(path=str(dest / f"{name}.metrics.json"), metadata={})
+        arguments = {
+            key: SimpleNamespace(path=str(paths[value.task]))
+            if isinstance(value, FromTask)
+            else value
+            for key, value in calls[name].items()
+        }
         synthesize.python_func(tasks=SimpleNamespace(path=str(path)), metrics=metrics, **arguments)
-        paths.append(path)
-    return paths
+        paths[name] = path
+    return [paths[name] for name in calls]

@@ -277,9 +277,9 @@ def format_diff(diff: PairedDifference | None) -> str:
 
 
 def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
-    """The comparison as a fixed-width table (the first row is the base; n counts trials), then,
-    where the tasks span several difficulties, each policy's rate on the trained families'
-    tasks of each difficulty, with its 95 % interval."""
+    """The comparison as a fixed-width table (the first row is the base; n counts trials), then
+    each policy's rate on every slice, with its 95 % interval and n: the trained families' tasks
+    of each difficulty ("same family, easy", ...) and the families left out of training."""
     if not table:
         return []
     width = max(8, *(len(r.label) + 2 for r in table))
@@ -289,7 +289,7 @@ def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
         f"{'pairs':>6}{'gained':>7}{'lost':>5}"
     )
     if heldout:
-        header += f"  {'held-out families [95 % CI]':<28}{'n':>5}"
+        header += f"  {'left-out families [95 % CI]':<28}{'n':>5}"
     lines = [header]
     for row in table:
         d = row.vs_base
@@ -300,18 +300,28 @@ def comparison_lines(table: Sequence[PolicyRow]) -> list[str]:
         if heldout:
             line += f"  {format_rate(row.heldout):<28}{row.heldout.n if row.heldout else 0:>5}"
         lines.append(line.rstrip())
-    difficulties = list(dict.fromkeys(d for row in table for d, _ in row.by_difficulty))
-    if len(difficulties) > 1 or (heldout and difficulties):
-        width = max(width, len("trained families") + 2)
-        lines += [
-            "",
-            f"  {'trained families':<{width}}" + "".join(f"{d:<29}" for d in difficulties),
-        ]
-        for row in table:
-            rates = dict(row.by_difficulty)
-            cells = [
-                f"{format_rate(rates[d])} {rates[d].n:>3}" if d in rates else "–"
-                for d in difficulties
-            ]
-            lines.append(f"  {row.label:<{width}}" + "".join(f"{c:<29}" for c in cells).rstrip())
+    lines += _slice_lines(table, width)
+    return lines
+
+
+def _slices(row: PolicyRow) -> dict[str, Rate]:
+    """A policy's slices: the trained families' tasks by difficulty, then the left-out families'."""
+    slices = {f"same family, {d}": rate for d, rate in row.by_difficulty}
+    if row.heldout is not None:
+        slices["left-out families"] = row.heldout
+    return slices
+
+
+def _slice_lines(table: Sequence[PolicyRow], width: int) -> list[str]:
+    """Each policy's rate on every slice with its 95 % interval and n (nothing when there is only
+    one slice: the overall rate says it all)."""
+    names = list(dict.fromkeys(name for row in table for name in _slices(row)))
+    if len(names) < 2:
+        return []
+    width = max(width, len("slice") + 2)
+    lines = ["", f"  {'slice':<{width}}" + "".join(f"{n:<29}" for n in names).rstrip()]
+    for row in table:
+        rates = _slices(row)
+        cells = [f"{format_rate(rates[n])} {rates[n].n:>3}" if n in rates else "–" for n in names]
+        lines.append(f"  {row.label:<{width}}" + "".join(f"{c:<29}" for c in cells).rstrip())
     return lines

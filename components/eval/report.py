@@ -164,10 +164,10 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
         "Δ interval",
     ]
     if heldout_families:
-        header += ["held-out families: pass rate", "95 % CI", "trials"]
+        header += ["left-out families: pass rate", "95 % CI", "trials"]
     difficulties = list(dict.fromkeys(d for row in table for d, _ in row.by_difficulty))
     for difficulty in difficulties:
-        header += [f"trained, {difficulty}: pass rate", "95 % CI", "trials"]
+        header += [f"same family, {difficulty}: pass rate", "95 % CI", "trials"]
     body = []
     for row in table:
         d = row.vs_base

@@ -12,7 +12,7 @@ leaves out come from its field docs (``components.params``).
 from typing import Optional
 
 from kfp import dsl
-from kfp.dsl import Dataset, Metrics, Output
+from kfp.dsl import Dataset, Input, Metrics, Output
 
 from components.images import CPU_IMAGE
 from components.params import described
@@ -31,6 +31,9 @@ def synthesize(
     seed: Optional[int] = None,
     families: Optional[str] = None,
     exclude_families: Optional[str] = None,
+    extra_families: Optional[str] = None,
+    extra_count: Optional[int] = None,
+    avoid: Optional[Input[Dataset]] = None,
     difficulties: Optional[str] = None,
     perturbation_rate: Optional[float] = None,
     llm_model: Optional[str] = None,
@@ -43,6 +46,8 @@ def synthesize(
         metrics: Tasks written, for the Kubeflow UI.
         families: Comma-separated families to draw from; '' (or unset) draws from all.
         exclude_families: Comma-separated families left out (the held-out families).
+        extra_families: Comma-separated families drawn apart, extra_count tasks from them.
+        avoid: A tasks artifact whose tasks (and near-duplicates of them) are never produced.
         difficulties: Comma-separated difficulty levels; '' (or unset): the config's, all.
         llm_model: A litellm model that also writes tasks; '' (or unset): none.
         options: Any other SynthesizeConfig field (JSON values); wins over the parameters above.
@@ -69,6 +74,9 @@ def synthesize(
                 families=listed(families),
                 llm_model=llm_model or None,
                 exclude_families=listed(exclude_families),
+                extra_families=listed(extra_families),
+                extra_count=extra_count,
+                avoid=avoid.path if avoid is not None else None,
                 difficulties=listed(difficulties),
                 progress=False,
             ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from components.synthesize.families import DIFFICULTIES, FAMILIES
 from termrl.errors import ConfigError
@@ -26,7 +27,19 @@ class SynthesizeConfig:
     families: tuple[str, ...] = ()
     """Families to draw from; empty means all of ``families.FAMILIES``."""
     exclude_families: tuple[str, ...] = ()
-    """Families never drawn (e.g. the curriculum's family held out of training)."""
+    """Families never drawn (e.g. the curriculum's families held out of training)."""
+    extra_families: tuple[str, ...] = ()
+    """Families drawn apart from the others, with their own ``extra_count`` (none of them may be
+    among the selected ``families``): the curriculum's held-out set gives the families it leaves
+    out of training more tasks than an even spread over every family would, so that slice is
+    large enough for an interval."""
+    extra_count: int = 0
+    """Tasks from ``extra_families`` (spread evenly over their family x difficulty cells, from a
+    seed stream of their own), beside the ``count`` others; none when no extra family is named."""
+    avoid: str = ""
+    """A tasks artifact whose tasks this run never produces: a task with one of its ids, or an
+    instruction near-duplicate of one of its instructions, is dropped (the curriculum's held-out
+    synthesis avoids the training tasks, so no held-out task is ever trained on)."""
 
     difficulties: tuple[str, ...] = DIFFICULTIES
     """Difficulty levels to draw from; tasks are spread evenly over family x difficulty."""
@@ -87,17 +100,29 @@ class SynthesizeConfig:
             if (not self.families or f in self.families) and f not in self.exclude_families
         ]
 
+    def selected_extra_families(self) -> list[str]:
+        """The families the extra tasks come from, in registry order (none without extra_count)."""
+        return [f for f in FAMILIES if f in self.extra_families] if self.extra_count else []
+
     def validate(self) -> None:
         """Raise one ``ConfigError`` listing every problem."""
         problems = []
         if self.count < 0:
             problems.append(f"count must be >= 0, got {self.count}")
-        unknown = sorted((set(self.families) | set(self.exclude_families)) - set(FAMILIES))
+        named = set(self.families) | set(self.exclude_families) | set(self.extra_families)
+        unknown = sorted(named - set(FAMILIES))
         if unknown:
             problems.append(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
         bad_levels = sorted(set(self.difficulties) - set(DIFFICULTIES))
         if bad_levels:
             problems.append(f"unknown difficulties {bad_levels}; known: {list(DIFFICULTIES)}")
+        twice = sorted(set(self.extra_families) & set(self.selected_families()))
+        if twice and self.extra_count:
+            problems.append(
+                f"extra_families {twice} are also among the selected families: exclude them there"
+            )
+        if self.extra_count < 0:
+            problems.append(f"extra_count must be >= 0, got {self.extra_count}")
         if not self.difficulties:
             problems.append("difficulties is empty")
         if not 0.0 <= self.perturbation_rate <= 1.0:
@@ -116,7 +141,9 @@ class SynthesizeConfig:
             problems.append(f"llm_timeout_sec must be > 0, got {self.llm_timeout_sec}")
         if not self.out:
             problems.append("out (the tasks artifact path) is empty")
-        if self.count == 0 and self.llm_model is None:
-            problems.append("nothing to do: count is 0 and no llm_model is set")
+        if self.count == 0 and self.llm_model is None and not self.selected_extra_families():
+            problems.append("nothing to do: count is 0, no extra tasks and no llm_model is set")
+        if self.avoid and not Path(self.avoid).is_file():
+            problems.append(f"avoid: no such tasks artifact {self.avoid!r}")
         if problems:
             raise ConfigError(problems)

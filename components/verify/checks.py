@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from components.verify.outcomes import CheckOutcome
+from components.verify.readonly import reads_only
 from termrl.artifacts.tasks import Task, TaskFile
 from termrl.errors import TermrlError
 from termrl.multistep import run_steps
@@ -233,16 +234,18 @@ async def check_ablation(
     plan = ablation_plan(task)
     if plan is None:
         return CheckOutcome("ablation", "skipped", "no solution script to split into steps")
+    # A step that only reads cannot be noticed missing: probing it would reject a solution
+    # for looking before it acts (components.verify.readonly).
     probed = [
         i
         for i, step in enumerate(plan.steps)
-        if not any(p.match(step.strip()) for p in inert_patterns)
+        if not any(p.match(step.strip()) for p in inert_patterns) and not reads_only(step)
     ]
     if len(plan.steps) < 2 or not probed:
         why = (
             "one step, which the no-op check covers"
             if len(plan.steps) < 2
-            else "only steps that change shell state or print"
+            else "only steps that change shell state, print or read"
         )
         return CheckOutcome(
             "ablation",

@@ -76,7 +76,7 @@ def test_compare_three_policies_and_print_the_table(tmp_path: Path) -> None:
     assert lines[heading + 3].split() == ["after", "phase", "1", "4", "4", "2", "50.0%"]
     assert lines[heading + 4].split() == ["final", "4", "4", "2", "50.0%"]
     table = lines[heading + 6 :]
-    assert "Δ vs base [95 % CI]" in table[0] and "held-out families" in table[0]
+    assert "Δ vs base [95 % CI]" in table[0] and "left-out families" in table[0]
     # final: 50 % of 4 with Wilson [15.0, 85.0]; +25 pp vs base on 4 paired tasks, 2 gained, 1 lost;
     # the held-out family git: 1 of 2
     low, high = pass_rate(2, 4).low, pass_rate(2, 4).high
@@ -85,7 +85,7 @@ def test_compare_three_policies_and_print_the_table(tmp_path: Path) -> None:
         and f"50.0 % [{100 * low:.1f}, {100 * high:.1f}]" in table[3]
     )
     assert table[3].split("]")[2].split()[:3] == ["4", "2", "1"] and table[3].split()[-1] == "2"
-    assert "held-out families (not trained on): git" in table[-1]
+    assert "left-out families (never trained on): git" in table[-1]
     metrics = json.loads(Path(record.tasks["compare"].outputs["metrics"]).read_text())
     assert metrics["eval/base_pass_rate"] == 0.25 and metrics["eval/pass_rate_delta"] == 0.25
     assert metrics["compare/final/heldout_passed"] == 1.0
@@ -104,7 +104,7 @@ def test_compare_base_and_final_only(tmp_path: Path) -> None:
     assert record.ok, [t.log_tail for t in record.tasks.values()]
     lines = summary_lines(record, REPORT)
     assert "held-out tasks: base vs final policy" in lines
-    assert not any("held-out families" in line for line in lines)
+    assert not any("left-out families" in line for line in lines)
     assert summary_lines(record, "no such task") == [
         "no comparison: the run has no finished task 'no such task'"
     ]

@@ -180,10 +180,33 @@ def test_the_curriculum_synthesizes_training_and_held_out_tasks_with_the_run_s_a
         _compile(tmp_path, "curriculum"),
         ["synth_count=5", "heldout_seed=7", "synthesize.perturbation_rate=0"],
     )
+    left_out = "config-edit,find-xargs,users-groups"
     assert sorted(
-        (a["count"], a["seed"], a.get("exclude_families", "")) for a in calls.values()
-    ) == [(5, 0, "sql-sqlite"), (28, 7, "")]
+        (a["count"], a["seed"], a["exclude_families"], a.get("extra_count")) for a in calls.values()
+    ) == [(5, 0, left_out, None), (48, 7, left_out, 18)]
     assert all(a["options"] == {"perturbation_rate": 0.0} for a in calls.values())
+    # The held-out synthesis avoids the training tasks: it reads the other task's artifact.
+    assert sorted(str(a.get("avoid")) for a in calls.values()) == [
+        "FromTask(task='synthesize')",
+        "None",
+    ]
+
+
+def test_the_held_out_tasks_built_ahead_avoid_the_training_tasks(tmp_path):
+    from pipelines.task_images import synthesize_pipeline_tasks
+    from termrl.artifacts import load_tasks
+
+    training, heldout = (
+        load_tasks(p)
+        for p in synthesize_pipeline_tasks(
+            _compile(tmp_path, "curriculum"),
+            ["synth_count=6", "heldout_count=6", "heldout_family_count=3", "heldout_seed=0"],
+            tmp_path / "tasks",
+        )
+    )
+    # The same seed for both: only the avoided artifact keeps them apart.
+    assert len(training) == 6 and len(heldout) == 9
+    assert not {t.id for t in training} & {t.id for t in heldout}
 
 
 def test_llm_written_tasks_cannot_be_built_ahead(tmp_path):

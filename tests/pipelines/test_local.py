@@ -44,6 +44,8 @@ TINY = [
     "--set",
     "heldout_count=3",
     "--set",
+    "heldout_family_count=2",
+    "--set",
     "expert_count=2",
     "--set",
     "imitation_epochs=1",

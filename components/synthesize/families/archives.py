@@ -81,8 +81,11 @@ def _medium(rng: random.Random) -> Draft:
         f"(in all subfolders), stored with paths relative to {folder} (for example `x.conf` or `sub/x.conf`, "
         "not `etc/...`). Do not include any other files."
     )
+    # Look at the tree, act, check the archive's listing.
     solution = (
-        f"cd {folder} && find . -type f -name '*.conf' | sed 's|^\\./||' | tar -czf {out} -T -"
+        f"find {folder} -type f | head -n 30\n"
+        f"cd {folder} && find . -type f -name '*.conf' | sed 's|^\\./||' | tar -czf {out} -T -\n"
+        f"tar -tzf {out}"
     )
     check = f"""
 import tarfile

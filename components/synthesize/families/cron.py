@@ -178,7 +178,10 @@ check(os.path.isdir(folder + "/sub"), "a folder was deleted")
     )
     return Draft(
         instruction=instruction,
-        solution=f"(crontab -l 2>/dev/null || true; echo '{canonical} {command}') | crontab -",
+        # Look at the folder, add the entry, check the crontab.
+        solution=f"ls -la {folder}\n"
+        f"(crontab -l 2>/dev/null || true; echo '{canonical} {command}') | crontab -\n"
+        "crontab -l",
         tags=["crontab", "cleanup", "find"],
         setup_files={f"tmp/{w}.tmp": "x\n" for w in rng.sample(NOUNS, 3)},
         setup_script=f"mkdir -p {folder}\ncp tmp/* {folder}/",

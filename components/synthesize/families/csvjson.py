@@ -138,6 +138,8 @@ except ValueError as e:
 check(got == {py_literal(rows)}, "{out} does not hold the rows with typed fields")
 """
         variant = "csv-to-json"
+    # Look at the header and a few rows, act, check the result.
+    solution = f"head -n 4 {src}\n{solution.strip()}\nhead -c 600 {out}"
     return Draft(
         instruction=instruction,
         solution=solution,

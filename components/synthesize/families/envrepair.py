@@ -121,9 +121,11 @@ sed -i 's|^home = .*|home = /usr/local/python3.9/bin|' {venv}/pyvenv.cfg
         f"(recreating it is fine) so that {root}/run.sh works; the app needs `{dist}` version {want} "
         "installed in that virtualenv. There is no network; wheels are in /opt/wheels."
     )
+    # Look at the venv and the wheels, rebuild it in one turn, check what it holds.
     solution = f"""
-python3 -m venv --clear {venv}
-{venv}/bin/pip install -q --no-index --find-links /opt/wheels '{dist}=={want}'
+ls -l {venv}/bin /opt/wheels
+python3 -m venv --clear {venv} && {venv}/bin/pip install -q --no-index --find-links /opt/wheels '{dist}=={want}'
+ls {venv}/lib/python3*/site-packages
 """
     check = f"""
 r = sh({root + "/run.sh"!r})

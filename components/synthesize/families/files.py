@@ -87,10 +87,13 @@ def _medium(rng: random.Random) -> Draft:
         f"Normalise the permissions under {root} (including {root} itself): every directory must be 755, "
         "every regular file 644, except files ending in `.sh`, which must be 755."
     )
+    # Look at the modes, act, check them again.
     solution = (
-        f"find {root} -type d -exec chmod 755 {{}} +\n"
-        f"find {root} -type f -exec chmod 644 {{}} +\n"
-        f"find {root} -type f -name '*.sh' -exec chmod 755 {{}} +"
+        f"find {root} -printf '%m %y %p\\n' | head -n 40\n"
+        # One acting turn: the three changes belong together (a 3-turn episode has room for it).
+        f"find {root} -type d -exec chmod 755 {{}} + && find {root} -type f -exec chmod 644 {{}} + "
+        f"&& find {root} -type f -name '*.sh' -exec chmod 755 {{}} +\n"
+        f"find {root} -printf '%m %y %p\\n' | head -n 40"
     )
     return Draft(
         instruction=instruction,

@@ -83,7 +83,10 @@ def _medium(rng: random.Random) -> Draft:
     pick = "" if status is None else f"$9 == {status} "
     return Draft(
         instruction=instruction,
-        solution=f"awk '{pick}{{print $1}}' {log} | sort | uniq -c | sort -nr | head -n 1 | awk '{{print $2}}' > {answer}",
+        # Look at the log's format, act, check the answer.
+        solution=f"head -n 3 {log}\n"
+        f"awk '{pick}{{print $1}}' {log} | sort | uniq -c | sort -nr | head -n 1 | awk '{{print $2}}' > {answer}\n"
+        f"cat {answer}",
         tags=["access-log", "uniq"],
         setup_files={"access.log": "\n".join(lines) + "\n"},
         setup_script=f"mkdir -p /var/log/nginx\ncp access.log {log}",

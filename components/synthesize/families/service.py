@@ -116,8 +116,12 @@ def _medium(rng: random.Random) -> Draft:
         f"`curl http://127.0.0.1:{port}/health` must then answer."
     )
     fixed = json.dumps(good, indent=2)
-    solution = f"cat > {config} <<'JSON'\n{fixed}\nJSON\n" + DETACH.format(
-        cmd=f"python3 {server}", log=log
+    # Look at the broken file, fix it and start the service, check its log.
+    solution = (
+        f"cat {config}\n"
+        + f"cat > {config} <<'JSON'\n{fixed}\nJSON\n"
+        + DETACH.format(cmd=f"python3 {server}", log=log)
+        + f"\nsleep 1; cat {log}"
     )
     check = (
         HTTP_GET

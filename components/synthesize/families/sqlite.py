@@ -109,7 +109,10 @@ def _medium(rng: random.Random) -> Draft:
     )
     return Draft(
         instruction=instruction,
-        solution=f'sqlite3 -header -csv {db} "{query}" > {out}',
+        # Look at the schema (read-only), act, check the CSV.
+        solution=f"sqlite3 -readonly {db} .schema\n"
+        f'sqlite3 -header -csv {db} "{query}" > {out}\n'
+        f"cat {out}",
         tags=["join", "group-by", "csv"],
         setup_files={"schema.sql": sql},
         setup_script=f"mkdir -p $(dirname {db})\n{BUILD_DB.format(db=db)}",

@@ -82,7 +82,7 @@ def _medium(rng: random.Random) -> Draft:
             f"Extract every email address that appears in {src}. Write them to {out}, "
             "one per line, sorted alphabetically and without duplicates."
         )
-        solution = f"grep -oE '[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]+' {src} | LC_ALL=C sort -u > {out}"
+        act = f"grep -oE '[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]+' {src} | LC_ALL=C sort -u > {out}"
         variant = "emails"
     else:
         src, out = f"{folder}/inventory.txt", f"{folder}/restock.txt"
@@ -100,8 +100,10 @@ def _medium(rng: random.Random) -> Draft:
             f"{src} lists one item per line as `name quantity location`. Write the names of the items "
             f"stored at `{where}` whose quantity is below {limit} to {out}, one per line, in the order they appear."
         )
-        solution = f"awk '$3 == \"{where}\" && $2 < {limit} {{ print $1 }}' {src} > {out}"
+        act = f"awk '$3 == \"{where}\" && $2 < {limit} {{ print $1 }}' {src} > {out}"
         variant = "awk-filter"
+    # A medium task is worked in turns: look at the input, act, check the output.
+    solution = f"head -n 5 {src}\n{act}\ncat {out}"
     return Draft(
         instruction=instruction,
         solution=solution,

@@ -85,7 +85,7 @@ def test_comparison_lines() -> None:
     assert (
         lines[0].split()[:2] == ["policy", "pass"]
         and "Δ vs base" in lines[0]
-        and "held-out" in lines[0]
+        and "left-out" in lines[0]
     )
     assert lines[1].startswith("  base ") and "25.0 % [" in lines[1]
     final = lines[3]
@@ -162,9 +162,11 @@ def test_the_trained_families_are_sliced_by_difficulty_and_shown_per_slice() -> 
     assert table_from_metrics(comparison_metrics([base, final])) == [base, final]
     lines = comparison_lines([base, final])
     at = lines.index("") + 1
-    assert lines[at].split() == ["trained", "families", "easy", "medium"]
-    # final: easy 100 % of 2, medium 50 % of 2, each with its interval
+    assert lines[at].split() == (
+        ["slice", "same", "family,", "easy", "same", "family,", "medium", "left-out", "families"]
+    )
+    # final: easy 100 % of 2, medium 50 % of 2, left out 50 % of 2, each with its interval
     assert lines[at + 2].split()[:4] == ["final", "100.0", "%", "[34.2,"]
-    assert "50.0 % [9.5, 90.5]   2" in lines[at + 2]
+    assert lines[at + 2].count("50.0 % [9.5, 90.5]   2") == 2
     # one difficulty and no held-out family: nothing more to show than the overall rate
     assert "" not in comparison_lines(policy_table(RUNS))
