@@ -139,7 +139,12 @@ class _Scanner:
         self.pending_heredocs = []
 
     def scan_line_end(self) -> None:
-        """Consume the rest of one physical line (through its newline and heredoc bodies)."""
+        """Consume the rest of one physical line (through its newline and heredoc bodies).
+
+        One character at a time, read as the innermost open context (``self.top``) says: inside
+        single quotes, after a backslash, inside double quotes, inside ``${ }``, or unquoted. Each
+        reader returns True when the line (or a continuation) has ended.
+        """
         text = self.text
         self.last_token = ""
         while self.i < len(text):
@@ -152,99 +157,119 @@ class _Scanner:
                     self.stack.pop()
                 continue
             if c == "\\":
-                if nxt == "\n":  # continuation: the command goes on
-                    if top != '"':
-                        self.finish_word()
-                    self.i += 2
-                    self.last_token = "\\"
-                    return
-                self.word += text[self.i : self.i + 2]
-                self.i += 2
-                continue
-            if top == '"':
-                self.i += 1
-                if c == '"':
-                    self.stack.pop()
-                elif c == "$" and nxt == "(":
-                    self.stack.append("$(")
-                    self.i += 1
-                    self.command_position = True
-                elif c == "$" and nxt == "{":
-                    self.stack.append("${")
-                    self.i += 1
-                elif c == "`":
-                    self.stack.append("`")
-                    self.command_position = True
-                elif c == "\n":
-                    self.skip_heredoc_bodies()
-                    return
-                continue
-            if top == "${":
-                self.i += 1
-                if c == "}":
-                    self.stack.pop()
-                elif c in "'\"":
-                    self.stack.append(c)
-                elif c == "$" and nxt == "{":
-                    self.stack.append("${")
-                    self.i += 1
-                elif c == "\n":
-                    self.skip_heredoc_bodies()
-                    return
-                continue
-            # Normal lexing: top level, $( ), ( ), ` `, arithmetic, keyword blocks.
-            if c == "\n":
-                self.finish_word()
-                self.i += 1
-                if self.pending_heredocs:
-                    self.skip_heredoc_bodies()
-                if not top.startswith("arith"):
-                    self.command_position = True
+                ended = self._scan_backslash(nxt, top)
+            elif top == '"':
+                ended = self._scan_double_quoted(c, nxt)
+            elif top == "${":
+                ended = self._scan_parameter(c, nxt)
+            else:
+                ended = self._scan_unquoted(c, nxt, top)
+            if ended:
                 return
-            if c in " \t":
+        self.finish_word()
+
+    def _scan_backslash(self, nxt: str, top: str) -> bool:
+        """A backslash: a continuation before a newline (the line ends, the command goes on), else
+        an escaped character kept in the word."""
+        if nxt == "\n":
+            if top != '"':
                 self.finish_word()
-                self.i += 1
-                continue
-            if c == "#" and not self.word:
-                end = text.find("\n", self.i)
-                self.i = len(text) if end < 0 else end
-                continue
-            if c in "'\"":
-                self.stack.append(c)
-                self.word_quoted = True
-                self.word += c
-                self.i += 1
-                continue
-            if c == "`":
-                self.finish_word()
-                if top == "`":
-                    self.stack.pop()
-                    self.command_position = False
-                else:
-                    self.stack.append("`")
-                    self.command_position = True
-                self.i += 1
-                continue
-            if c == "$" and nxt in "({":
-                if text.startswith("$((", self.i):
-                    self.stack.append("arith")
-                    self.i += 3
-                elif nxt == "(":
-                    self.stack.append("$(")
-                    self.command_position = True
-                    self.i += 2
-                else:
-                    self.stack.append("${")
-                    self.i += 2
-                self.word += "$"
-                continue
-            if c in _META:
-                self.finish_word()
-                self.scan_operator(c, nxt)
-                continue
+            self.i += 2
+            self.last_token = "\\"
+            return True
+        self.word += self.text[self.i : self.i + 2]
+        self.i += 2
+        return False
+
+    def _scan_double_quoted(self, c: str, nxt: str) -> bool:
+        """One character inside double quotes: its end, a ``$( )``, ``${ }`` or backquote opening."""
+        self.i += 1
+        if c == '"':
+            self.stack.pop()
+        elif c == "$" and nxt == "(":
+            self.stack.append("$(")
+            self.i += 1
+            self.command_position = True
+        elif c == "$" and nxt == "{":
+            self.stack.append("${")
+            self.i += 1
+        elif c == "`":
+            self.stack.append("`")
+            self.command_position = True
+        elif c == "\n":
+            self.skip_heredoc_bodies()
+            return True
+        return False
+
+    def _scan_parameter(self, c: str, nxt: str) -> bool:
+        """One character inside ``${ }``: its end, quotes or a nested ``${``."""
+        self.i += 1
+        if c == "}":
+            self.stack.pop()
+        elif c in "'\"":
+            self.stack.append(c)
+        elif c == "$" and nxt == "{":
+            self.stack.append("${")
+            self.i += 1
+        elif c == "\n":
+            self.skip_heredoc_bodies()
+            return True
+        return False
+
+    def _scan_unquoted(self, c: str, nxt: str, top: str) -> bool:
+        """Normal lexing: top level, $( ), ( ), ` `, arithmetic, keyword blocks."""
+        text = self.text
+        if c == "\n":
+            self.finish_word()
+            self.i += 1
+            if self.pending_heredocs:
+                self.skip_heredoc_bodies()
+            if not top.startswith("arith"):
+                self.command_position = True
+            return True
+        if c in " \t":
+            self.finish_word()
+            self.i += 1
+        elif c == "#" and not self.word:
+            end = text.find("\n", self.i)
+            self.i = len(text) if end < 0 else end
+        elif c in "'\"":
+            self.stack.append(c)
+            self.word_quoted = True
             self.word += c
             self.i += 1
-        self.finish_word()
+        elif c == "`":
+            self.finish_word()
+            if top == "`":
+                self.stack.pop()
+                self.command_position = False
+            else:
+                self.stack.append("`")
+                self.command_position = True
+            self.i += 1
+        elif c == "$" and nxt in "({":
+            self._open_substitution(nxt)
+        elif c in _META:
+            self.finish_word()
+            self.scan_operator(c, nxt)
+        else:
+            self.word += c
+            self.i += 1
+        return False
+
+    def _open_substitution(self, nxt: str) -> None:
+        """``$((`` (arithmetic), ``$(`` (a command: its first word is a command) or ``${``."""
+        if self.text.startswith("$((", self.i):
+            self.stack.append("arith")
+            self.i += 3
+        elif nxt == "(":
+            self.stack.append("$(")
+            self.command_position = True
+            self.i += 2
+        else:
+            self.stack.append("${")
+            self.i += 2
+        self.word += "$"
 
     def scan_operator(self, c: str, nxt: str) -> None:
         text, top = self.text, self.top

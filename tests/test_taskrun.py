@@ -12,7 +12,8 @@ from termrl.errors import EnvInitFailed, ResetFailed, RewardFailed, SandboxDied,
 from termrl.reward import parse_pytest_report
 from termrl.sandbox.spec import SandboxSpec
 from termrl.taskfolders import read_task_folder
-from termrl.taskrun import _write_host_dirs, solution_steps
+from termrl.taskrun import solution_steps
+from termrl.taskrun.scoring import _write_host_dirs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 

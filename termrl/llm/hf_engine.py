@@ -194,22 +194,11 @@ class TransformersEngine(Engine):
 
         if not prompts:
             return []
-        if any(not p for p in prompts):
-            raise ModelError("an empty prompt cannot be generated from")
-        longest = max(len(p) for p in prompts)
-        if longest >= self.context_window:
-            raise ModelError(
-                f"prompt of {longest} tokens leaves no room in a {self.context_window}-token context"
-            )
+        longest = self._longest_prompt(prompts)
         budgets = [min(p.max_new_tokens, self.context_window - longest) for p in params]
         started = time.perf_counter()
         batch = len(prompts)
-        input_ids = torch.full((batch, longest), self.pad_id, dtype=torch.long)  # [B, T]
-        mask = torch.zeros((batch, longest), dtype=torch.long)  # [B, T]
-        for row, p in enumerate(prompts):
-            input_ids[row, longest - len(p) :] = torch.tensor(p)
-            mask[row, longest - len(p) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
+        input_ids, mask, positions = self._left_padded(prompts, longest)  # [B, T] each
         sampler = _Sampler(params)
         turn_ends = [
             TurnEnd(p, self.tokenizer, self.eos_ids, b)
@@ -255,17 +244,12 @@ class TransformersEngine(Engine):
                 )
         gen_ms = (time.perf_counter() - started) * 1000.0
         return [
-            Generation(
-                # The end-of-turn token is in token_ids but not in the text.
-                text=self.tokenizer.decode(
-                    tokens[row][:-1] if finish[row] == "eos" else tokens[row]
-                ),
-                token_ids=tokens[row],
-                logprobs=logprobs[row],
-                finish_reason=finish[row] or "length",
-                prompt_ids=prompts[row],
-                exact_tokens=True,
-                gen_ms=gen_ms,
+            self._generation(
+                prompts[row],
+                tokens[row],
+                logprobs[row],
+                finish[row],
+                gen_ms,
                 # Where the time went (rollout benchmarks): the shared prefill, then this
                 # row's own decoding; the rest of gen_ms it waited for longer rows.
                 meta={
@@ -276,6 +260,52 @@ class TransformersEngine(Engine):
             )
             for row in range(batch)
         ]
+
+    def _longest_prompt(self, prompts: list[list[int]]) -> int:
+        """The longest prompt's length; ``ModelError`` for an empty prompt or one that fills the context."""
+        if any(not p for p in prompts):
+            raise ModelError("an empty prompt cannot be generated from")
+        longest = max(len(p) for p in prompts)
+        if longest >= self.context_window:
+            raise ModelError(
+                f"prompt of {longest} tokens leaves no room in a {self.context_window}-token context"
+            )
+        return longest
+
+    def _left_padded(self, prompts: list[list[int]], longest: int) -> tuple[Any, Any, Any]:
+        """(input ids, attention mask, position ids) of the prompts padded on the left to ``longest``,
+        so every row's next token is at the same column."""
+        import torch
+
+        batch = len(prompts)
+        input_ids = torch.full((batch, longest), self.pad_id, dtype=torch.long)  # [B, T]
+        mask = torch.zeros((batch, longest), dtype=torch.long)  # [B, T]
+        for row, p in enumerate(prompts):
+            input_ids[row, longest - len(p) :] = torch.tensor(p)
+            mask[row, longest - len(p) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
+        return input_ids, mask, positions
+
+    def _generation(
+        self,
+        prompt: list[int],
+        tokens: list[int],
+        logprobs: list[float],
+        finish: FinishReason | None,
+        gen_ms: float,
+        meta: dict[str, Any],
+    ) -> Generation:
+        return Generation(
+            # The end-of-turn token is in token_ids but not in the text.
+            text=self.tokenizer.decode(tokens[:-1] if finish == "eos" else tokens),
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=finish or "length",
+            prompt_ids=prompt,
+            exact_tokens=True,
+            gen_ms=gen_ms,
+            meta=meta,
+        )
 
 
 class _Sampler:

@@ -117,6 +117,30 @@ def _close(*fds: int) -> None:
             os.close(fd)
 
 
+def _egress_ca_and_resolver(env: dict[str, str]) -> tuple[list[str], dict[str, str], str]:
+    """(bwrap options, the environment, set-up commands) for egress: the host's CA bundle where
+    there is one, and slirp4netns's resolver in /etc/resolv.conf."""
+    options: list[str] = []
+    setup = ""
+    bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+    if bundle is not None:
+        options += ["--ro-bind", str(bundle), hostca.SANDBOX_PATH]
+        env = {**env, **hostca.CA_ENV}
+        setup = hostca.install_command()
+    setup += f"rm -f /etc/resolv.conf; echo 'nameserver {SLIRP_DNS}' > /etc/resolv.conf; "
+    return options, env, setup
+
+
+def _seccomp_memfd() -> tuple[bytes, int]:
+    """(the seccomp program, a memfd holding it, at offset 0): bwrap reads it from the fd and loads
+    it right before the supervisor."""
+    program = seccomp.program()
+    fd = os.memfd_create("termrl-seccomp")
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return program, fd
+
+
 def _read_fd(fd: int, until: bytes, timeout: float) -> bytes:
     """Bytes from ``fd`` up to and including ``until`` (or EOF, or the timeout)."""
     data = b""
@@ -303,20 +327,13 @@ class BwrapBackend(Backend):
         setup = ""
         info_r = info_w = block_r = block_w = -1
         if egress:
+            # bwrap reports its network namespace on info and waits on block until slirp4netns is in.
             info_r, info_w = os.pipe()
             block_r, block_w = os.pipe()
             extra += ["--info-fd", str(info_w), "--block-fd", str(block_r)]
-            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
-            if bundle is not None:
-                extra += ["--ro-bind", str(bundle), hostca.SANDBOX_PATH]
-                env = {**env, **hostca.CA_ENV}
-                setup = hostca.install_command()
-            setup += f"rm -f /etc/resolv.conf; echo 'nameserver {SLIRP_DNS}' > /etc/resolv.conf; "
-        # The seccomp program travels to bwrap in a memfd; bwrap loads it right before the supervisor.
-        program = seccomp.program()
-        seccomp_fd = os.memfd_create("termrl-seccomp")
-        os.write(seccomp_fd, program)
-        os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            ca_options, env, setup = _egress_ca_and_resolver(env)
+            extra += ca_options
+        program, seccomp_fd = _seccomp_memfd()
         extra += ["--seccomp", str(seccomp_fd)]
         argv = self.bwrap_argv(
             spec, session_dir / "merged", lower, env, workdir, token, tuple(extra), setup
@@ -324,31 +341,13 @@ class BwrapBackend(Backend):
         if spec.user:
             setup = ""  # root's set-up runs in the supervisor, before the user's shell
         try:
-            process = await asyncio.create_subprocess_exec(
-                *DEFAULT_SIGINT,
-                "unshare",
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                LAUNCHER,
-                "launcher",
-                str(lower),
-                str(session_dir / "layer"),
-                str(session_dir / "disk.img"),
-                str(spec.storage_mb),
-                str(session_dir / "merged"),
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env={
-                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                    "TERMRL_CGROUPS": " ".join(map(str, cgroups)),
-                },
-                start_new_session=True,
-                pass_fds=(seccomp_fd, info_w, block_r) if egress else (seccomp_fd,),
+            process = await self._launch(
+                spec,
+                lower,
+                session_dir,
+                argv,
+                cgroups,
+                pass_fds=((seccomp_fd, info_w, block_r) if egress else (seccomp_fd,)),
             )
         except OSError as e:
             _close(info_r, block_w)
@@ -385,6 +384,45 @@ class BwrapBackend(Backend):
         finally:
             _close(info_r, block_w)
         return sandbox, shell
+
+    async def _launch(
+        self,
+        spec: SandboxSpec,
+        lower: Path,
+        session_dir: Path,
+        argv: list[str],
+        cgroups: list[Path],
+        *,
+        pass_fds: tuple[int, ...],
+    ) -> asyncio.subprocess.Process:
+        """The launcher: in a private mount namespace, the session's disk and overlay, then ``argv``
+        (bwrap) in ``cgroups``; its stdin and stdout are the supervisor's channel."""
+        return await asyncio.create_subprocess_exec(
+            *DEFAULT_SIGINT,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            LAUNCHER,
+            "launcher",
+            str(lower),
+            str(session_dir / "layer"),
+            str(session_dir / "disk.img"),
+            str(spec.storage_mb),
+            str(session_dir / "merged"),
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "TERMRL_CGROUPS": " ".join(map(str, cgroups)),
+            },
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
 
     async def _attach_slirp(self, sandbox: BwrapSandbox, info_fd: int, block_fd: int) -> None:
         """Give the sandbox's network namespace a slirp4netns NAT, then let bwrap go on."""

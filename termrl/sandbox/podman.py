@@ -120,9 +120,30 @@ class PodmanBackend(Backend):
         gets the image's environment, working directory and user from ``image_config`` (its
         ``podman image inspect`` Config), which podman then cannot read itself.
         """
+        argv = [self.binary, "run", *self._limit_args(spec, name), *self._network_args(spec)]
+        env = dict(spec.env)
+        if rootfs is not None:
+            image_env, rootfs_args = _rootfs_args(spec, image_config or {})
+            env = {**image_env, **env}
+            argv += rootfs_args
+        for key, value in sorted(env.items()):
+            argv += ["--env", f"{key}={value}"]
+        if spec.user:  # the supervisor, so the agent's every shell, runs as this user; no-new-privileges keeps it so
+            argv += ["--user", spec.user]
+        argv += [
+            "--entrypoint",
+            "bash",
+            str(rootfs) if rootfs is not None else image,
+            "-c",
+            SUPERVISOR,
+            "termrl-supervisor",
+            token,
+        ]
+        return argv
+
+    def _limit_args(self, spec: SandboxSpec, name: str) -> list[str]:
+        """The session's name, limits, privileges and labels (termrl's, its lease's, the spec's)."""
         argv = [
-            self.binary,
-            "run",
             "--interactive",
             "--rm",
             "--name",
@@ -150,40 +171,19 @@ class PodmanBackend(Backend):
         ]
         for key, value in sorted(spec.labels.items()):
             argv += ["--label", f"{key}={value}"]
+        return argv
+
+    def _network_args(self, spec: SandboxSpec) -> list[str]:
+        """No network, or this backend's egress network with the host's CA bundle mounted."""
         if spec.network == "none":
-            argv.append("--network=none")
-        else:
-            if self.name in EGRESS_NETWORK:
-                argv.append(f"--network={EGRESS_NETWORK[self.name]}")
-            bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
-            if bundle is not None:
-                argv += ["--volume", f"{bundle}:{hostca.SANDBOX_PATH}:ro"]
-                argv += [a for k, v in sorted(hostca.CA_ENV.items()) for a in ("--env", f"{k}={v}")]
-        env = dict(spec.env)
-        if rootfs is not None:
-            config = image_config or {}
-            env = {
-                **dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item),
-                **env,
-            }
-            if config.get("WorkingDir"):
-                argv += ["--workdir", config["WorkingDir"]]
-            if config.get("User") and not spec.user:
-                argv += ["--user", config["User"]]
-            argv.append("--rootfs")
-        for key, value in sorted(env.items()):
-            argv += ["--env", f"{key}={value}"]
-        if spec.user:  # the supervisor, so the agent's every shell, runs as this user; no-new-privileges keeps it so
-            argv += ["--user", spec.user]
-        argv += [
-            "--entrypoint",
-            "bash",
-            str(rootfs) if rootfs is not None else image,
-            "-c",
-            SUPERVISOR,
-            "termrl-supervisor",
-            token,
-        ]
+            return ["--network=none"]
+        argv = []
+        if self.name in EGRESS_NETWORK:
+            argv.append(f"--network={EGRESS_NETWORK[self.name]}")
+        bundle = hostca.host_ca_bundle(cache_root() / "sandbox")
+        if bundle is not None:
+            argv += ["--volume", f"{bundle}:{hostca.SANDBOX_PATH}:ro"]
+            argv += [a for k, v in sorted(hostca.CA_ENV.items()) for a in ("--env", f"{k}={v}")]
         return argv
 
     async def _mounted_image(self, image: str) -> tuple[Path, dict]:
@@ -352,3 +352,17 @@ class PodmanBackend(Backend):
         _REAPED.add(self.binary)
         with contextlib.suppress(SandboxUnavailable):
             await self.cleanup(None)
+
+
+def _rootfs_args(spec: SandboxSpec, config: dict) -> tuple[dict[str, str], list[str]]:
+    """(the image's environment, the options) for a container run on the image's mounted rootfs:
+    podman cannot read the image's Config then, so its working directory and user are passed here
+    (the spec's user wins)."""
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    argv = []
+    if config.get("WorkingDir"):
+        argv += ["--workdir", config["WorkingDir"]]
+    if config.get("User") and not spec.user:
+        argv += ["--user", config["User"]]
+    argv.append("--rootfs")
+    return env, argv
