@@ -71,12 +71,17 @@ class VerifyConfig:
     A command substitution or redirection makes a step count (it may do real work)."""
     process_patterns: tuple[str, ...] = (
         r"\b(service|daemon|server|systemd|supervisor)\b",
-        r"\b(cron|crontab|scheduled?|periodic(ally)?|every \d*\s*(second|minute|hour)s?)\b",
+        r"\b(periodic(ally)?|every \d*\s*seconds?)\b",
         r"\b(hook|background|keeps? running|listen(s|ing)? on|port \d+|watch(es|er)?)\b",
     )
     """An instruction matching one of these (case-insensitive) asks for a *process*. When
     the state-replay probe passes on such a task, its tests check only final file state,
-    which a copied file satisfies without the process ever running: a false-positive risk."""
+    which a copied file satisfies without the process ever running: a false-positive risk.
+    A scheduled job (cron, ``every 15 minutes``) is not such a process: what the agent
+    makes is a crontab or cron.d file that the system's cron daemon reads, so file state
+    is the whole outcome and the tests can only read the entry and run its command as cron
+    would; these words would reject every correct cron task. Anything every few seconds is
+    below cron's one-minute grain, so it must be a live loop and stays a process."""
     replay_exclude: tuple[str, ...] = (
         "/proc",
         "/sys",

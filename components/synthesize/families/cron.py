@@ -219,8 +219,8 @@ for f in {logs}/*.log; do
 done
 SH
 chmod 755 {script}
+# Created under umask 022, so mode 644 already: cron ignores a group- or world-writable file.
 printf 'SHELL=/bin/sh\\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\\n{canonical} root {script}\\n' > {cronfile}
-chmod 644 {cronfile}
 """
     check = (
         CRON_PY

@@ -99,10 +99,27 @@ def test_default_inert_patterns_skip_shell_state_and_printing_only():
 
 def test_process_words_in_instructions():
     patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
-    assert process_match("Install a cron job that runs backup.sh", patterns) == "cron"
+    assert (
+        process_match("Run /app/poll.sh every 2 seconds in a loop", patterns) == "every 2 seconds"
+    )
     assert process_match("Start a web server listening on port 8080", patterns) == "server"
     assert process_match("Add a pre-commit hook to the repo", patterns) == "hook"
     assert process_match("Write the sorted names to /app/sorted.txt", patterns) is None
+
+
+def test_a_scheduled_cron_job_is_file_state_not_a_process():
+    """A cron job is an entry in a file that the system's cron daemon reads: tests that read
+    the entry and run its command check the whole outcome, and pass on replayed files."""
+    patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
+    for instruction in (
+        "Install a cron job that runs backup.sh",
+        "Schedule the script /usr/local/bin/sync.sh to run every 15 minutes as root, using root's crontab.",
+        "Add an entry to root's crontab that runs every hour at minute 5 and deletes old files.",
+        "Schedule /usr/local/bin/rotate to run every day at 03:00 with a system cron file /etc/cron.d/rotate.",
+    ):
+        assert process_match(instruction, patterns) is None, instruction
+    # Starting cron itself is still a process.
+    assert process_match("Start the cron daemon", patterns) == "daemon"
 
 
 def runs(name: str, *values: bool | None) -> CheckOutcome:
