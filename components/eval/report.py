@@ -147,8 +147,17 @@ def _task_tables(runs: Sequence[Run]) -> str:
 
 def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
     """Each policy's pass rate and its paired difference vs the first run, overall and per family."""
+    return (
+        _policy_comparison(runs, heldout_families)
+        + _comparison_note(runs[0][0], heldout_families)
+        + "<h3>By family (pp: percent points)</h3>"
+        + _family_comparison(runs, heldout_families)
+    )
+
+
+def _policy_comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
+    """One row per policy: overall, vs the first run, the left-out families and each difficulty."""
     table = policy_table(runs, heldout_families)
-    base = runs[0][0]
     header = [
         "policy",
         "tasks",
@@ -156,7 +165,7 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
         "passed",
         "pass rate",
         "95 % CI",
-        f"Δ vs {base}",
+        f"Δ vs {runs[0][0]}",
         "Δ 95 % CI",
         "paired tasks",
         "tasks gained",
@@ -192,43 +201,45 @@ def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
             rate = rates.get(difficulty)
             line += [rate.rate, _ci(rate.low, rate.high), rate.n] if rate else ["–", "–", 0]
         body.append(line)
-    families = family_table(runs, heldout_families)
+    return _table(header, body, "comparison")
+
+
+def _family_comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
+    """One row per task family: each policy's pass rate and its difference vs the first run."""
     labels = [label for label, _ in runs]
-    family_body = [
+    header = [
+        "family",
+        "not trained on",
+        *(f"{label}: pass rate [95 % CI]" for label in labels),
+        *(f"Δ {label} − {labels[0]} [95 % CI]" for label in labels[1:]),
+    ]
+    body = [
         [
             f.family,
             f.heldout,
             *(format_rate(r) + (f" of {r.n}" if r else "") for r in f.rates),
             *(format_diff(d) for d in f.vs_base[1:]),
         ]
-        for f in families
+        for f in family_table(runs, heldout_families)
     ]
-    family_header = [
-        "family",
-        "not trained on",
-        *(f"{label}: pass rate [95 % CI]" for label in labels),
-        *(f"Δ {label} − {base} [95 % CI]" for label in labels[1:]),
-    ]
-    note = (
+    return _table(header, body, "families")
+
+
+def _comparison_note(base: str, heldout_families: Collection[str]) -> str:
+    """How the comparison's intervals are computed, and which families were never trained on."""
+    left_out = (
+        " Held-out families (not trained on): "
+        + html.escape(", ".join(sorted(heldout_families)))
+        + "."
+        if heldout_families
+        else ""
+    )
+    return (
         "<p>Pass rates are over trials with a 95 % Wilson score interval. Δ is the mean over the tasks both "
         "runs evaluated of the per-task difference in pass rate, with a 95 % paired interval: Newcombe's "
         "hybrid score interval when every task passed or failed outright in both runs, else the normal "
         "approximation over the per-task differences. Gained: tasks the policy passes more often than "
-        f"{html.escape(base)}; lost: less often."
-        + (
-            " Held-out families (not trained on): "
-            + html.escape(", ".join(sorted(heldout_families)))
-            + "."
-            if heldout_families
-            else ""
-        )
-        + "</p>"
-    )
-    return (
-        _table(header, body, "comparison")
-        + note
-        + "<h3>By family (pp: percent points)</h3>"
-        + _table(family_header, family_body, "families")
+        f"{html.escape(base)}; lost: less often.{left_out}</p>"
     )
 
 

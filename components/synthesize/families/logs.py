@@ -98,30 +98,24 @@ check(got == {top!r}, "{answer} says %r" % got)
     )
 
 
-def _hard(rng: random.Random) -> Draft:
-    site = name(rng)
-    folder = f"/var/log/{site}"
-    out = f"/root/{site}-5xx.json"
-    endpoints = [
-        "/" + p
-        for p in names(
-            rng,
-            5,
-            [
-                "api/users",
-                "api/orders",
-                "login",
-                "search",
-                "health",
-                "upload",
-                "api/items",
-                "checkout",
-                "static/app.js",
-            ],
-        )
-    ]
-    start_h = rng.randint(8, 18)
-    window = (f"{start_h:02d}:00", f"{start_h + 1:02d}:59")
+ENDPOINTS = [
+    "api/users",
+    "api/orders",
+    "login",
+    "search",
+    "health",
+    "upload",
+    "api/items",
+    "checkout",
+    "static/app.js",
+]
+
+
+def _rotated_logs(
+    rng: random.Random, endpoints: list[str], start_h: int
+) -> tuple[list[list[str]], dict[str, int]]:
+    """Three days of access lines, newest first (access.log, .1, .2.gz), and the 5xx count per path
+    in the hours ``start_h`` and ``start_h + 1`` of any day: the answer the tests expect."""
     expected: dict[str, int] = {}
     parts: list[list[str]] = [[], [], []]
     for day, part in zip((14, 15, 16), (2, 1, 0), strict=True):  # app.log.2.gz is the oldest
@@ -137,6 +131,17 @@ def _hard(rng: random.Random) -> Draft:
         stamp = f"15/Mar/2024:{start_h:02d}:30:00"
         parts[1].append(_access_line(rng, _ip(rng), endpoints[0], 500, stamp))
         expected[endpoints[0]] = 1
+    return parts, expected
+
+
+def _hard(rng: random.Random) -> Draft:
+    site = name(rng)
+    folder = f"/var/log/{site}"
+    out = f"/root/{site}-5xx.json"
+    endpoints = ["/" + p for p in names(rng, 5, ENDPOINTS)]
+    start_h = rng.randint(8, 18)
+    window = (f"{start_h:02d}:00", f"{start_h + 1:02d}:59")
+    parts, expected = _rotated_logs(rng, endpoints, start_h)
     instruction = (
         f"The access logs of {site} are in {folder}: access.log, the rotated access.log.1 and the "
         f"compressed access.log.2.gz. Count, over all three files, the requests that got a 5xx status "

@@ -187,43 +187,18 @@ socketserver.ThreadingTCPServer(("0.0.0.0", PORT), Handler).serve_forever()
 """
 
 
-def _hard(rng: random.Random) -> Draft:
-    svc, port = f"{name(rng)}kv", _port(rng)
-    data, start = f"/var/lib/{svc}/data.json", f"/usr/local/bin/start-{svc}"
-    put, get, delete = (
-        rng.choice(["SET", "PUT", "STORE"]),
-        rng.choice(["GET", "FETCH", "READ"]),
-        rng.choice(["DEL", "DELETE", "REMOVE"]),
-    )
-    nil, ok = (
-        rng.choice(["NIL", "NONE", "MISSING", "NOT_FOUND"]),
-        rng.choice(["OK", "STORED", "DONE"]),
-    )
-    instruction = (
-        f"Write and start a small key-value service `{svc}` on TCP port {port}. Protocol: the client sends lines; "
-        f"for each line the service answers one line: `{put} <key> <value>` (value may contain spaces) answers `{ok}`; "
-        f"`{get} <key>` answers the value, or `{nil}` if the key is unknown; `{delete} <key>` answers `1` if it existed "
-        "and `0` otherwise; anything else answers `ERR`. One connection may send many lines, and several "
-        f"clients may connect. Every change must be saved at once to {data} as a JSON object mapping keys to "
-        f"values, and the data must be loaded from there when the service starts. Also write an executable "
-        f"{start} that starts the service in the background and returns; use it to start the service now."
-    )
-    code = KV_SERVER.replace("DATAFILE", data).replace("PORT", str(port))
-    for word, new in (("SET", put), ("GET", get), ("DEL", delete), ("NIL", nil), ("OK", ok)):
-        code = code.replace(f'"{word}"', f'"{new}"')
-    solution = f"""
-mkdir -p /opt/{svc} /var/lib/{svc}
-cat > /opt/{svc}/server.py <<'PY'
-{code}PY
-cat > {start} <<'SH'
-#!/bin/bash
-{DETACH.format(cmd=f"python3 /opt/{svc}/server.py", log=f"/var/log/{svc}.log")}
-SH
-chmod +x {start}
-{start}
-"""
-    keys = [f"{w}:{rng.randint(1, 99)}" for w in rng.sample(NOUNS, 3)]
-    check = f"""
+def _kv_check(
+    port: int,
+    keys: list[str],
+    verbs: tuple[str, str, str],
+    answers: tuple[str, str],
+    data: str,
+    start: str,
+) -> str:
+    """The key-value service's tests: the protocol over two connections, the JSON file, a restart."""
+    put, get, delete = verbs
+    ok, nil = answers
+    return f"""
 import socket, time
 
 
@@ -268,6 +243,45 @@ r = sh({start!r}, timeout=30)
 check(r.returncode == 0, "{start} failed: " + r.stderr)
 check(session([get + " " + k1]) == [v1], "after a restart with {start} the data is gone")
 """
+
+
+def _hard(rng: random.Random) -> Draft:
+    svc, port = f"{name(rng)}kv", _port(rng)
+    data, start = f"/var/lib/{svc}/data.json", f"/usr/local/bin/start-{svc}"
+    put, get, delete = (
+        rng.choice(["SET", "PUT", "STORE"]),
+        rng.choice(["GET", "FETCH", "READ"]),
+        rng.choice(["DEL", "DELETE", "REMOVE"]),
+    )
+    nil, ok = (
+        rng.choice(["NIL", "NONE", "MISSING", "NOT_FOUND"]),
+        rng.choice(["OK", "STORED", "DONE"]),
+    )
+    instruction = (
+        f"Write and start a small key-value service `{svc}` on TCP port {port}. Protocol: the client sends lines; "
+        f"for each line the service answers one line: `{put} <key> <value>` (value may contain spaces) answers `{ok}`; "
+        f"`{get} <key>` answers the value, or `{nil}` if the key is unknown; `{delete} <key>` answers `1` if it existed "
+        "and `0` otherwise; anything else answers `ERR`. One connection may send many lines, and several "
+        f"clients may connect. Every change must be saved at once to {data} as a JSON object mapping keys to "
+        f"values, and the data must be loaded from there when the service starts. Also write an executable "
+        f"{start} that starts the service in the background and returns; use it to start the service now."
+    )
+    code = KV_SERVER.replace("DATAFILE", data).replace("PORT", str(port))
+    for word, new in (("SET", put), ("GET", get), ("DEL", delete), ("NIL", nil), ("OK", ok)):
+        code = code.replace(f'"{word}"', f'"{new}"')
+    solution = f"""
+mkdir -p /opt/{svc} /var/lib/{svc}
+cat > /opt/{svc}/server.py <<'PY'
+{code}PY
+cat > {start} <<'SH'
+#!/bin/bash
+{DETACH.format(cmd=f"python3 /opt/{svc}/server.py", log=f"/var/log/{svc}.log")}
+SH
+chmod +x {start}
+{start}
+"""
+    keys = [f"{w}:{rng.randint(1, 99)}" for w in rng.sample(NOUNS, 3)]
+    check = _kv_check(port, keys, (put, get, delete), (ok, nil), data, start)
     return Draft(
         instruction=instruction,
         solution=solution,
