@@ -54,16 +54,14 @@ CPU_CURRICULUM = Preset(
         ),
         "synth_families": Chosen(
             "text-processing,files-permissions,archives,log-analysis,csv-json,git,python-bugfix,"
-            "shell-scripting,service,scheduled-jobs,environment-repair,sql-sqlite,checksums,"
-            "find-xargs,config-edit,diff-patch,date-time,users-groups,compression,regex-rename,"
-            "disk-usage,shell-env,process-control,set-operations",
-            "every family (the held-out families are left out of training by heldout_families). "
-            "scheduled-jobs is back: verify had rejected all its tasks (7 of 7 in session 16's "
-            "run) because its state-replay probe counted cron words as asking for a live process, "
-            "though a cron job is a crontab file the tests read and run as cron would, and its "
-            "hard solution had a no-op chmod that ablation flagged; both fixed, verify now admits "
-            "it at every difficulty. The default run's measured figures quoted here were taken "
-            "without scheduled-jobs",
+            "shell-scripting,service,environment-repair,sql-sqlite,checksums,find-xargs,"
+            "config-edit,diff-patch,date-time,users-groups,compression,regex-rename,disk-usage,"
+            "shell-env,process-control,set-operations",
+            "every family but scheduled-jobs (the held-out families are left out of training by "
+            "heldout_families): verify rejects every scheduled-jobs task, since its tests read "
+            "the crontab while its instruction asks for a scheduled process (the state-replay "
+            "probe: 7 of 7 in session 16's run, the medium ones too), so its share of the tasks "
+            "would be synthesized and verified for nothing",
         ),
         "synth_difficulties": Chosen(
             "easy,medium",
