@@ -58,10 +58,9 @@ CPU_CURRICULUM = Preset(
             "config-edit,diff-patch,date-time,users-groups,compression,regex-rename,disk-usage,"
             "shell-env,process-control,set-operations",
             "every family but scheduled-jobs (the held-out families are left out of training by "
-            "heldout_families): verify rejects every scheduled-jobs task, since its tests read "
-            "the crontab while its instruction asks for a scheduled process (the state-replay "
-            "probe: 7 of 7 in session 16's run, the medium ones too), so its share of the tasks "
-            "would be synthesized and verified for nothing",
+            "heldout_families). Verify admits scheduled-jobs again (a cron job is file state, not "
+            "a process), but with it, at synth_count 72, the phase-1 pool holds 14 medium tasks "
+            "for phase 2's 16-task expert pool: it rejoins with a larger synth_count",
         ),
         "synth_difficulties": Chosen(
             "easy,medium",
