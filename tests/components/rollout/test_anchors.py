@@ -107,14 +107,13 @@ async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(
         [task],
         tiny_tokenizer,
     )
-    assert (
-        len({r["chunk_index"] for r in read_trajectories(demos).to_pylist()}) == 3
-    )  # 2 commands, done
     expert = load_demonstrations(demos)[task.id]
-    assert len(expert) == 2  # the closing done is no anchor
+    steps = len(expert)  # the commands (a medium one looks, acts and checks); its done is no anchor
+    chunks = {r["chunk_index"] for r in read_trajectories(demos).to_pylist()}
+    assert steps >= 2 and len(chunks) == steps + 1  # the commands, then done
 
-    # Rollback starts at the last command: the first is replayed, the policy must give the second.
-    policy = ScriptedEngine(tiny_tokenizer, [expert[1], DONE] * 2)
+    # Rollback starts at the last command: the ones before it are replayed, the policy gives it.
+    policy = ScriptedEngine(tiny_tokenizer, [expert[-1], DONE] * 2)
     config = RolloutConfig(
         tasks=tmp_path / "tasks.parquet",
         out=tmp_path / "traj.parquet",
@@ -129,23 +128,24 @@ async def test_anchored_groups_replay_the_expert_prefix_and_mark_it(
     summary = await rollout(config, [task], policy)
 
     rows = read_trajectories(config.out).to_pylist()
-    assert {r["anchor"] for r in rows} == {2} and all(r["source"] == "policy" for r in rows)
+    assert {r["anchor"] for r in rows} == {steps} and all(r["source"] == "policy" for r in rows)
     for episode in {r["episode_id"] for r in rows}:
         chunks = sorted(
             (r for r in rows if r["episode_id"] == episode), key=lambda r: r["chunk_index"]
         )
-        assert [c["replayed"] for c in chunks] == [True, False, False]
-        assert [c["response_text"] for c in chunks] == [expert[0], expert[1], DONE]
+        assert [c["replayed"] for c in chunks] == [True] * (steps - 1) + [False, False]
+        assert [c["response_text"] for c in chunks] == [*expert, DONE]
         assert chunks[0]["success"]
     assert summary.episodes == 2
-    assert read_state(config.anchor_state_path) == {task.id: 1}  # all succeeded: move earlier
+    assert read_state(config.anchor_state_path) == {task.id: steps - 1}  # all passed: earlier
 
-    # From anchor 1 a done-only policy fails: the rollback state stays.
+    # One command earlier, a done-only policy fails: the rollback state stays.
     config.out, config.anchor_state = tmp_path / "traj2.parquet", config.anchor_state_path
     config.anchor_state_out = tmp_path / "anchors2.json"
     await rollout(config, [task], ScriptedEngine(tiny_tokenizer, [DONE] * 64))
     rows = read_trajectories(config.out).to_pylist()
-    assert {r["anchor"] for r in rows} == {1} and not any(
-        r["replayed"] or r["success"] for r in rows
-    )
-    assert read_state(config.anchor_state_out) == {task.id: 1}
+    assert {r["anchor"] for r in rows} == {steps - 1} and not any(r["success"] for r in rows)
+    for episode in {r["episode_id"] for r in rows}:
+        replayed = [r["replayed"] for r in rows if r["episode_id"] == episode]
+        assert sorted(replayed, reverse=True) == [True] * (steps - 2) + [False]
+    assert read_state(config.anchor_state_out) == {task.id: steps - 1}
