@@ -161,8 +161,9 @@ def test_oracle_passes_nop_fails_and_the_gpu_task_is_refused(task_ids, base_imag
     assert {t: (r["passed"], r["failure_mode"]) for t, r in nop.items()} == dict.fromkeys(
         task_ids, (False, "wrong-result")
     )
-    # The forgotten thread no longer holds scoring until the verifier's 600 s timeout.
-    for agent in ("oracle", "nop"):
+    # The forgotten thread no longer holds scoring until the verifier's 600 s timeout (the full
+    # set; the default run checks the grace period in test_exit_grace.py).
+    for agent in ("oracle", "nop") if "thread-left-running" in task_ids else ():
         thread = rows[agent]["thread-left-running"]
         assert "ending it with pytest's exit status" in thread["test_output"]
         assert thread["test_sec"] < EXIT_GRACE_SEC + 240, thread["test_sec"]
