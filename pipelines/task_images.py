@@ -86,13 +86,20 @@ def pipeline_synthesize_arguments(
 def synthesize_pipeline_tasks(
     pipeline_yaml: str | Path, settings: Iterable[str], dest: Path
 ) -> list[Path]:
-    """Run each synthesize task of the compiled pipeline here (its component body, its arguments)."""
+    """Run each synthesize task of the compiled pipeline here (its component body, its arguments).
+
+    Returns the tasks artifacts in the order they were made: by task name, except that a task that
+    reads another's tasks (``avoid``: the held-out set) comes after it.
+    """
     from components.synthesize.component import synthesize
 
     dest.mkdir(parents=True, exist_ok=True)
     calls = pipeline_synthesize_arguments(pipeline_yaml, settings)
     # A task that reads another's tasks (``avoid``) runs after it.
-    order = sorted(calls, key=lambda n: any(isinstance(v, FromTask) for v in calls[n].values()))
+    # (A compiled spec's task map has no fixed order: sort by name for one.)
+    order = sorted(
+        calls, key=lambda n: (any(isinstance(v, FromTask) for v in calls[n].values()), n)
+    )
     paths = {}
     for name in order:
         path = dest / f"{name}.parquet"
@@ -105,4 +112,4 @@ def synthesize_pipeline_tasks(
         }
         synthesize.python_func(tasks=SimpleNamespace(path=str(path)), metrics=metrics, **arguments)
         paths[name] = path
-    return [paths[name] for name in calls]
+    return [paths[name] for name in order]
