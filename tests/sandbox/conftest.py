@@ -25,16 +25,11 @@ async def podman(base_images: str):
 @pytest.fixture(scope="session")
 def k8s_standin(base_images: str, tmp_path_factory: pytest.TempPathFactory):
     """The stand-in API server, with every object of ``termrl cluster manifests`` applied to it."""
-    from kubernetes import config, utils
-
-    from pipelines.cluster import cluster_manifests
     from tests.k8s_standin import StandIn
+    from tests.k8s_standin.manifests import apply_cluster_manifests
 
     with StandIn(tmp_path_factory.mktemp("k8s"), pause_base=base_images, namespaces=()) as standin:
-        api_client = config.new_client_from_config(config_file=str(standin.kubeconfig))
-        for manifest in cluster_manifests():
-            utils.create_from_dict(api_client, manifest)
-        api_client.close()
+        apply_cluster_manifests(standin.kubeconfig)
         yield standin
 
 
