@@ -17,66 +17,27 @@ from __future__ import annotations
 import re
 import shlex
 
+from termrl.llm.toolcalls import READ_ONLY_PROGRAMS
+
 __all__ = ["READ_ONLY", "reads_only"]
 
-READ_ONLY = frozenset(
+# The programs the agent's turn summary already counts as looking, and more that only read
+# (their writing options, such as sed -i, are refused below).
+READ_ONLY = READ_ONLY_PROGRAMS | frozenset(
     [
-        "ls",
-        "cat",
-        "head",
-        "tail",
-        "grep",
-        "egrep",
-        "fgrep",
-        "rg",
-        "find",
-        "pwd",
-        "wc",
-        "stat",
-        "file",
-        "which",
-        "whereis",
-        "du",
-        "df",
-        "tree",
-        "echo",
-        "printenv",
-        "whoami",
-        "id",
-        "uname",
-        "date",
-        "ps",
-        "type",
-        "diff",
-        "cmp",
-        "md5sum",
-        "sha1sum",
-        "sha256sum",
-        "sha512sum",
-        "sort",
-        "uniq",
-        "cut",
-        "nl",
-        "od",
-        "xxd",
-        "hexdump",
-        "realpath",
-        "readlink",
-        "basename",
-        "dirname",
-        "test",
-        "true",
-        "false",
-        "sleep",
-        "printf",
-        "tr",
-        "comm",
-        "join",
-        "paste",
         "column",
-        "jq",
-        "sed",
+        "comm",
+        "false",
         "getent",
+        "join",
+        "jq",
+        "paste",
+        "printf",
+        "sed",
+        "sha1sum",
+        "sha512sum",
+        "sleep",
+        "tr",
     ]
 )
 """Programs that write nothing of their own accord (their writing options are refused below)."""

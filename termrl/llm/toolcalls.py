@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 __all__ = [
     "PROMPTS",
+    "READ_ONLY_PROGRAMS",
     "TOOLS",
     "CallFormat",
     "ParsedTurn",
@@ -257,7 +258,7 @@ def truncate_middle(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[len(text) - tail :]}"
 
 
-_READ_ONLY_PROGRAMS = frozenset(
+READ_ONLY_PROGRAMS = frozenset(
     [
         "ls",
         "cat",
@@ -324,6 +325,6 @@ def is_read_only(call: ToolCall) -> bool:
             words = shlex.split(stage)
         except ValueError:
             return False
-        if not words or words[0] not in _READ_ONLY_PROGRAMS:
+        if not words or words[0] not in READ_ONLY_PROGRAMS:
             return False
     return True
