@@ -43,9 +43,11 @@ async def main(backend, image):
         busy = await manager.create(SandboxSpec(image=image))
         dirs = [str(getattr(s.sandbox, "session_dir", "") or getattr(s.sandbox, "layer", None) and s.sandbox.layer.directory or "") for s in (idle, busy)]
         warden = getattr(manager.backend, "warden", None)
+        busy_command = f"sleep 999.{os.getpid()}"  # one no other owner runs
         print(json.dumps({"lease": own_lease(), "names": [idle.sandbox.name, busy.sandbox.name],
-                          "dirs": dirs, "warden": warden.pid if warden else None}), flush=True)
-        await busy.exec("sleep 1000", timeout=900)
+                          "dirs": dirs, "warden": warden.pid if warden else None,
+                          "busy_command": busy_command}), flush=True)
+        await busy.exec(busy_command, timeout=900)
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
@@ -63,7 +65,20 @@ def _start_owner(backend: str, image: str) -> tuple[subprocess.Popen, dict]:
     if not line:
         owner.kill()
         pytest.fail(f"the owner did not start its sandboxes (exit {owner.wait()})")
-    return owner, json.loads(line)
+    info = json.loads(line)
+    # The line comes before the busy command is sent: killed sooner, the busy shell would
+    # read EOF and exit like the idle one, and there would be nothing busy left to test.
+    deadline = time.monotonic() + 60
+    while not _running(info["busy_command"]):
+        if time.monotonic() > deadline or owner.poll() is not None:
+            _kill_group(owner)
+            pytest.fail(f"the busy sandbox never ran {info['busy_command']!r}")
+        time.sleep(0.1)
+    return owner, info
+
+
+def _running(command: str) -> bool:
+    return subprocess.run(["pgrep", "-f", "-x", command], capture_output=True).returncode == 0
 
 
 def _kill_group(owner: subprocess.Popen) -> None:
