@@ -102,7 +102,9 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         training = steps.verified(synthesized, base, "training")
         pools = steps.curate(training)
         # Other seeds, plus the families left out of training: those appear only here.
-        heldout = steps.verified(steps.heldout_tasks(synthesized), base, "held-out")
+        heldout = steps.verified(
+            steps.heldout_tasks(synthesized), base, "held-out", p.heldout_verify_require
+        )
         heldout = heldout.outputs["admitted"]
         demos = steps.demonstrate(pools, base, "imitation_pool", "demonstrate · imitation pool")
         anchors = (

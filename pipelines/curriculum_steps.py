@@ -152,8 +152,10 @@ class CurriculumSteps:
         )
         return self.place(tasks, "synthesize", "synthesize held-out tasks")
 
-    def verified(self, tasks: PipelineTask, judge: Any, which: str) -> PipelineTask:
-        """Verify the synthesize task ``tasks``: the verify task."""
+    def verified(
+        self, tasks: PipelineTask, judge: Any, which: str, require: Any = None
+    ) -> PipelineTask:
+        """Verify the synthesize task ``tasks``: the verify task (``require``: None, every check)."""
         p = self.p
         verified = self.ops.verify(
             code_version=p.code_version,
@@ -161,6 +163,7 @@ class CurriculumSteps:
             judge_model=judge,
             repeats=p.verify_repeats,
             judges=p.verify_judges,
+            **({} if require is None else {"require": require}),
             sandbox_backend=p.sandbox_backend,
             **self.sandbox,
             options=p.verify_options,

@@ -228,12 +228,21 @@ def _binomial_variance(rate: float, episodes: int) -> float:
     return rate * (1 - rate) / episodes
 
 
+def _same_pool(a: IterationMetrics, b: IterationMetrics) -> bool:
+    """Whether two iterations rolled out a task in common (either without a per-task breakdown:
+    assumed so)."""
+    return not a.tasks or not b.tasks or not a.tasks.keys().isdisjoint(b.tasks)
+
+
 def reward_collapse(history: Sequence[IterationMetrics], t: Thresholds) -> Finding | None:
     """The latest rollout's pass rate or mean reward is far below the best earlier iteration's.
 
     The standard error treats both as pass rates (binomial); for a reward in [0, 1] that is
-    the largest variance its mean can have, so the test only gets more cautious."""
-    latest, earlier = history[-1], [h for h in history[:-1] if h.episodes]
+    the largest variance its mean can have, so the test only gets more cautious. Only earlier
+    iterations that rolled out at least one of the latest's tasks are compared: a phase that
+    moves to another pool (harder tasks) starts a rate of its own, not a fall from the last one."""
+    latest = history[-1]
+    earlier = [h for h in history[:-1] if h.episodes and _same_pool(h, latest)]
     if not earlier or latest.episodes == 0:
         return None
     for label, metric in (

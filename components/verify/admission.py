@@ -2,8 +2,10 @@
 
 A task is admitted only when every *required* check passes (``pass``, or
 ``skipped`` where there was nothing to measure); otherwise the reason is the
-first failed required check in ``CHECKS`` order. Checks that are not required
-still run and are recorded, and feed ``false_positive_risk``:
+first failed required check in ``CHECKS`` order. The judges and the no-op's
+runs are recorded whether required or not; the two probes (ablation, state
+replay) run only when required (a set only measured on may skip them). What
+ran feeds ``false_positive_risk``:
 
     false_positive_risk = max(share of no-op runs whose tests passed,
                               share of ablated steps the tests did not check,

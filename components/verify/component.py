@@ -33,6 +33,7 @@ def verify(
     metrics: Output[Metrics],
     repeats: Optional[int] = None,
     judges: Optional[str] = None,
+    require: Optional[str] = None,
     concurrency: Optional[int] = None,
     sandbox_backend: Optional[str] = None,
     sandbox_namespace: Optional[str] = None,
@@ -50,6 +51,8 @@ def verify(
         metrics: Tasks and admitted tasks, for the Kubeflow UI.
         judges: Comma-separated judge panel: litellm models (MODEL or MODEL@BASE_URL) and
             ``local``; '' runs no judges. Unset: the config's panel (local).
+        require: Comma-separated checks a task must pass; ablation and the state replay run
+            only when named. Unset: the config's (every sandbox check).
         options: Any other VerifyConfig field (JSON values); wins over the parameters above.
     """
     import json
@@ -68,6 +71,7 @@ def verify(
                 admitted=admitted.path,
                 repeats=repeats,
                 judges=tuple(j for j in judges.split(",") if j) if judges is not None else None,
+                require=tuple(c for c in require.split(",") if c) if require is not None else None,
                 local_judge_model=judge_model.path,
                 concurrency=concurrency,
                 progress=False,

@@ -50,10 +50,11 @@ class VerifyConfig:
     """K: how many fresh sandboxes run the ground truth and the no-op each. Results that
     disagree across the K runs mark the task flaky. K=1 skips the flakiness check."""
     require: tuple[str, ...] = ("flakiness", "ground_truth", "noop", "ablation", "state_replay")
-    """Checks that must pass for admission. The judges are not required by default: the
-    embedded local judge is a 135M model whose verdicts are recorded (and feed
-    ``false_positive_risk``) but are too weak to gate on; add ``judges`` when the panel
-    holds capable models."""
+    """Checks that must pass for admission. Ablation and the state replay run only when
+    required (they cost the most sandboxes); the others always run. The judges are not
+    required by default: the embedded local judge is a 135M model whose verdicts are
+    recorded (and feed ``false_positive_risk``) but are too weak to gate on; add ``judges``
+    when the panel holds capable models."""
     concurrency: int = 2
     """Sandboxes alive at once across all tasks (small: a verify on a laptop-sized machine)."""
     max_ablation_steps: int = 24

@@ -4,7 +4,8 @@ Per task::
 
     build the image ─┬─ ground truth ×K ─┐
                      ├─ no-op ×K ────────┴─ flakiness ─► ablation, state replay (when the
-                     │                                   solution passes and the no-op fails)
+                     │                                   solution passes and the no-op fails,
+                     │                                   and each only when required)
                      └─ judge panel (no sandbox; its own request bound)
 
 Sandboxes come from ``termrl.taskrun.TaskSandboxes``; at most
@@ -90,22 +91,32 @@ async def _sandbox_checks(ctx: _Context, task: Task) -> dict[str, CheckOutcome]:
         outcomes["ablation"] = CheckOutcome.blocked("ablation", because)
         outcomes["state_replay"] = CheckOutcome.blocked("state_replay", because)
         return outcomes
+    # The probes cost a sandbox per probed step (ablation) and two (the replay): a set that
+    # is only measured on, never trained on, may leave them out of ``require`` and skip them.
+    probes = {
+        "ablation": lambda: check_ablation(
+            sandboxes, task, inert_patterns=ctx.inert, max_steps=config.max_ablation_steps
+        ),
+        "state_replay": lambda: check_state_replay(
+            sandboxes,
+            task,
+            exclude=config.replay_exclude,
+            process_patterns=ctx.process,
+            max_bytes=config.replay_max_mb * 1024 * 1024,
+        ),
+    }
     async with asyncio.TaskGroup() as group:
-        ablation = group.create_task(
-            check_ablation(
-                sandboxes, task, inert_patterns=ctx.inert, max_steps=config.max_ablation_steps
-            )
+        running = {
+            name: group.create_task(probe())
+            for name, probe in probes.items()
+            if name in config.require
+        }
+    for name in probes:
+        outcomes[name] = (
+            running[name].result()
+            if name in running
+            else CheckOutcome(name, "skipped", "not run: not among the required checks")
         )
-        replay = group.create_task(
-            check_state_replay(
-                sandboxes,
-                task,
-                exclude=config.replay_exclude,
-                process_patterns=ctx.process,
-                max_bytes=config.replay_max_mb * 1024 * 1024,
-            )
-        )
-    outcomes["ablation"], outcomes["state_replay"] = ablation.result(), replay.result()
     return outcomes
 
 

@@ -212,6 +212,26 @@ def test_reward_collapse_ignores_a_dip_within_batch_noise() -> None:
     assert reward_collapse(run[:1], T) is None  # nothing earlier to fall from
 
 
+def _on_other_tasks(h, prefix: str):
+    return dataclasses.replace(h, tasks={f"{prefix}{t}": m for t, m in h.tasks.items()})
+
+
+def test_reward_collapse_compares_only_iterations_that_share_a_task() -> None:
+    """Phase 2 rolls out on another, harder pool: its first rate is no fall from phase 1's."""
+    run = [
+        with_outcome(h, p)
+        for h, p in zip(healthy_run(6, seed=4), [8, 11, 12, 14, 13, 0], strict=True)
+    ]
+    assert reward_collapse(run, T) is not None  # on the same tasks: a collapse
+    harder = run[:-1] + [_on_other_tasks(run[-1], "medium-")]
+    assert reward_collapse(harder, T) is None
+    # ... and a later fall within the new pool is one again
+    later = harder + [_on_other_tasks(with_outcome(run[-1], 0), "medium-")]
+    later[-2] = _on_other_tasks(with_outcome(run[-1], 14), "medium-")
+    finding = reward_collapse(later, T)
+    assert finding is not None and finding.evidence["best"] == 14 / run[-1].episodes
+
+
 # --- behaviour spike -------------------------------------------------------------------------------
 
 

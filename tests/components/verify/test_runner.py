@@ -37,3 +37,28 @@ async def test_an_environment_that_does_not_build_is_rejected_by_ground_truth_no
         "judges": "skipped",
     }
     assert "does not build" in verdict.why and "no-such-step" in verdict.why
+
+
+@pytest.mark.podman
+async def test_the_probes_run_only_when_required(corpus, base_images):
+    """A set only measured on may leave out ablation and the state replay: each is then skipped
+    (no sandbox), so a task whose tests miss a step is admitted there and rejected by default."""
+    task = next(t for t in corpus if t.id == "bad-unchecked-step")
+    measured_only = VerifyConfig(
+        tasks="t",
+        out="v",
+        admitted="a",
+        repeats=1,
+        judges=(),
+        require=("flakiness", "ground_truth", "noop"),
+        progress=False,
+    )
+    (verdict,) = await verify_tasks([task], measured_only)
+    outcomes = {name: o.outcome for name, o in verdict.outcomes.items()}
+    assert verdict.admitted, verdict.why
+    assert outcomes["ablation"] == outcomes["state_replay"] == "skipped"
+    assert verdict.outcomes["ablation"].seconds == 0.0
+
+    default = VerifyConfig(tasks="t", out="v", admitted="a", repeats=1, judges=(), progress=False)
+    (verdict,) = await verify_tasks([task], default)
+    assert not verdict.admitted and verdict.reason == "ablation"
