@@ -84,8 +84,10 @@ def test_left_out_families_are_named_and_in_no_training_task(design):
     assert len(left_out) >= 3
     assert not left_out & {t.family for t in training}
     assert left_out <= {t.family for t in heldout}
-    # The training families: every other family the run synthesizes from, easy and medium.
-    assert {t.difficulty for t in training} == {"easy", "medium"}
+    # The training tasks are at the preset's difficulties; the held-out set measures those and more.
+    trained_levels = set(family_list(pipeline_defaults(build_curriculum())["synth_difficulties"]))
+    assert {t.difficulty for t in training} == trained_levels
+    assert trained_levels <= {t.difficulty for t in heldout if t.family not in left_out}
 
 
 def test_no_task_is_both_trained_on_and_held_out(design):
@@ -143,23 +145,22 @@ def test_the_left_out_families_are_settings(design):
     )
 
 
-def test_phase_2_draws_its_expert_pool_from_the_medium_tasks(design, tmp_path):
-    """At the preset's sizes, with every training task admitted at no false-positive risk, the
-    expert pool is all medium, and the imitation step sees medium demonstrations too."""
-    training, _, _, _ = design
+def _curate(training: list[Task], folder: Path) -> tuple[list[Task], list[Task], list[Task]]:
+    """The imitation, phase-1 and expert pools ``curate`` makes at the preset's sizes, with every
+    training task admitted at no false-positive risk."""
     defaults = pipeline_defaults(build_curriculum())
-    save_tasks(tmp_path / "admitted.parquet", training)
+    save_tasks(folder / "admitted.parquet", training)
     write_verdicts(
-        tmp_path / "verdicts.parquet",
+        folder / "verdicts.parquet",
         [
             {"task_id": t.id, "admitted": True, "reason": "admitted", "false_positive_risk": 0.0}
             for t in training
         ],
     )
-    outs = [tmp_path / f"{name}.parquet" for name in ("imitation", "train", "expert")]
+    outs = [folder / f"{name}.parquet" for name in ("imitation", "train", "expert")]
     curate_pools(
-        tmp_path / "admitted.parquet",
-        tmp_path / "verdicts.parquet",
+        folder / "admitted.parquet",
+        folder / "verdicts.parquet",
         *outs,
         imitation_fraction=defaults["imitation_fraction"],
         expert_tasks="",
@@ -168,7 +169,24 @@ def test_phase_2_draws_its_expert_pool_from_the_medium_tasks(design, tmp_path):
     )
     imitation, phase1, expert = (load_tasks(p) for p in outs)
     assert len(expert) == defaults["expert_count"]
-    # The phase-1 pool holds enough medium tasks for the whole expert pool.
+    assert {t.id for t in expert} <= {t.id for t in phase1}
+    return imitation, phase1, expert
+
+
+def test_phase_2_draws_its_expert_pool_from_the_phase_1_pool(design, tmp_path):
+    training, _, _, _ = design
+    imitation, phase1, expert = _curate(training, tmp_path)
+    assert not {t.id for t in imitation} & {t.id for t in phase1}
+    assert {t.family for t in imitation} == {t.family for t in phase1}  # every family in both
+
+
+def test_with_medium_training_tasks_phase_2_draws_the_medium_ones_first(tmp_path):
+    """``--set synth_difficulties=easy,medium``: the expert pool is all medium, and the imitation
+    step sees medium demonstrations too."""
+    values, _ = _synthesize_inputs(build_curriculum(), "synthesize")
+    out = tmp_path / "training.parquet"
+    synthesize(_config({**values, "difficulties": "easy,medium"}, out))
+    imitation, phase1, expert = _curate(load_tasks(out), tmp_path)
     assert len([t for t in phase1 if t.difficulty == "medium"]) >= len(expert)
     assert {t.difficulty for t in expert} == {"medium"}
     assert Counter(t.difficulty for t in imitation)["medium"] >= 10
