@@ -1,44 +1,38 @@
 """Imitation alone against imitation + phase-1 RL, over several seeds, on one run's cached stages.
 
-What it measures: how many points of the held-out pass rate the curriculum's phase-1
-RL adds to the imitation policy, as a paired difference pooled over seeds with a
-95 % interval. One ``termrl run`` measures that share once, with one seed; the
-runs measured it between +0 and +12 points, each within two tasks of the others
-(issue 35). This bench repeats only the RL part, on the run's own upstream
-artifacts (its imitation checkpoint, its phase-1 pool with that pool's
-demonstrations as anchors, the imitation pool's demonstrations, its held-out
-tasks), so the seeds are the only thing that varies:
+What it measures: the points of held-out pass rate that the curriculum's phase-1 RL
+adds to the imitation policy, as a paired difference pooled over seeds with a 95 %
+interval (one run measures it once, with one seed: between +0 and +12 points so far,
+issue 35). Only the RL part is repeated, on the run's own upstream artifacts (its
+imitation checkpoint, its phase-1 pool with that pool's demonstrations as anchors,
+the imitation pool's demonstrations, its held-out tasks), so only the seeds vary:
 
     python bench/rl_seeds.py --run runs/<name> --out /tmp/rl-seeds [--seeds 0,1,2]
 
-Per seed it runs the curriculum's phase-1 rounds (rollout -> train -> health, then
-the branch on the verdict), built by the curriculum's own step builders
-(``pipelines.curriculum_steps.CurriculumSteps``) with the parameters the run
-recorded in ``run.json`` (temperature, groups, group size, anchoring, learning
-rate, λ_IL, turns, tokens, the eval settings: nothing is restated here), on kfp's
-local runner like ``termrl run``. Only the seeds differ: round r of bench seed s
-rolls out and trains with seed ``1000·s + r`` (the curriculum's own round r uses
-r, so seed 0 has the run's own phase-1 seeds too). Then the policy the last round hands
-on is evaluated on the held-out tasks (greedy, as the curriculum's evals). The
-imitation-only baseline is the run's own "eval · after imitation" (greedy
-decoding, hence deterministic: reused, evaluated here only if the run has none).
+Per seed: the curriculum's phase-1 rounds (rollout -> train -> health -> the branch on
+the verdict), built by its own step builders (``CurriculumSteps``) with the parameters
+the run recorded in ``run.json`` (nothing is restated here), on kfp's local runner as
+``termrl run`` runs them; then the policy the last round hands on is evaluated on the
+held-out tasks. Round r of bench seed s rolls out and trains with seed ``1000·s + r``
+(the curriculum's own round r uses r: seed 0 has the run's own seeds). The
+imitation-only baseline is the run's own "eval · after imitation" (greedy, hence
+deterministic: reused; evaluated here only if the run has none).
 
-Rerun with the same ``--out`` to resume: a seed whose results file exists is
-skipped; a seed stopped half-way reuses its finished stages (the bench's kfp
-cache, ``--out/cache``). Progress: one line per stage per seed.
+Rerun with the same ``--out`` to resume: a seed whose results file exists is skipped;
+a seed stopped half-way reuses its finished stages (the kfp cache in ``--out/cache``).
+Progress: one line per stage per seed.
 
-Time on a CPU: one seed costs the run's phase-1 rounds plus one eval. In a
-default run on the shared 2-core machine those were a rollout of ~6 min, a train
-of ~8-13 min and an eval of ~6 min (the run's log), so ~20-25 min per seed and
-about an hour for three. Disk: a full checkpoint per seed and round.
+Time on a CPU: a seed costs the run's phase-1 rounds plus one eval. In a default run
+on the shared 2-core machine a rollout took ~6 min, a train 8-13 min and an eval
+~6 min (the run's log): ~20-25 min per seed, an hour for three. Disk: a full
+checkpoint per seed and round.
 
-Reading the result: per seed, the imitation and RL pass rates on all held-out
-tasks and per slice (the training families' tasks by difficulty, and the
-families left out of training), each with its Wilson interval. Then the pooled
-paired difference (``pooled_paired_difference``): per task, the mean over seeds
-of (RL pass rate − imitation pass rate), then the mean over tasks with a paired
-t-interval over tasks. An interval above 0 says phase-1 RL helps on tasks like
-these beyond what the seeds' spread explains; one that spans 0 says these tasks
+Reading the result: per seed and slice (all tasks; the training families' tasks by
+difficulty; the families left out of training), both pass rates with Wilson
+intervals and RL − imitation; then the difference pooled over seeds
+(``pooled_paired_difference``: per task the mean over seeds of RL − imitation, then
+the mean over tasks with a paired t-interval). An interval above 0 says phase-1 RL
+helps on tasks like these beyond the seeds' spread; one that spans 0 says these tasks
 cannot tell RL from imitation alone. ``--out/rl_seeds.json`` holds every number.
 """
 
@@ -222,13 +216,13 @@ def summarize(
     def part(rows: Rows, name: str) -> list[Mapping[str, Any]]:
         return [r for r in rows if name == "all" or slice_of(r, heldout_families) == name]
 
-    per_seed = {
-        str(seed): {
-            name: {"imitation": _rate(part(imitation, name)), "rl": _rate(part(rows, name))}
-            for name in names
-        }
-        for seed, rows in seeds.items()
-    }
+    per_seed: dict[str, Any] = {}
+    for seed, rows in seeds.items():
+        per_seed[str(seed)] = {}
+        for name in names:
+            both = {"imitation": _rate(part(imitation, name)), "rl": _rate(part(rows, name))}
+            both["diff"] = both["rl"]["pass_rate"] - both["imitation"]["pass_rate"]
+            per_seed[str(seed)][name] = both
     everything = {seed: task_rates(rows) for seed, rows in seeds.items()}
     pooled: dict[str, Any] = {}
     for name in names:  # "all" first: it refuses seeds whose tasks differ from the imitation's
@@ -445,15 +439,18 @@ def _percent(value: float) -> str:
 
 
 def report_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The printed table: per seed and slice both pass rates, then the pooled difference."""
-    lines = [f"{'seed':<6} {'slice':<20} {'imitation % [95 % CI]':<24} {'RL % [95 % CI]':<24}"]
+    """The printed table: per seed and slice both pass rates and RL − imitation in points, then
+    the pooled difference."""
+    header = f"{'seed':<6} {'slice':<20} {'imitation % [95 % CI]':<24} {'RL % [95 % CI]':<24}"
+    lines = [header + " RL − imitation"]
     for seed, slices in summary["per_seed"].items():
         for name in summary["slices"]:
             cells = [
                 f"{_percent(r['pass_rate'])} [{_percent(r['low'])}, {_percent(r['high'])}]"
                 for r in (slices[name]["imitation"], slices[name]["rl"])
             ]
-            lines.append(f"{seed:<6} {name:<20} {cells[0]:<24} {cells[1]:<24}")
+            diff = f"{100 * slices[name]['diff']:+6.1f}"
+            lines.append(f"{seed:<6} {name:<20} {cells[0]:<24} {cells[1]:<24} {diff}")
     lines += ["", "RL − imitation, pooled over seeds (points; paired t-interval over tasks):"]
     for name in summary["slices"]:
         d = summary["pooled"][name]

@@ -130,7 +130,7 @@ def test_summary_reports_each_slice_per_seed_and_pooled():
     assert summary["per_seed"]["3"]["all"]["rl"]["pass_rate"] == pytest.approx(3 / 6)
     assert summary["per_seed"]["3"]["all"]["imitation"]["pass_rate"] == pytest.approx(1 / 6)
     easy = summary["per_seed"]["0"]["trained easy"]
-    assert (easy["imitation"]["pass_rate"], easy["rl"]["pass_rate"]) == (0.5, 1.0)
+    assert (easy["imitation"]["pass_rate"], easy["rl"]["pass_rate"], easy["diff"]) == (0.5, 1, 0.5)
     assert easy["rl"]["trials"] == 2 and easy["rl"]["low"] < 1.0 == easy["rl"]["high"]
     # easy: d = [0, 1]: mean .5, sd sqrt(.5), t(.975, 1) = 12.7062
     pooled = summary["pooled"]["trained easy"]
@@ -140,7 +140,11 @@ def test_summary_reports_each_slice_per_seed_and_pooled():
     assert summary["pooled"]["left-out families"]["diff"] == pytest.approx(0.25)
     assert summary["pooled"]["all"]["diff"] == pytest.approx(2 / 6)
     lines = report_lines(summary)
-    assert any(line.startswith("3 ") and "left-out families" in line for line in lines)
+    # seed 3 on the left-out family: imitation 0 of 2, RL 1 of 2
+    assert any(
+        line.startswith("3 ") and "left-out families" in line and line.endswith("+50.0")
+        for line in lines
+    )
     assert any("+33.3" in line and "6 tasks x 2 seeds" in line for line in lines)
 
 
