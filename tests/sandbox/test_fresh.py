@@ -97,7 +97,7 @@ async def test_private_directories_cannot_be_moved_away_under_the_process(
             ),
             agent(),
         )
-        assert tests.output == "from-host\n", tests.output
+        assert tests.output == "from-host\n", (tests, tried)
         assert tried.count("Device or resource busy") >= 5, tried
         assert tried.count("no-umount") == 2, tried  # no capability to unmount a pin
         assert (await session.exec("cat /proc/self/mountinfo | wc -l")).output == mounts_before
