@@ -22,10 +22,10 @@ Rerun with the same ``--out`` to resume: a seed whose results file exists is ski
 a seed stopped half-way reuses its finished stages (the kfp cache in ``--out/cache``).
 Progress: one line per stage per seed.
 
-Time on a CPU: a seed costs the run's phase-1 rounds plus one eval. In a default run
-on the shared 2-core machine a rollout took ~6 min, a train 8-13 min and an eval
-~6 min (the run's log): ~20-25 min per seed, an hour for three. Disk: a full
-checkpoint per seed and round.
+Time on a CPU: a seed costs the run's phase-1 rounds plus one eval. On a default run's
+folder, on the 2-core machine beside a test run: 12-16 min per seed (rollout ~4 min,
+train 3-8 min, eval ~4 min), 41 min for three. Disk: a full checkpoint per seed and
+round.
 
 Reading the result: per seed and slice (all tasks; the training families' tasks by
 difficulty; the families left out of training), both pass rates with Wilson
