@@ -177,12 +177,9 @@ def pooled_paired_difference(
 
 def task_rates(rows: Rows) -> dict[str, float]:
     """Per task id, the share of its trials that passed (one trial each in the curriculum)."""
-    counts: dict[str, list[int]] = {}
-    for row in rows:
-        entry = counts.setdefault(str(row["task_id"]), [0, 0])
-        entry[0] += 1
-        entry[1] += bool(row["passed"])
-    return {task: passed / n for task, (n, passed) in counts.items()}
+    from components.eval.summary import task_counts
+
+    return {task: passed / n for task, (n, passed) in task_counts(rows).items()}
 
 
 def slice_of(row: Mapping[str, Any], heldout_families: Sequence[str]) -> str:
