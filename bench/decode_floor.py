@@ -19,7 +19,8 @@ the decode rate of each way of stepping, with its ratio to the floor:
     +sample      ... and hf_engine.sample_rows: one softmax for the rows sharing settings
     +compile     ... and torch.compile of the step (--compile; compile time printed)
     +bf16        ... and bfloat16 weights (the floor counts 2-byte weights)
-    engine       the ContinuousEngine with its defaults, through its scheduler thread
+    engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
+                 units), through its scheduler thread; its floor counts its own weight bytes
 
 and, at batch 8, each way's log μ against the trainer's fp32 π (the same
 model's full forward over prompt + response): the per-chunk mean |log π − log μ|
@@ -51,6 +52,7 @@ from termrl.llm.models import load_tokenizer, prepare_default_model
 from termrl.llm.toolcalls import system_prompt
 
 PARAMS = SamplingParams(max_new_tokens=1 << 30, temperature=1.0, stop=())
+FP32 = {"weights_dtype": "float32"}  # the ways before +bf16 (the step's default is auto)
 
 
 def read_bandwidth(repeats: int = 5) -> float:
@@ -276,18 +278,20 @@ def main() -> None:
     # name -> (SlotDecoder options, or None for the transformers forward; the sampler)
     ways: dict[str, tuple[dict[str, Any] | None, Callable]] = {
         "hf-forward": (None, per_row_sampling),
-        "static-kv": ({}, per_row_sampling),
-        "+sample": ({}, vector_sampling),
+        "static-kv": (FP32, per_row_sampling),
+        "+sample": (FP32, vector_sampling),
     }
     if args.compile:
-        ways["+compile"] = ({"compile": True}, vector_sampling)
+        ways["+compile"] = ({**FP32, "compile": True}, vector_sampling)
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
-    fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8))
+    fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}
     ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at that round's bandwidth
     gains: dict[tuple[str, int], list[float]] = {}  # to hf-forward in the same round
     mismatch: dict[str, list[float]] = {}
-    engine = ContinuousEngine(path, max_batch_size=max(args.batches))
+    engine = ContinuousEngine(path, max_batch_size=max(args.batches))  # its defaults
+    engine_bytes = weight_bytes(engine.decoder)
+    print(f"engine: {engine.decoder.weights_dtype} decode weights (weights_dtype auto)")
     context = args.context + args.steps / 2
     for round_ in range(args.repeats):
         bandwidth = read_bandwidth() if round_ else bandwidth
@@ -311,7 +315,7 @@ def main() -> None:
                 record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor)
                 if rows == 8 and round_ == 0:
                     mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
-            floor = floor_rate(fp32_bytes, kv_per_token, rows, context, bandwidth)
+            floor = floor_rate(engine_bytes, kv_per_token, rows, context, bandwidth)
             rate = engine_rate(engine, prompts, args.steps)
             record(rates, ratios, gains, "engine", rows, rate, floor)
     report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth)

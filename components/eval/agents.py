@@ -194,6 +194,7 @@ def open_engine(config: EvalConfig) -> Engine:
             batching=config.engine,
             max_batch_size=config.max_batch_size,
             context_window=config.context_window,
+            weights_dtype=config.weights_dtype,
         )
     except ImportError as exc:
         raise ModelError(f"the transformers engine cannot load {model}: {exc}") from exc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
-from termrl.llm.engines import BATCHINGS
+from termrl.llm.engines import BATCHINGS, WEIGHTS_DTYPES
 from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
@@ -79,6 +79,10 @@ class EvalConfig:
     """How the local engine batches concurrent trials' turns: ``continuous`` (each turn reuses
     the KV cache of the trial's earlier turns) or ``batching`` (whole-batch calls); see
     ``termrl.llm.engines.BATCHINGS``, the same knob as rollout's."""
+    weights_dtype: str = "auto"
+    """The continuous engine's decode weights: ``auto`` (bfloat16 where the CPU has bf16 units),
+    ``float32`` or ``bfloat16``; see ``termrl.llm.engines.WEIGHTS_DTYPES``, the same knob as
+    rollout's."""
     run_id: str | None = None
     """Name of this run in the results and the report; None derives one from agent and model."""
     progress: bool = True
@@ -118,7 +122,12 @@ class EvalConfig:
             problems.append("out: give the eval-results file to write")
         if self.engine not in BATCHINGS:
             problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {self.engine!r}")
-        elif Path(self.out).is_dir():
+        if self.weights_dtype not in WEIGHTS_DTYPES:
+            problems.append(
+                f"weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, "
+                f"not {self.weights_dtype!r}"
+            )
+        if self.out and Path(self.out).is_dir():
             problems.append(f"out: {self.out} is a folder, expected a Parquet file path")
         if self.report is not None and Path(self.report).is_dir():
             problems.append(f"report: {self.report} is a folder, expected an HTML file path")

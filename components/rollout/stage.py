@@ -149,6 +149,7 @@ def make_engine(config: RolloutConfig) -> Engine:
         batching=config.engine,
         max_batch_size=max(config.concurrency, 1),
         context_window=config.context_window,
+        weights_dtype=config.weights_dtype,
     )
 
 
@@ -195,6 +196,7 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
         "max_turns",
         "anchoring",
         "temperature",  # recorded on every row: a resume must not mix two
+        "weights_dtype",  # μ comes from these weights
     )
     return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
 

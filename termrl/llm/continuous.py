@@ -97,9 +97,10 @@ class ContinuousEngine(TransformersEngine):
     ``max_batch_size`` caps the running batch; more requests wait their turn.
     ``prefix_cache_tokens`` caps the KV kept for reuse (SmolLM2-135M: 46 kB
     per token in fp32, so the default 32k tokens hold ~1.5 GB).
-    ``weights_dtype`` is the decode step's weight type (``bfloat16`` halves the bytes a step
-    reads; its log μ drifts from the trainer's fp32 π, see ``bench/decode_floor.py``) and
-    ``compile_decode`` runs the step through ``torch.compile``.
+    ``weights_dtype`` is the decode step's weight type (``decode_step.WEIGHTS_DTYPES``; ``auto``
+    is bfloat16 where the CPU has bf16 units: half the bytes a step reads, its log μ ~0.02 nats
+    a chunk from the trainer's fp32 π) and ``compile_decode`` runs the step through
+    ``torch.compile``.
     """
 
     name = "transformers-continuous"
@@ -110,7 +111,7 @@ class ContinuousEngine(TransformersEngine):
         model_path: Any,
         *,
         prefix_cache_tokens: int = 32768,
-        weights_dtype: str = "float32",
+        weights_dtype: str = "auto",
         compile_decode: bool = False,
         **options: Any,
     ) -> None:

@@ -17,10 +17,18 @@ import sys
 from typing import Any, Literal
 
 from termrl.errors import ConfigError, UnsupportedModel
+from termrl.llm.decode_step import WEIGHTS_DTYPES
 from termrl.llm.engine import Engine
 from termrl.llm.models import resolve_model_path
 
-__all__ = ["BATCHINGS", "ENGINE_KINDS", "EngineKind", "cpu_policy_engine", "make_engine"]
+__all__ = [
+    "BATCHINGS",
+    "ENGINE_KINDS",
+    "WEIGHTS_DTYPES",
+    "EngineKind",
+    "cpu_policy_engine",
+    "make_engine",
+]
 
 EngineKind = Literal["transformers", "vllm", "litellm"]
 ENGINE_KINDS: tuple[str, ...] = ("transformers", "vllm", "litellm")
@@ -30,8 +38,9 @@ BATCHINGS = ("continuous", "batching")
 one running batch between decode steps, and each turn reuses the KV cache of the episode's
 earlier turns (``termrl.llm.continuous``). ``batching``: concurrent turns are merged into
 whole-batch ``generate`` calls that wait for their longest member, every prompt prefilled
-from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request;
-``bench/rollout_engine.py`` measures them side by side."""
+from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request when
+the continuous engine decodes in float32 (``weights_dtype``); ``bench/rollout_engine.py``
+measures them side by side."""
 
 
 def make_engine(kind: str, model: str | os.PathLike | None = None, **options: Any) -> Engine:
@@ -59,9 +68,16 @@ def cpu_policy_engine(
     batching: str = "continuous",
     max_batch_size: int,
     context_window: int | None = None,
+    weights_dtype: str = "auto",
 ) -> Engine:
-    """The policy on the local engine (transformers, fp32 on CPU) for many concurrent episodes,
-    batched as ``batching`` says (``BATCHINGS``); ``model`` None: the embedded default."""
+    """The policy on the local engine (transformers on CPU) for many concurrent episodes,
+    batched as ``batching`` says (``BATCHINGS``); ``model`` None: the embedded default.
+    ``weights_dtype`` is the continuous engine's decode weights (``WEIGHTS_DTYPES``: ``auto`` is
+    bfloat16 where the CPU has bf16 units); the batching engine is fp32 throughout."""
+    if weights_dtype not in WEIGHTS_DTYPES:
+        raise ConfigError(
+            f"unknown weights_dtype {weights_dtype!r}; choose one of {', '.join(WEIGHTS_DTYPES)}"
+        )
     if batching == "continuous":
         from termrl.llm.continuous import ContinuousEngine
 
@@ -70,6 +86,7 @@ def cpu_policy_engine(
                 resolve_model_path(model),
                 max_batch_size=max_batch_size,
                 context_window=context_window,
+                weights_dtype=weights_dtype,
             )
         except UnsupportedModel as exc:  # its decode step is Llama's: any other model batches
             print(f"[engine] {exc}; batching whole generate calls instead", file=sys.stderr)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from termrl.llm.decode_step import SlotDecoder
+from termrl.llm.decode_step import SlotDecoder, resolve_weights_dtype
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def reference_logprobs(model, sequence: list[int]) -> torch.Tensor:
 def test_rows_of_different_lengths_step_like_full_forwards(model) -> None:
     # Lengths straddle the 256-column growth step, so the cache also grows mid-run.
     prompts = [list(range(100, 100 + n)) for n in (5, 250, 40)]
-    decoder = SlotDecoder(model, max_rows=4, max_length=1024)
+    decoder = SlotDecoder(model, max_rows=4, max_length=1024, weights_dtype="float32")
     for slot, prompt in enumerate(prompts):
         decoder.load_row(slot, prefill(model, prompt[:-1]))
     fed = torch.tensor([p[-1] for p in prompts])
@@ -55,7 +55,7 @@ def test_rows_of_different_lengths_step_like_full_forwards(model) -> None:
 
 def test_a_moved_row_steps_on_from_its_new_slot(model) -> None:
     prompts = [list(range(300, 300 + n)) for n in (20, 30)]
-    decoder = SlotDecoder(model, max_rows=2, max_length=512)
+    decoder = SlotDecoder(model, max_rows=2, max_length=512, weights_dtype="float32")
     for slot, prompt in enumerate(prompts):
         decoder.load_row(slot, prefill(model, prompt[:-1]))
     # Row 0 leaves; row 1 moves into slot 0 and steps alone.
@@ -78,3 +78,17 @@ def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
     assert 0 < float(diff) < 0.1
     with pytest.raises(ValueError, match="weights_dtype"):
         SlotDecoder(model, max_rows=1, max_length=8, weights_dtype="int3")
+
+
+def test_auto_weights_follow_the_cpus_bf16_units(tmp_path) -> None:
+    with_units, without, unreadable = tmp_path / "a", tmp_path / "b", tmp_path / "missing"
+    with_units.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
+    without.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert resolve_weights_dtype("auto", cpuinfo=str(with_units)) == "bfloat16"
+    assert resolve_weights_dtype("auto", cpuinfo=str(without)) == "float32"
+    assert resolve_weights_dtype("auto", cpuinfo=str(unreadable)) == "float32"
+    # An explicit choice is kept, whatever the CPU.
+    assert resolve_weights_dtype("float32", cpuinfo=str(with_units)) == "float32"
+    assert resolve_weights_dtype("bfloat16", cpuinfo=str(without)) == "bfloat16"
+    with pytest.raises(ValueError, match="weights_dtype"):
+        resolve_weights_dtype("fp8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from termrl.errors import ConfigError, EngineUnavailable
-from termrl.llm.engines import make_engine
+from termrl.llm.engines import cpu_policy_engine, make_engine
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.vllm_engine import vllm_available
 
@@ -60,3 +60,8 @@ def test_a_model_the_continuous_engine_cannot_decode_is_batched_instead(tmp_path
     params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=1)
     (generation,) = asyncio.run(engine.generate([[1, 2, 3]], params))
     assert 1 <= len(generation.token_ids) <= 4
+
+
+def test_an_unknown_weight_type_is_refused_before_the_model_loads(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="weights_dtype"):
+        cpu_policy_engine(tmp_path / "no-model", max_batch_size=1, weights_dtype="int4")

@@ -1,4 +1,5 @@
-"""The CPU engine's log μ against the trainer's log π, per chunk, with the engine's defaults.
+"""The CPU engine's log μ against the trainer's log π, per chunk, with the engine's defaults
+(``auto``: bfloat16 decode weights where the CPU has bf16 units) and each explicit type.
 
 The trainer masks a chunk whose mean |log π − log μ| exceeds its threshold (0.5 nats), so an
 engine that drifted from the trainer's forward would silently lose training data. An episode
@@ -17,6 +18,7 @@ from components.train.advantages import chunk_mismatch
 from components.train.config import TrainConfig
 from components.train.modeling import collate, load_policy, token_logprobs
 from termrl.llm.continuous import ContinuousEngine
+from termrl.llm.decode_step import resolve_weights_dtype
 from termrl.llm.engine import SamplingParams
 from termrl.llm.toolcalls import format_tool_responses, system_prompt
 
@@ -52,9 +54,10 @@ def episode_stream(
     return stream, owner, mu
 
 
-@pytest.mark.parametrize("weights_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("weights_dtype", ["auto", "float32", "bfloat16"])
 def test_engine_logprobs_match_the_trainers_per_chunk(tiny_model_dir, weights_dtype) -> None:
     engine = ContinuousEngine(tiny_model_dir, weights_dtype=weights_dtype)
+    assert engine.decoder.weights_dtype == getattr(torch, resolve_weights_dtype(weights_dtype))
     turns = 3
     stream, owner, mu = episode_stream(engine, turns)
     assert engine.prefix_cache.hits >= turns - 1  # later turns decoded on reused KV
@@ -81,7 +84,7 @@ def test_engine_logprobs_match_the_trainers_per_chunk(tiny_model_dir, weights_dt
         pi = token_logprobs(policy, batch, torch.device("cpu"), bf16=False)  # [N]
     mismatch = chunk_mismatch(pi, torch.tensor(mu), batch.token_chunk, turns)  # [K]
     assert mismatch.shape == (turns,)
-    if weights_dtype == "float32":  # the default: the same fp32 model, another kernel order
+    if resolve_weights_dtype(weights_dtype) == "float32":  # the same model, another kernel order
         assert float(mismatch.max()) < 1e-4, mismatch
     else:  # narrower weights drift, but far less than the trainer masks
         assert float(mismatch.max()) < TrainConfig.mismatch_threshold / 10, mismatch

@@ -17,6 +17,7 @@ def test_validate_lists_every_problem(tmp_path):
         out=Path("t.csv"),
         mode="batch",
         engine="vllm",
+        weights_dtype="fp16",
         group_size=0,
         redundancy=-1,
         drop_ratio_limit=1.5,
@@ -29,6 +30,7 @@ def test_validate_lists_every_problem(tmp_path):
     for fragment in (
         "mode must be one of",
         "engine must be one of",
+        "weights_dtype must be one of",
         "group_size must be at least 1",
         "redundancy must not",
         "drop_ratio_limit",
@@ -37,7 +39,7 @@ def test_validate_lists_every_problem(tmp_path):
         "does not exist",
     ):
         assert fragment in text
-    assert len(error.value.problems) == 8
+    assert len(error.value.problems) == 9
 
 
 def test_derived_values(tmp_path):
