@@ -64,10 +64,8 @@ def test_eval_serves_the_policy_on_the_continuous_engine_with_the_same_greedy_to
     greedy = SamplingParams(temperature=0.0, max_new_tokens=10)
     responses = {}
     for name in ("continuous", "batching"):
-        # float32: the two engines agree token for token (bf16 decode weights are close, not equal)
-        config = EvalConfig(
-            agent="policy", model=str(tiny_model_dir), engine=name, weights_dtype="float32"
-        )
+        # eval decodes in float32 by default: the two engines agree token for token
+        config = EvalConfig(agent="policy", model=str(tiny_model_dir), engine=name)
         engine = open_engine(config)
         assert isinstance(engine, ContinuousEngine) == (name == "continuous")
         try:
