@@ -13,7 +13,7 @@ from pathlib import Path
 
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
-from termrl.llm.engines import BATCHINGS, WEIGHTS_DTYPES
+from termrl.llm.engines import cpu_engine_problems
 from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
@@ -123,13 +123,7 @@ class EvalConfig:
             problems.append(f"tasks: {self.tasks} does not exist")
         if not self.out:
             problems.append("out: give the eval-results file to write")
-        if self.engine not in BATCHINGS:
-            problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {self.engine!r}")
-        if self.weights_dtype not in WEIGHTS_DTYPES:
-            problems.append(
-                f"weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, "
-                f"not {self.weights_dtype!r}"
-            )
+        problems += cpu_engine_problems(self.engine, self.weights_dtype)
         if self.out and Path(self.out).is_dir():
             problems.append(f"out: {self.out} is a folder, expected a Parquet file path")
         if self.report is not None and Path(self.report).is_dir():

@@ -22,7 +22,7 @@ from components.rollout.behaviour import Penalties
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
-from termrl.llm.engines import BATCHINGS, WEIGHTS_DTYPES
+from termrl.llm.engines import cpu_engine_problems
 from termrl.presets import ROLLOUT_EPISODES
 from termrl.sandbox.settings import SandboxSettings
 
@@ -203,13 +203,7 @@ class RolloutConfig:
         problems: list[str] = self.sandbox.problems()
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.engine not in BATCHINGS:
-            problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {self.engine!r}")
-        if self.weights_dtype not in WEIGHTS_DTYPES:
-            problems.append(
-                f"weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, "
-                f"not {self.weights_dtype!r}"
-            )
+        problems += cpu_engine_problems(self.engine, self.weights_dtype)
         for name in (
             "group_size",
             "groups",

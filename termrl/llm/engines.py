@@ -27,6 +27,7 @@ __all__ = [
     "WEIGHTS_DTYPES",
     "EngineKind",
     "cpu_policy_engine",
+    "cpu_engine_problems",
     "make_engine",
 ]
 
@@ -62,6 +63,24 @@ def make_engine(kind: str, model: str | os.PathLike | None = None, **options: An
     raise ConfigError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINE_KINDS)}")
 
 
+def cpu_engine_problems(batching: str, weights_dtype: str) -> list[str]:
+    """What is wrong with a stage's CPU engine settings (``engine``, ``weights_dtype``), each
+    problem a sentence; the rollout and eval configs report them with their own."""
+    problems = []
+    if batching not in BATCHINGS:
+        problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {batching!r}")
+    if weights_dtype not in WEIGHTS_DTYPES:
+        problems.append(
+            f"weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, not {weights_dtype!r}"
+        )
+    elif batching == "batching" and weights_dtype == "bfloat16":
+        problems.append(
+            "weights_dtype=bfloat16 needs engine=continuous: the batching engine decodes in "
+            "float32 only (auto or float32 go with it)"
+        )
+    return problems
+
+
 def cpu_policy_engine(
     model: str | os.PathLike | None,
     *,
@@ -74,10 +93,9 @@ def cpu_policy_engine(
     batched as ``batching`` says (``BATCHINGS``); ``model`` None: the embedded default.
     ``weights_dtype`` is the continuous engine's decode weights (``WEIGHTS_DTYPES``: ``auto`` is
     bfloat16 where the CPU has bf16 units); the batching engine is fp32 throughout."""
-    if weights_dtype not in WEIGHTS_DTYPES:
-        raise ConfigError(
-            f"unknown weights_dtype {weights_dtype!r}; choose one of {', '.join(WEIGHTS_DTYPES)}"
-        )
+    problems = cpu_engine_problems(batching, weights_dtype)
+    if problems:
+        raise ConfigError(problems)
     if batching == "continuous":
         from termrl.llm.continuous import ContinuousEngine
 
@@ -90,12 +108,9 @@ def cpu_policy_engine(
             )
         except UnsupportedModel as exc:  # its decode step is Llama's: any other model batches
             print(f"[engine] {exc}; batching whole generate calls instead", file=sys.stderr)
-            batching = "batching"
-    if batching == "batching":
-        from termrl.llm.batching import BatchingEngine
+    from termrl.llm.batching import BatchingEngine
 
-        engine = make_engine(
-            "transformers", model, max_batch_size=max_batch_size, context_window=context_window
-        )
-        return BatchingEngine(engine, max_batch_size=max_batch_size)
-    raise ConfigError(f"unknown batching {batching!r}; choose one of {', '.join(BATCHINGS)}")
+    engine = make_engine(
+        "transformers", model, max_batch_size=max_batch_size, context_window=context_window
+    )
+    return BatchingEngine(engine, max_batch_size=max_batch_size)

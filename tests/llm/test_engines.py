@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from termrl.errors import ConfigError, EngineUnavailable
-from termrl.llm.engines import cpu_policy_engine, make_engine
+from termrl.llm.engines import cpu_engine_problems, cpu_policy_engine, make_engine
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.vllm_engine import vllm_available
 
@@ -62,6 +62,16 @@ def test_a_model_the_continuous_engine_cannot_decode_is_batched_instead(tmp_path
     assert 1 <= len(generation.token_ids) <= 4
 
 
-def test_an_unknown_weight_type_is_refused_before_the_model_loads(tmp_path) -> None:
-    with pytest.raises(ConfigError, match="weights_dtype"):
-        cpu_policy_engine(tmp_path / "no-model", max_batch_size=1, weights_dtype="int4")
+def test_engine_settings_that_cannot_run_are_refused_before_the_model_loads(tmp_path) -> None:
+    for batching, weights, fragment in [
+        ("paged", "auto", "engine must be one of"),
+        ("continuous", "int4", "weights_dtype must be one of"),
+        ("batching", "bfloat16", "needs engine=continuous"),  # would decode in float32
+    ]:
+        with pytest.raises(ConfigError, match=fragment):
+            cpu_policy_engine(
+                tmp_path / "no-model", batching=batching, max_batch_size=1, weights_dtype=weights
+            )
+    # auto means the best the engine has: float32 on the batching engine.
+    assert cpu_engine_problems("batching", "auto") == []
+    assert cpu_engine_problems("continuous", "bfloat16") == []
