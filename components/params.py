@@ -43,12 +43,16 @@ def _described_names(doc: str) -> set[str]:
     return {m.group(1) for m in _ENTRY.finditer(section)}
 
 
-def described(config_class: type, **field_of: str) -> Callable[[F], F]:
+def described(config_class: type, *more: type, **field_of: str) -> Callable[[F], F]:
     """Add an ``Args:`` entry, from ``config_class``'s field docs, for each parameter of the
-    decorated function that its docstring does not describe. ``field_of``: parameter -> field,
-    where the names differ."""
-    docs = field_docs(config_class)
-    defaults = field_defaults(config_class)
+    decorated function that its docstring does not describe. ``more``: further config classes,
+    for a component that runs several stages (the first class that has a field describes it).
+    ``field_of``: parameter -> field, where the names differ."""
+    docs: dict[str, str] = {}
+    defaults: dict[str, Any] = {}
+    for cls in reversed((config_class, *more)):
+        docs.update(field_docs(cls))
+        defaults.update(field_defaults(cls))
 
     def decorate(func: F) -> F:
         doc = inspect.cleandoc(func.__doc__ or "")

@@ -9,6 +9,7 @@
       .evaluate(tasks, policy, label)       one policy on the held-out tasks
       .imitation(demos, policy)             the imitation step: train on the demonstrations
       .rl_round(round, state, ...)          rollout -> train -> health -> roll back | go on
+                                            (colocate: rollout and train one task, one pod)
       .compare(evals, report)               the report over every evaluated policy
 
 Every call passes the pipeline's parameters (``CurriculumParams``: kfp channels)
@@ -232,17 +233,13 @@ class CurriculumSteps:
             "checkpoint"
         ]
 
-    def _rollout(
-        self, rnd: Round, state: RoundState, pools: PipelineTask, anchors: Any
-    ) -> PipelineTask:
+    def _rollout_arguments(self, rnd: Round, pools: PipelineTask) -> dict[str, Any]:
+        """What a round's rollout takes besides its policy, its options and its anchors: the
+        same for the rollout task and the colocated round."""
         p = self.p
-        # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
-        # demonstrations; phase 2 rolls out from scratch.
-        anchored = {"demonstrations": anchors, "anchoring": p.anchoring} if rnd.phase == 1 else {}
-        rolled = self.ops.rollout(
+        return dict(
             code_version=p.code_version,
             tasks=pools.outputs[rnd.pool],
-            policy=state.policy,
             policy_version=rnd.version,
             seed=rnd.version,
             group_size=p.group_size,
@@ -256,24 +253,13 @@ class CurriculumSteps:
             sandbox_backend=p.sandbox_backend,
             prompt_style=p.prompt_style,
             **self.sandbox,
-            options=state.rollout_options,
-            **anchored,
         )
-        return self.place(rolled, "rollout", rnd.name("rollout"))
 
-    def _temperature(self, rnd: Round) -> Any:
-        return self.p.rollout_temperature if rnd.phase == 1 else self.p.phase2_temperature
-
-    def _train(
-        self, rnd: Round, state: RoundState, rolled: PipelineTask, demos: Any
-    ) -> PipelineTask:
+    def _train_arguments(self, rnd: Round) -> dict[str, Any]:
+        """What a round's train step takes besides its inputs and options (``seed`` is the
+        rollout's too, the same round version)."""
         p = self.p
-        # Phase 1 keeps imitating the imitation pool's demonstrations beside its RL loss.
-        imitating = {"demonstrations": demos} if rnd.phase == 1 else {}
-        trained = self.ops.train(
-            code_version=p.code_version,
-            trajectories=rolled.outputs["trajectories"],
-            policy=state.policy,
+        return dict(
             mode=rnd.mode,
             finetune=p.finetune,
             learning_rate=p.learning_rate,
@@ -283,10 +269,59 @@ class CurriculumSteps:
             il_weight=p.il_weight,
             il_decay=p.il_decay,
             iteration=rnd.version,  # the sampling temperature: read from the trajectories
+        )
+
+    def _rollout(
+        self, rnd: Round, state: RoundState, pools: PipelineTask, anchors: Any
+    ) -> PipelineTask:
+        # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
+        # demonstrations; phase 2 rolls out from scratch.
+        anchored = {"demonstrations": anchors, "anchoring": self.p.anchoring}
+        rolled = self.ops.rollout(
+            **self._rollout_arguments(rnd, pools),
+            policy=state.policy,
+            options=state.rollout_options,
+            **(anchored if rnd.phase == 1 else {}),
+        )
+        return self.place(rolled, "rollout", rnd.name("rollout"))
+
+    def _temperature(self, rnd: Round) -> Any:
+        return self.p.rollout_temperature if rnd.phase == 1 else self.p.phase2_temperature
+
+    def _train(
+        self, rnd: Round, state: RoundState, rolled: PipelineTask, demos: Any
+    ) -> PipelineTask:
+        # Phase 1 keeps imitating the imitation pool's demonstrations beside its RL loss.
+        trained = self.ops.train(
+            code_version=self.p.code_version,
+            trajectories=rolled.outputs["trajectories"],
+            policy=state.policy,
+            **self._train_arguments(rnd),
             options=state.train_options,
-            **imitating,
+            **({"demonstrations": demos} if rnd.phase == 1 else {}),
         )
         return self.place(trained, "train", f"{rnd.name('train')} ({rnd.mode})")
+
+    def _colocated(
+        self, rnd: Round, state: RoundState, pools: PipelineTask, anchors: Any, demos: Any
+    ) -> PipelineTask:
+        """The round's rollout and train step in one pod: the arguments of the two tasks
+        ``_rollout`` and ``_train`` make, the options each stage's own."""
+        phase1 = {
+            "rollout_demonstrations": anchors,
+            "anchoring": self.p.anchoring,
+            "demonstrations": demos,
+        }
+        both = self._rollout_arguments(rnd, pools) | self._train_arguments(rnd)  # one seed
+        done = self.ops.colocated_round(
+            **both,
+            policy=state.policy,
+            rollout_options=state.rollout_options,
+            train_options=state.train_options,
+            **(phase1 if rnd.phase == 1 else {}),
+        )
+        name = f"{rnd.name('rollout + train')} ({rnd.mode}, colocated)"
+        return self.place(done, "colocated_round", name)
 
     def _health(
         self, rnd: Round, state: RoundState, rolled: PipelineTask, trained: PipelineTask
@@ -308,11 +343,17 @@ class CurriculumSteps:
     ) -> RoundState:
         """Rollout -> train -> health, then the next round's policy: a branch on the verdict.
 
+        With ``colocate`` the rollout and the train step are one task (one GPU pod), whose
+        outputs are both stages' own.
+
         After a rollback, the last policy a rollout measured without a collapse; otherwise the new
         checkpoint (which becomes the rollback target once the next rollout has measured it).
         """
-        rolled = self._rollout(rnd, state, pools, anchors)
-        trained = self._train(rnd, state, rolled, demos)
+        if self.shape.colocate:
+            rolled = trained = self._colocated(rnd, state, pools, anchors, demos)
+        else:
+            rolled = self._rollout(rnd, state, pools, anchors)
+            trained = self._train(rnd, state, rolled, demos)
         checked = self._health(rnd, state, rolled, trained)
         policy, fallback = branch_on_verdict(
             functools.partial(self.ops.continue_from, code_version=self.p.code_version),

@@ -142,6 +142,12 @@ def _summary_lines(record: RunRecord) -> list[str]:
     help="M: full-signal rollout -> train rounds.",
 )
 @click.option(
+    "--colocate",
+    is_flag=True,
+    help="Each RL round's rollout and train step in one task (one GPU pod, the engine stepping "
+    "aside for the trainer) instead of two.",
+)
+@click.option(
     "--set",
     "settings",
     multiple=True,
@@ -157,6 +163,7 @@ def run(
     cache_dir: str | None,
     phase1_iterations: int,
     phase2_iterations: int,
+    colocate: bool,
     settings: tuple[str, ...],
     verbose: bool,
     runner: RunnerChoice,
@@ -169,7 +176,11 @@ def run(
     runner = runner.with_image(code_version)
     try:
         shape = CurriculumShape(
-            phase1_iterations, phase2_iterations, code_version=code_version, **runner.images()
+            phase1_iterations,
+            phase2_iterations,
+            colocate,
+            code_version=code_version,
+            **runner.images(),
         )
         pipeline = build_curriculum(shape)
         arguments = pipeline_arguments(pipeline_defaults(pipeline), settings)
@@ -184,6 +195,7 @@ def run(
                 shape={
                     "phase1_iterations": phase1_iterations,
                     "phase2_iterations": phase2_iterations,
+                    "colocate": colocate,
                     "code_version": shape.code_version,
                     **runner.shape_fields(),
                 },
@@ -221,6 +233,12 @@ def run(
 )
 @click.option("--phase1-iterations", type=int, default=1, show_default=True)
 @click.option("--phase2-iterations", type=int, default=1, show_default=True)
+@click.option(
+    "--colocate",
+    is_flag=True,
+    help="Each RL round's rollout and train step in one task (one GPU pod, the engine stepping "
+    "aside for the trainer) instead of two.",
+)
 @placement_options
 @click.option(
     "--model-cache-pvc", default="", help="PVC to mount as the model cache (TERMRL_CACHE)."
@@ -242,6 +260,7 @@ def compile_command(
     name: str,
     phase1_iterations: int,
     phase2_iterations: int,
+    colocate: bool,
     placement: dict[str, Any],
     model_cache_pvc: str,
     api_key_secret: str,
@@ -259,6 +278,7 @@ def compile_command(
         shape = CurriculumShape(
             phase1_iterations,
             phase2_iterations,
+            colocate,
             code_version=code_version,
             model_cache_pvc=model_cache_pvc,
             api_key_secret=api_key_secret,

@@ -23,6 +23,7 @@ from components.rollout.component import rollout
 from components.synthesize.component import synthesize
 from components.train.component import train
 from components.verify.component import verify
+from pipelines.colocated_component import colocated_round
 from pipelines.glue_components import compare, curate, prepare_model
 from pipelines.placement import Toleration, label_problems
 from termrl.errors import ConfigError
@@ -48,21 +49,30 @@ RESOURCES = {
     "demonstrate": ("2", "4Gi", "8Gi"),
     "rollout": ("4", "16Gi", "32Gi"),
     "train": ("4", "16Gi", "32Gi"),
+    "colocated_round": ("4", "16Gi", "32Gi"),  # rollout and train in turn, never both at once
     "evaluate": ("4", "16Gi", "32Gi"),
     "compare": ("1", "2Gi", "4Gi"),
     "health": ("1", "1Gi", "2Gi"),
     "continue_from": ("1", "1Gi", "2Gi"),
 }
 
-RETRIED = {"verify": 2, "demonstrate": 2, "rollout": 2, "evaluate": 2, "train": 1}
+RETRIED = {
+    "verify": 2,
+    "demonstrate": 2,
+    "rollout": 2,
+    "evaluate": 2,
+    "train": 1,
+    "colocated_round": 1,
+}
 """Retries per stage. Sandbox stages fail transiently (a node loses its sandboxes, a
 build times out) and rollout resumes from the episodes already written; a train
-retry (a pre-empted node) resumes from its last step checkpoint (``components.progress``)."""
+retry (a pre-empted node) resumes from its last step checkpoint (``components.progress``); a
+colocated round's retry does both."""
 
-GPU_STAGES = ("rollout", "train", "evaluate")
+GPU_STAGES = ("rollout", "train", "colocated_round", "evaluate")
 SECRET_STAGES = ("synthesize", "verify", "evaluate")
 """Stages that may call API models (LLM task writers, judges, API policies)."""
-SANDBOX_STAGES = ("verify", "demonstrate", "rollout", "evaluate")
+SANDBOX_STAGES = ("verify", "demonstrate", "rollout", "colocated_round", "evaluate")
 """Stages that start sandboxes: on Kubernetes they name their own pod as the sandboxes' owner."""
 OWNER_FIELDS = {
     "POD_NAME": "metadata.name",
@@ -80,6 +90,9 @@ class CurriculumShape:
     """N: rollout → train rounds, positive-only, on the synthetic pool."""
     phase2_iterations: int = 1
     """M: rollout → train rounds, full signal, on the high-quality pool."""
+    colocate: bool = False
+    """Each RL round's rollout and train in one pod (``pipelines/colocated.py``): one GPU per round,
+    handed from the engine to the trainer (vLLM sleeps and wakes), instead of two pods."""
     cpu_image: str = CPU_IMAGE
     """Image of the CPU stages (synthesize, verify, curate, compare, prepare-model)."""
     gpu_image: str = GPU_IMAGE
@@ -146,6 +159,7 @@ class Ops:
     demonstrate: BaseComponent
     rollout: BaseComponent
     train: BaseComponent
+    colocated_round: BaseComponent
     evaluate: BaseComponent
     compare: BaseComponent
     health: BaseComponent
@@ -172,7 +186,12 @@ def make_ops(cpu_image: str = CPU_IMAGE, gpu_image: str = GPU_IMAGE) -> Ops:
         "health": health,
         "continue_from": continue_from,
     }
-    gpu = {"rollout": rollout, "train": train, "evaluate": evaluate}
+    gpu = {
+        "rollout": rollout,
+        "train": train,
+        "colocated_round": colocated_round,
+        "evaluate": evaluate,
+    }
     by_name = {name: _with_image(op, cpu_image) for name, op in cpu.items()}
     by_name.update({name: _with_image(op, gpu_image) for name, op in gpu.items()})
     return Ops(**by_name, by_name=by_name)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["STAGE_SOURCES", "source_version"]
 
-STAGE_SOURCES = ("termrl", "components", "pipelines/glue.py")
+STAGE_SOURCES = ("termrl", "components", "pipelines/glue.py", "pipelines/colocated.py")
 """What runs inside the stages (relative to the repository root): folders or files."""
 
 

@@ -176,7 +176,7 @@ class PolicyAgent:
 
 
 def open_engine(config: EvalConfig) -> Engine:
-    """The engine behind the policy agent: litellm for ``litellm:MODEL``, else the local CPU engine."""
+    """The engine behind the policy agent: litellm for ``litellm:MODEL``, else ``config.engine``."""
     model = str(config.model or "")
     if model.startswith(API_PREFIX):
         from termrl.llm.litellm_engine import LiteLLMEngine
@@ -186,12 +186,12 @@ def open_engine(config: EvalConfig) -> Engine:
             api_base=config.api_base,
             context_window=config.context_window or 8192,
         )
-    from termrl.llm.engines import cpu_policy_engine
+    from termrl.llm.engines import policy_engine
 
     try:
-        return cpu_policy_engine(
+        return policy_engine(
             model or None,
-            batching=config.engine,
+            engine=config.engine,
             max_batch_size=config.max_batch_size,
             context_window=config.context_window,
             weights_dtype=config.weights_dtype,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
-from termrl.llm.engines import cpu_engine_problems
+from termrl.llm.engines import policy_engine_problems
 from termrl.sandbox.settings import SandboxSettings
 
 __all__ = ["AGENTS", "API_PREFIX", "EvalConfig"]
@@ -75,13 +75,13 @@ class EvalConfig:
     trained with (rollout and demonstrations use the same knob)."""
     max_batch_size: int = 32
     """Largest batch the local engine generates at once (concurrent episodes merge)."""
-    engine: str = "continuous"
-    """How the local engine batches concurrent trials' turns: ``continuous`` (each turn reuses
-    the KV cache of the trial's earlier turns) or ``batching`` (whole-batch calls); see
-    ``termrl.llm.engines.BATCHINGS``, the same knob as rollout's."""
+    engine: str = "auto"
+    """What serves the policy's turns, the same knob as rollout's: ``continuous`` (the CPU engine;
+    each turn reuses the KV cache of the trial's earlier turns), ``batching`` (whole-batch CPU
+    calls), ``vllm``, or ``auto``: vllm where it is installed and a GPU is visible, else
+    continuous (``termrl.llm.engines.POLICY_ENGINES``)."""
     weights_dtype: str = "float32"
-    """The continuous engine's decode weights (``termrl.llm.engines.WEIGHTS_DTYPES``, the same
-    knob as rollout's). float32 by default so that a measurement repeats: two greedy evals of
+    """The decode weights (``termrl.llm.engines.WEIGHTS_DTYPES``, the same knob as rollout's). float32 by default so that a measurement repeats: two greedy evals of
     one policy on 66 tasks ran the same 66 trials in float32 and differed in 18 with bfloat16
     weights (bf16 rounds the running batch's tiny float differences into other tokens), for
     26 % less time (docs/experiments.md). ``auto`` (bfloat16 where the CPU has bf16 units)
@@ -123,7 +123,7 @@ class EvalConfig:
             problems.append(f"tasks: {self.tasks} does not exist")
         if not self.out:
             problems.append("out: give the eval-results file to write")
-        problems += cpu_engine_problems(self.engine, self.weights_dtype)
+        problems += policy_engine_problems(self.engine, self.weights_dtype)
         if self.out and Path(self.out).is_dir():
             problems.append(f"out: {self.out} is a folder, expected a Parquet file path")
         if self.report is not None and Path(self.report).is_dir():

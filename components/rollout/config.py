@@ -22,7 +22,7 @@ from components.rollout.behaviour import Penalties
 from termrl.agent.loop import AgentConfig
 from termrl.errors import ConfigError
 from termrl.llm.engine import SamplingParams
-from termrl.llm.engines import cpu_engine_problems
+from termrl.llm.engines import policy_engine_problems
 from termrl.presets import ROLLOUT_EPISODES
 from termrl.sandbox.settings import SandboxSettings
 
@@ -47,14 +47,16 @@ class RolloutConfig:
     mode: str = "roll-managed"
     """``roll-managed``: termrl's agent loop drives the episode. ``cli-native``: the reference
     agent CLI drives it through the ModelProxy, whose recorded chunks become the trajectory."""
-    engine: str = "continuous"
-    """How the CPU engine batches the episodes' turns: ``continuous`` (each turn reuses the KV
-    cache of the episode's earlier turns) or ``batching`` (whole-batch calls); see
-    ``termrl.llm.engines.BATCHINGS`` and the README's measurements."""
+    engine: str = "auto"
+    """What serves the episodes' turns: ``continuous`` (the CPU engine; each turn reuses the KV
+    cache of the episode's earlier turns), ``batching`` (whole-batch CPU calls), ``vllm`` (the GPU
+    image), or ``auto``: vllm where it is installed and a GPU is visible, else continuous; see
+    ``termrl.llm.engines.POLICY_ENGINES`` and the README's measurements."""
     weights_dtype: str = "auto"
-    """The continuous engine's decode weights: ``auto`` (bfloat16 where the CPU has bf16 units,
-    AVX512-BF16 or AMX: about twice the decode rate, log μ ~0.02 nats a chunk from the trainer's
-    fp32 π), ``float32`` or ``bfloat16``; see ``termrl.llm.engines.WEIGHTS_DTYPES``."""
+    """The decode weights: ``auto`` (continuous: bfloat16 where the CPU has bf16 units,
+    AVX512-BF16 or AMX, about twice the decode rate, log μ ~0.02 nats a chunk from the trainer's
+    fp32 π; vLLM: the checkpoint's type), ``float32`` or ``bfloat16``; see
+    ``termrl.llm.engines.WEIGHTS_DTYPES``."""
     policy_version: int = 0
     """Stored on every row so the trainer can tell how stale a sample is."""
 
@@ -203,7 +205,7 @@ class RolloutConfig:
         problems: list[str] = self.sandbox.problems()
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        problems += cpu_engine_problems(self.engine, self.weights_dtype)
+        problems += policy_engine_problems(self.engine, self.weights_dtype)
         for name in (
             "group_size",
             "groups",

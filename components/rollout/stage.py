@@ -3,15 +3,16 @@
     main(config)
       ├─ load tasks, leave quarantined ones out (cli-native: refuse multi-step ones), plan N + R
       │  groups, read finished episodes back (resume)
-      ├─ engine (transformers, batched) ─┬─ roll-managed: termrl's agent loop
+      ├─ engine (continuous CPU | vLLM) ─┬─ roll-managed: termrl's agent loop
       │                                  └─ cli-native: ModelProxy + reference agent CLI
       ├─ EnvManager: every episode async, first N complete groups kept, parts written as they end
       ├─ behaviour flags per episode ─► shaping (penalties) and monitor counts
       ├─ mask & filter over the batch ─► trajectories.parquet (atomic)
       └─ monitor ─► rollout_metrics.parquet + printed summary and warnings
 
-``rollout(config, tasks, engine)`` is the async core; tests and the benchmark
-call it with their own engine (a scripted one for fault injection).
+``rollout(config, tasks, engine)`` is the async core; tests, the benchmark and
+the colocated round call it with their own engine (a scripted one for fault
+injection), which they own: the rollout leaves it open.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from termrl.artifacts.tasks import Task
 from termrl.errors import ConfigError
 from termrl.llm.batching import BatchingEngine
 from termrl.llm.engine import Engine
-from termrl.llm.engines import cpu_policy_engine
+from termrl.llm.engines import policy_engine, resolve_policy_engine
 from termrl.sandbox.manager import SandboxManager
 from termrl.settings import build_config
 
@@ -99,10 +100,15 @@ def main(config: RolloutConfig) -> RolloutSummary:
     tasks = load_tasks(config.tasks)
     if not tasks:
         raise ConfigError(f"tasks artifact {config.tasks} holds no tasks")
-    summary = asyncio.run(rollout(config, tasks, make_engine(config)))
+    summary = asyncio.run(_rollout_and_close(config, tasks))
     for line in summary.lines:
         print(line)
     return summary
+
+
+async def _rollout_and_close(config: RolloutConfig, tasks: list[Task]) -> RolloutSummary:
+    async with make_engine(config) as engine:
+        return await rollout(config, tasks, engine)
 
 
 def run_for_kfp(
@@ -142,14 +148,16 @@ def run_for_kfp(
     Path(outputs["metrics"].path).write_text(json.dumps(values, indent=1))
 
 
-def make_engine(config: RolloutConfig) -> Engine:
-    """The policy on the local CPU engine, batched as ``config.engine`` says."""
-    return cpu_policy_engine(
+def make_engine(config: RolloutConfig, *, sleep_mode: bool = False) -> Engine:
+    """The policy on the engine ``config.engine`` names (``termrl.llm.engines.POLICY_ENGINES``);
+    ``sleep_mode``: a vLLM engine that can step aside for a colocated train step."""
+    return policy_engine(
         config.model,
-        batching=config.engine,
+        engine=config.engine,
         max_batch_size=max(config.concurrency, 1),
         context_window=config.context_window,
         weights_dtype=config.weights_dtype,
+        sleep_mode=sleep_mode,
     )
 
 
@@ -198,26 +206,34 @@ def fingerprint(config: RolloutConfig, tasks: list[Task]) -> dict[str, Any]:
         "temperature",  # recorded on every row: a resume must not mix two
         "weights_dtype",  # μ comes from these weights
     )
-    return {"tasks": digest, "model": str(config.model), **{k: getattr(config, k) for k in keys}}
+    return {
+        "tasks": digest,
+        "model": str(config.model),
+        "engine": resolve_policy_engine(config.engine),  # and from this engine's kernels
+        **{k: getattr(config, k) for k in keys},
+    }
 
 
 @contextlib.asynccontextmanager
 async def _agent_step(
     config: RolloutConfig, engine: Engine, demonstrations: dict[str, list[str]]
 ) -> AsyncIterator[AgentStep]:
-    batching = (
+    # The caller owns ``engine`` (a colocated round keeps it across its train step): only the
+    # batching front made here is closed here.
+    front = (
         engine
         if engine.merges_requests
-        else BatchingEngine(engine, max_batch_size=max(config.concurrency, 1))
+        else BatchingEngine(engine, max_batch_size=max(config.concurrency, 1), owns_engine=False)
     )
-    if config.mode == "roll-managed":
-        try:
-            yield roll_managed_step(batching, config.agent, demonstrations)
-        finally:
-            await batching.aclose()
-        return
-    async with cli_native_step(config, batching) as step:
-        yield step
+    try:
+        if config.mode == "roll-managed":
+            yield roll_managed_step(front, config.agent, demonstrations)
+        else:
+            async with cli_native_step(config, front) as step:
+                yield step
+    finally:
+        if front is not engine:
+            await front.aclose()
 
 
 async def rollout(

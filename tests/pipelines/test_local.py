@@ -21,6 +21,7 @@ from pipelines.local import RunRecord, TaskRecord, _KfpRecords, _Progress, run_p
 from pipelines.options import pipeline_arguments
 from pipelines.pipeline_cli import rerun, run
 from pipelines.rerun import plan_rerun
+from termrl.artifacts import read_trajectories
 from termrl.errors import ConfigError
 
 # A fixed code_version: the cache must not depend on edits elsewhere in a shared tree.
@@ -331,3 +332,30 @@ def test_a_one_of_over_artifacts_kfp_alone_refuses_is_resolved_to_the_branch_tha
         assert (record.tasks[taken].state, record.tasks[skipped].state) == ("executed", "skipped")
         assert Path(record.tasks[taken].outputs["out"]).read_text() == take
         assert re.search(rf"Output: '{take}'", (tmp_path / take / "run.log").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.podman
+def test_a_colocated_run_rolls_out_and_trains_each_round_in_one_task(first_run):
+    """``termrl run --colocate`` on the first run's cache: the stages before the RL rounds are
+    cached, each round is one task (rollout and train on kfp's local runner, the artifacts as the
+    two stages write them), and health, the branches and the evals read its outputs."""
+    runs, args, _ = first_run
+    result = CliRunner().invoke(
+        run, [a if a != "first" else "colocated" for a in args] + ["--colocate"]
+    )
+    assert result.exit_code == 0, result.output
+    record = RunRecord.load(runs / "colocated")
+    assert record.ok and record.shape["colocate"] is True
+    executed = set(record.executed())
+    assert {"colocated-round", "colocated-round-2"} <= executed
+    assert not any(name.startswith("rollout") for name in record.tasks)
+    assert record.tasks["train"].state == "cached"  # the imitation step, as in the first run
+    assert "phase 1 · rollout + train 1/1 (positive-only, colocated): executed" in result.output
+    for name in ("colocated-round", "colocated-round-2"):
+        outputs = record.tasks[name].outputs
+        assert (Path(outputs["checkpoint"]) / "config.json").is_file()
+        assert read_trajectories(outputs["trajectories"]).num_rows > 0
+        metrics = json.loads(Path(outputs["metrics"]).read_text())
+        assert metrics["rollout/episodes"] == 2 and metrics["colocate/to_train_sec"] > 0
+    assert record.tasks["compare"].state == "executed"

@@ -85,6 +85,7 @@ def test_a_docker_run_records_its_runner_and_reruns_by_it_in_its_cache(tmp_path,
     assert made["shape"] == {
         "phase1_iterations": 1,
         "phase2_iterations": 1,
+        "colocate": False,
         "code_version": made["shape"]["code_version"],
         "runner": "docker",
         "cpu_image": IMAGE,

@@ -16,7 +16,7 @@ def test_validate_lists_every_problem(tmp_path):
         tasks=tmp_path / "missing.parquet",
         out=Path("t.csv"),
         mode="batch",
-        engine="vllm",
+        engine="paged",
         weights_dtype="fp16",
         group_size=0,
         redundancy=-1,
