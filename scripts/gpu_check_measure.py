@@ -13,6 +13,7 @@ this file, so nothing runs at import time.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -319,6 +320,10 @@ def measure_train(
     began = time.perf_counter()
     result = train(config)
     total = time.perf_counter() - began
+    # Keep the trained model (the colocated row loads it), not the step checkpoint and the
+    # optimizer state: gigabytes a row for a 135M policy, far more for a real one.
+    for folder in ("checkpoints", "training_state"):
+        shutil.rmtree(Path(out) / folder, ignore_errors=True)
     last = result["last"] or {}
     if cuda:
         peak = ("CUDA max allocated", torch.cuda.max_memory_allocated() / 2**30)

@@ -214,6 +214,11 @@ def _from_json(name: str, value: Any, kind: Any) -> Any:
         and int not in options
     ):
         return float(value)
+    if isinstance(value, float) and int in options and float not in options:
+        # kfp hands a dict parameter over as a protobuf Struct, whose numbers are all doubles.
+        if not value.is_integer():
+            raise ConfigError(f"{name} must be an integer, not {value}")
+        return int(value)
     return value
 
 

@@ -166,3 +166,16 @@ def test_stage_options_are_generated_from_the_fields_and_layered_once(tmp_path):
 
 def test_unset_values_leave_the_config_default():
     assert build_config(Knobs, {"steps": None, "rate": None, "name": "y"}, None) == Knobs(name="y")
+
+
+def test_whole_numbers_kfp_turned_into_doubles_are_integers_again():
+    """kfp carries a dict parameter (``rollout_options``) as a protobuf Struct, whose numbers are
+    doubles: ``{"redundancy": 0}`` arrives as ``0.0``, which ``range()`` refuses."""
+    config = build_config(RolloutConfig, {}, {"redundancy": 0.0, "groups": 6.0, "temperature": 1})
+    assert config.redundancy == 0 and type(config.redundancy) is int
+    assert config.groups == 6 and type(config.groups) is int
+    assert type(config.temperature) is float  # and an int where a float belongs stays a float
+    train = build_config(TrainConfig, {"trajectories": "t", "out": "o"}, {"max_steps": 1.0})
+    assert type(train.max_steps) is int  # int | None
+    with pytest.raises(ConfigError, match="groups must be an integer, not 2.5"):
+        build_config(RolloutConfig, {}, {"groups": 2.5})

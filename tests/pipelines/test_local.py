@@ -359,3 +359,18 @@ def test_a_colocated_run_rolls_out_and_trains_each_round_in_one_task(first_run):
         metrics = json.loads(Path(outputs["metrics"]).read_text())
         assert metrics["rollout/episodes"] == 2 and metrics["colocate/to_train_sec"] > 0
     assert record.tasks["compare"].state == "executed"
+
+    # One round again, on the run's artifacts, each stage's fields set apart.
+    settings = ["--set", "rollout.redundancy=0", "--set", "train.max_steps=1"]
+    again = CliRunner().invoke(
+        rerun, ["colocated-round", "--run", str(runs / "colocated"), *settings]
+    )
+    assert again.exit_code == 0, again.output + repr(again.exception)
+    (folder,) = (runs / "colocated" / "reruns").iterdir()
+    log = (folder / "run.log").read_text()
+    assert '"redundancy": 0' in log and '"max_steps": 1' in log  # each reached its stage
+    assert "rerun · colocated-round: executed" in again.output
+    bad = CliRunner().invoke(
+        rerun, ["colocated-round", "--run", str(runs / "colocated"), "--set", "max_steps=1"]
+    )
+    assert bad.exit_code != 0 and "rollout.FIELD=VALUE or train.FIELD=VALUE" in bad.output
