@@ -23,8 +23,14 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
-__all__ = ["move_onto", "progress_folder"]
+__all__ = ["artifact_path", "move_onto", "progress_folder"]
+
+
+def artifact_path(artifact: Any) -> Path | None:
+    """The local path of a kfp artifact, or None for an optional input left unconnected."""
+    return Path(artifact.path) if artifact is not None else None
 
 
 def progress_folder(stage: str, output_uri: str) -> Path:

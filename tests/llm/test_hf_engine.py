@@ -13,7 +13,7 @@ import torch
 from termrl.errors import ModelError
 from termrl.llm.continuous import ContinuousEngine
 from termrl.llm.engine import SamplingParams, prompt_token_ids
-from termrl.llm.hf_engine import TransformersEngine, sample_next
+from termrl.llm.hf_engine import TransformersEngine, _draw, sample_next, sample_rows
 
 
 @pytest.fixture(scope="module", params=[TransformersEngine, ContinuousEngine])
@@ -103,6 +103,39 @@ def test_top_p_keeps_only_the_nucleus() -> None:
     assert set(tokens.tolist()) == {0}
     tokens, _ = sample_next(logits, SamplingParams(top_p=0.8), torch.Generator().manual_seed(0))
     assert set(tokens.tolist()) == {0, 1}
+
+
+def test_draws_follow_the_distribution_and_never_pick_a_token_without_mass() -> None:
+    probs = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0]])
+    draws = 100_000
+    uniforms = torch.rand(draws, generator=torch.Generator().manual_seed(0))
+    picked = _draw(probs.expand(draws, -1), uniforms)
+    frequency = torch.bincount(picked, minlength=6).float() / draws
+    # Binomial standard error at 100k draws is at most 0.0016: 0.01 is > 6 of them.
+    assert torch.allclose(frequency, probs[0], atol=0.01)
+    assert frequency[[0, 2, 5]].sum() == 0
+    # The edges: a draw of 0 takes the first token with mass; one that rounds up to the
+    # total takes the last token with mass, not one past the end or a zero-mass tail.
+    assert _draw(probs, torch.tensor([0.0])).tolist() == [1]
+    assert _draw(probs, torch.tensor([1.0])).tolist() == [4]
+
+
+def test_a_seeded_row_samples_the_same_tokens_whatever_else_is_in_the_batch() -> None:
+    logits = torch.randn(3, 500, generator=torch.Generator().manual_seed(1))
+    params = [SamplingParams(temperature=1.0)] * 3
+
+    def run(rows: list[int]) -> list[list[int]]:
+        gens = {r: torch.Generator().manual_seed(100 + r) for r in rows}
+        out: dict[int, list[int]] = {r: [] for r in rows}
+        for _ in range(20):
+            tokens, _ = sample_rows(logits[rows], params[: len(rows)], [gens[r] for r in rows])
+            for r, t in zip(rows, tokens.tolist(), strict=True):
+                out[r].append(t)
+        return [out[r] for r in rows]
+
+    alone, batched = run([1]), run([0, 1, 2])
+    assert alone[0] == batched[1]
+    assert len(set(batched[0] + batched[1] + batched[2])) > 20  # they do sample
 
 
 def test_a_missing_model_is_a_model_error(tmp_path) -> None:

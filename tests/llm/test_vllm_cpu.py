@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from components.train.advantages import chunk_mismatch
 from termrl.llm.hf_engine import TransformersEngine
 from termrl.llm.models import prepare_default_model
+from tests.llm.stream_logprobs import per_chunk_mismatch
 
 pytestmark = [pytest.mark.slow, pytest.mark.podman]
 
@@ -120,17 +120,8 @@ def test_vllm_engine_on_cpu_matches_the_transformers_model(tmp_path, base_images
     chunks = result["episode"]
     assert chunks and all(c["response_ids"] for c in chunks), chunks
     assert chunks[0]["observation"], chunks  # the sandbox answered the first turn
-    stream: list[int] = []
-    mu, pi, owner = [], [], []
-    for k, chunk in enumerate(chunks):
-        stream += chunk["prompt_ids"]
-        response = chunk["response_ids"]
-        assert len(chunk["response_logprobs"]) == len(response)
-        mu += chunk["response_logprobs"]
-        pi += _logprobs(reference, stream, response).tolist()
-        owner += [k] * len(response)
-        stream += response
-    mismatch = chunk_mismatch(torch.tensor(pi), torch.tensor(mu), torch.tensor(owner), len(chunks))
+    assert all(len(c["response_logprobs"]) == len(c["response_ids"]) for c in chunks), chunks
+    mismatch = per_chunk_mismatch(reference.model, chunks)
     assert float(mismatch.max()) < 0.01, mismatch
 
     # Weights loaded in place (what a colocated round's wake-up does after its train step): the
@@ -180,16 +171,5 @@ def test_a_rollout_on_the_vllm_engine_keeps_the_trajectory_contract(tmp_path, ba
     for rows in episodes.values():
         rows.sort(key=lambda r: r["chunk_index"])
         assert {r["policy_version"] for r in rows} == {5} and rows[0]["temperature"] == 1.0
-        stream: list[int] = []
-        mu, pi, owner = [], [], []
-        for k, row in enumerate(rows):
-            stream += row["prompt_ids"]
-            response = row["response_ids"]
-            mu += row["response_logprobs"]
-            pi += _logprobs(reference, stream, response).tolist()
-            owner += [k] * len(response)
-            stream += response
-        mismatch = chunk_mismatch(
-            torch.tensor(pi), torch.tensor(mu), torch.tensor(owner), len(rows)
-        )
+        mismatch = per_chunk_mismatch(reference.model, rows)
         assert float(mismatch.max()) < 0.01, mismatch

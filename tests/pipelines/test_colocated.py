@@ -17,6 +17,7 @@ from termrl.artifacts import read_trajectories, save_tasks, write_trajectories
 from termrl.errors import ConfigError
 from tests.components.rollout.policy import word_task
 from tests.components.train.conftest import GOOD, expert_rows, toy_chunks
+from tests.llm.stream_logprobs import episode_logprobs
 
 
 def _stream_logprobs(model_dir: Path, rows: list[dict]) -> tuple[list[float], list[float]]:
@@ -24,17 +25,7 @@ def _stream_logprobs(model_dir: Path, rows: list[dict]) -> tuple[list[float], li
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    stream: list[int] = []
-    mu, pi = [], []
-    for row in rows:
-        stream += row["prompt_ids"]
-        response = row["response_ids"]
-        with torch.no_grad():
-            logits = model(torch.tensor([stream + response])).logits[0, len(stream) - 1 : -1]
-        logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None])
-        pi += logp.squeeze(-1).tolist()
-        mu += row["response_logprobs"]
-        stream += response
+    mu, pi, _ = episode_logprobs(model, rows)
     return mu, pi
 
 
