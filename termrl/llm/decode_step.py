@@ -33,6 +33,10 @@ packed GEMM is 1.4 to 5 times faster at 1 to 32 rows, and a row's result does no
 depend on the other rows (measured on an AMD EPYC: ``bench/decode_floor.py``,
 ``docs/experiments.md``).
 
+Rows of very different lengths attend one by one, each over its own columns
+(``row_attention``, ``_row_lengths``): one attention call over the batch computes
+every row over the longest row's columns.
+
 ``compile=True`` runs the step through ``torch.compile`` (dynamic shapes:
 batch and length change every step; inductor caches the code on disk).
 """
@@ -105,6 +109,7 @@ class SlotDecoder:
         weights_dtype: str = "auto",
         compile: bool = False,
         pack_weights: bool = True,
+        row_attention: bool = True,
     ) -> None:
         import torch
 
@@ -156,6 +161,7 @@ class SlotDecoder:
         self.compile_sec = 0.0
         self._step = torch.compile(_decode, dynamic=True) if compile else _decode
         self._compiled = compile
+        self.row_attention = row_attention and not compile  # see _row_lengths
 
     # --- the KV slots ------------------------------------------------------------------------
 
@@ -210,7 +216,8 @@ class SlotDecoder:
         import torch
 
         rows = tokens.shape[0]
-        length = int(positions.max()) + 1
+        own_lengths = [p + 1 for p in positions.tolist()]
+        length = max(own_lengths)
         self.reserve(rows, length)
         started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
         logits = self._step(
@@ -227,10 +234,30 @@ class SlotDecoder:
             torch.arange(length, device=tokens.device),
             self.heads,
             self.eps,
+            _row_lengths(own_lengths) if self.row_attention else None,
         )
         if started:
             self.compile_sec = time.perf_counter() - started
         return logits
+
+
+_ROW_CALL_COLUMNS = 160
+"""What one more attention call costs, in key columns (~10 µs a call here)."""
+_ROW_COLUMN_COST = 1.25
+"""A column read row by row costs this many read in one call (one call splits its rows' heads
+among the threads more evenly). Both measured on SmolLM2-135M: bench/mixed_lengths.py."""
+
+
+def _row_lengths(own_lengths: list[int]) -> list[int] | None:
+    """``own_lengths`` when attending row by row costs less than one call, else None.
+
+    One SDPA call over the batch attends every row over the longest row's columns: the masked
+    ones are computed too (one row at 2,000 tokens and seven at 200 cost as much as eight at
+    2,000). Row by row, each reads only its own, at the price of a call per row.
+    """
+    rows, longest = len(own_lengths), max(own_lengths)
+    row_by_row = _ROW_COLUMN_COST * sum(own_lengths) + _ROW_CALL_COLUMNS * rows
+    return own_lengths if rows > 1 and row_by_row < longest * rows else None
 
 
 def _fused(linears: list[Any], dtype: Any) -> Any:
@@ -314,15 +341,18 @@ def _decode(
     columns: Any,  # [L] = arange(max position + 1)
     heads: int,
     eps: float,
+    row_lengths: list[int] | None = None,  # attend row by row over these columns (else one call)
 ) -> Any:
     import torch
     import torch.nn.functional as F
 
     rows, length = tokens.shape[0], columns.shape[0]
     kv_heads, head_dim = keys[0].shape[1], keys[0].shape[3]
+    grouped = kv_heads != heads
     wdt = lm_head.dtype
     batch = torch.arange(rows, device=tokens.device)
-    mask = (columns[None, :] <= positions[:, None])[:, None, None, :]  # [B, 1, 1, L]
+    if row_lengths is None:
+        mask = (columns[None, :] <= positions[:, None])[:, None, None, :]  # [B, 1, 1, L]
     cos = cos_table[positions][:, None, :]  # [B, 1, D]
     sin = sin_table[positions][:, None, :]
     x = embed[tokens]  # [B, E]
@@ -338,13 +368,26 @@ def _decode(
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         k_cache[batch, :, positions] = k  # in place: each row at its own column
         v_cache[batch, :, positions] = v
-        attn = F.scaled_dot_product_attention(
-            q[:, :, None, :],  # [B, H, 1, D]
-            k_cache[:, :, :length],  # [B, H_kv, L, D]
-            v_cache[:, :, :length],
-            attn_mask=mask,
-            enable_gqa=kv_heads != heads,
-        )  # [B, H, 1, D]
+        if row_lengths is None:
+            attn = F.scaled_dot_product_attention(
+                q[:, :, None, :],  # [B, H, 1, D]
+                k_cache[:, :, :length],  # [B, H_kv, L, D]
+                v_cache[:, :, :length],
+                attn_mask=mask,
+                enable_gqa=grouped,
+            )  # [B, H, 1, D]
+        else:  # each row over its own columns, no mask
+            attn = torch.cat(
+                [
+                    F.scaled_dot_product_attention(
+                        q[r : r + 1, :, None, :],  # [1, H, 1, D]
+                        k_cache[r : r + 1, :, :n],  # [1, H_kv, n, D]
+                        v_cache[r : r + 1, :, :n],
+                        enable_gqa=grouped,
+                    )
+                    for r, n in enumerate(row_lengths)
+                ]
+            )  # [B, H, 1, D]
         x = x + _linear(attn.reshape(rows, q_width).to(wdt), w_o).float()
         h = _rms_norm(x, ln_post, eps)
         gate, up = _linear(h.to(wdt), w_gate_up).float().chunk(2, dim=-1)  # [B, I] each

@@ -112,6 +112,10 @@ if ((grace > 0 && catching > 0)); then  # INT:ms: they may clean up that long, t
   while alive && now_ms && ((ms < end)); do sleep 0.05 || break; done
   alive && { scan; send KILL; }
 fi
+if [ "$mode" = all ]; then  # a new shell starts once what the old one started is dead, not dying
+  now_ms; end=$((ms + 2000))
+  while alive && now_ms && ((ms < end)); do sleep 0.02 || break; done
+fi
 zombies=0
 for c in ${kids[$root]}; do
   read -r line < "/proc/$c/stat" || continue

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from termrl.llm.decode_step import SlotDecoder, resolve_weights_dtype
+from termrl.llm.decode_step import SlotDecoder, _row_lengths, resolve_weights_dtype
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,29 @@ def test_packed_weights_step_like_the_plain_matmuls(model, weights_dtype) -> Non
     # both round the activations the same way before the matmul.
     tolerance = 1e-5 if weights_dtype == "float32" else 1e-2
     assert torch.allclose(logits[True], logits[False], atol=tolerance)
+
+
+def test_rows_of_very_different_lengths_attend_one_by_one_with_the_same_result(model) -> None:
+    # One long row among short ones: one call would compute every row over 600 columns.
+    prompts = [list(range(200, 200 + n)) for n in (6, 601, 9, 11)]
+    assert _row_lengths([len(p) for p in prompts]) == [len(p) for p in prompts]
+    assert _row_lengths([1000] * 8) is None  # equal lengths: one call reads nothing extra
+    assert _row_lengths([900, 1000, 950]) is None  # close lengths: a call a row costs more
+    logits = {}
+    for by_row in (True, False):
+        decoder = SlotDecoder(
+            model, max_rows=4, max_length=1024, weights_dtype="float32", row_attention=by_row
+        )
+        for slot, prompt in enumerate(prompts):
+            decoder.load_row(slot, prefill(model, prompt[:-1]))
+        with torch.inference_mode():
+            logits[by_row] = decoder.step(
+                torch.tensor([p[-1] for p in prompts]), torch.tensor([len(p) - 1 for p in prompts])
+            )
+    assert torch.allclose(logits[True], logits[False], atol=1e-5)
+    for row, prompt in enumerate(prompts):
+        got = torch.log_softmax(logits[True][row], -1)
+        assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4)
 
 
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
