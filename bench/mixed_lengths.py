@@ -1,11 +1,17 @@
-"""The decode step over rows of different lengths: one attention call vs a call per row.
+"""The decode step over rows of different lengths: three ways of attending.
 
 A rollout's running batch mixes episodes at very different context lengths. One
 SDPA call over the batch attends every row over the longest row's columns (the
-masked ones are computed too); ``SlotDecoder`` attends row by row where that reads
-fewer columns (``decode_step._row_lengths``). This times the step both ways on the
-same rows, alternating, for a few length mixes, and prints tok/s, the ratio, and
-whether the step's own rule picked row by row:
+masked ones are computed too). The ways, timed on the same rows, alternating:
+
+    one call     one SDPA call over the batch, with a mask
+    SDPA rule    SDPA row by row where ``decode_step._row_lengths`` says that reads
+                 fewer columns, else one call (the step's way without the kernel)
+    kernel       termrl's C kernel (``decode_attention``): each row over its own
+                 columns, the work split in blocks (the step's default)
+
+Printed: tok/s per way, the kernel's ratio over each SDPA way per round, and
+which SDPA way the rule picked:
 
     python bench/mixed_lengths.py                 # SmolLM2-135M, its defaults (bf16 where the CPU has it)
     python bench/mixed_lengths.py --weights-dtype float32 --repeats 5
@@ -64,7 +70,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=16, help="decode steps per measured rate")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds, alternating the two ways")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds, alternating the ways")
     parser.add_argument("--weights-dtype", default="auto")
     args = parser.parse_args()
 
@@ -72,19 +78,27 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     layers = model.config.num_hidden_layers
     longest = max(max(lengths) for lengths in MIXES.values()) + args.steps + 1
+    ways = {
+        "one call": {"attention_kernel": False, "row_attention": False},
+        "SDPA rule": {"attention_kernel": False},
+        "kernel": {},
+    }
     decoders = {
         way: SlotDecoder(
             model,
             max_rows=max(len(v) for v in MIXES.values()),
             max_length=longest,
             weights_dtype=args.weights_dtype,
-            row_attention=way == "row by row",
+            **options,
         )
-        for way in ("one call", "row by row")
+        for way, options in ways.items()
     }
+    if decoders["kernel"].attend is None:
+        raise SystemExit("the attention kernel did not build here (see the warning above)")
     print(f"weights {decoders['one call'].weights_dtype}; {torch.get_num_threads()} threads")
     print(
-        f"{'mix':30s} {'one call tok/s':>16s} {'row by row tok/s':>18s} {'ratio':>12s}  rule picks"
+        f"{'mix':30s} {'one call':>9s} {'SDPA rule':>10s} {'kernel':>8s}   "
+        f"{'kernel/one call':>15s} {'kernel/rule':>12s}  rule picks"
     )
     for name, lengths in MIXES.items():
         rates: dict[str, list[float]] = {way: [] for way in decoders}
@@ -94,16 +108,18 @@ def main() -> None:
         for _ in range(args.repeats):
             for way, decoder in decoders.items():
                 rates[way].append(step_rate(decoder, lengths, args.steps))
-        ratios = [r / o for r, o in zip(rates["row by row"], rates["one call"], strict=True)]
+        over = {
+            way: [k / r for k, r in zip(rates["kernel"], rates[way], strict=True)]
+            for way in ("one call", "SDPA rule")
+        }
         picked = "row by row" if _row_lengths([n + 1 for n in lengths]) else "one call"
         print(
-            f"{name:30s} {statistics.mean(rates['one call']):16.1f} "
-            f"{statistics.mean(rates['row by row']):18.1f} "
-            f"{min(ratios):5.2f}-{max(ratios):<5.2f}  {picked}"
+            f"{name:30s} {statistics.mean(rates['one call']):9.1f} "
+            f"{statistics.mean(rates['SDPA rule']):10.1f} {statistics.mean(rates['kernel']):8.1f}   "
+            f"{min(over['one call']):7.2f}-{max(over['one call']):<7.2f} "
+            f"{min(over['SDPA rule']):5.2f}-{max(over['SDPA rule']):<5.2f}  {picked}"
         )
-    print("ratio: row by row over one call, per round (the same rows, alternating).")
-    print("'row by row' is the step's default: it attends one call per row only where the")
-    print("rule says so, so on mixes where the rule picks one call both ways are the same.")
+    print("tok/s: mean over rounds; ratios: the kernel over that way, per round (same rows).")
 
 
 if __name__ == "__main__":

