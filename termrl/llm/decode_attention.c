@@ -174,11 +174,11 @@ static void attend_block_any(const float *q, const float *k, const float *v, int
  * (row_stride, head_stride; a column is D floats); row b attends columns [0, lengths[b]).
  * Query head h reads KV head h / (H / H_kv). Returns 0, or -1 on shapes it does not take. */
 int decode_attention(const float *q, const float *keys, const float *values, int64_t row_stride,
-                     int64_t head_stride, const int64_t *lengths, int B, int H, int H_kv, int D,
-                     float scale, float *out) {
+                     int64_t head_stride, int64_t capacity, const int64_t *lengths, int B, int H,
+                     int H_kv, int D, float scale, float *out) {
     if (B <= 0 || H_kv <= 0 || H % H_kv || H / H_kv > MAX_GROUP || D > MAX_DIM) return -1;
     for (int b = 0; b < B; b++)
-        if (lengths[b] <= 0) return -1;
+        if (lengths[b] <= 0 || lengths[b] > capacity) return -1;
     const int G = H / H_kv;
     int64_t *first = malloc(sizeof(int64_t) * (B + 1)); /* row b's first block index */
     if (!first) return -1;

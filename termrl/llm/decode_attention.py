@@ -62,6 +62,7 @@ def load() -> Callable[..., Any] | None:
         ctypes.c_void_p,  # values
         ctypes.c_int64,  # row stride
         ctypes.c_int64,  # head stride
+        ctypes.c_int64,  # capacity (columns)
         ctypes.c_void_p,  # lengths
         ctypes.c_int,  # B
         ctypes.c_int,  # H
@@ -128,6 +129,7 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
         values.data_ptr(),
         keys.stride(0),
         keys.stride(1),
+        keys.shape[2],
         lengths.data_ptr(),
         rows,
         heads,
@@ -137,7 +139,9 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
         out.data_ptr(),
     )
     if status:
-        raise ValueError("decode attention kernel refused its input (lengths must be >= 1)")
+        raise ValueError(
+            f"decode attention kernel refused its input: lengths must be 1 to {keys.shape[2]}"
+        )
     return out
 
 

@@ -84,8 +84,10 @@ def test_sharp_softmax_stays_finite_and_exact(attend):
 def test_bad_input_is_refused_with_a_reason(attend):
     keys = values = torch.zeros(2, 3, 64, 64)
     q = torch.zeros(2, 9, 64)
-    with pytest.raises(ValueError, match="lengths"):
+    with pytest.raises(ValueError, match="lengths must be 1 to 64"):
         attend(q, keys, values, torch.tensor([4, 0]), 0.125)
+    with pytest.raises(ValueError, match="lengths must be 1 to 64"):  # past the cache's columns
+        attend(q, keys, values, torch.tensor([4, 65]), 0.125)
     with pytest.raises(ValueError, match="unsupported"):
         attend(q.double(), keys.double(), values.double(), torch.tensor([4, 4]), 0.125)
     with pytest.raises(ValueError, match="unsupported"):  # 9 query heads over 2 KV heads
