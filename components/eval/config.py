@@ -85,7 +85,8 @@ class EvalConfig:
     one policy on 66 tasks ran the same 66 trials in float32 and differed in 18 with bfloat16
     weights (bf16 rounds the running batch's tiny float differences into other tokens). bf16
     took 26 % less time then; since the decode step's matrices are packed for oneDNN, its
-    step is 7 % faster than float32's at batch 8 (docs/experiments.md). ``auto`` (bfloat16
+    step, with the attention kernel, is 17-23 % faster than float32's at batch 8 to 32
+    (docs/experiments.md). ``auto`` (bfloat16
     where the CPU has bf16 units) trades repeatability for that."""
     run_id: str | None = None
     """Name of this run in the results and the report; None derives one from agent and model."""
