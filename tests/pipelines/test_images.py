@@ -150,6 +150,23 @@ def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: 
         )
         assert run.returncode == 0, run.stderr[-3000:]
         assert "model.safetensors" in run.stdout and "tokenizer.json" in run.stdout
+        # The image's gcc builds the decode step's attention kernel for this CPU, in the container.
+        kernel = subprocess.run(
+            [
+                "podman",
+                "run",
+                "--rm",
+                "--network=none",
+                local,
+                "python",
+                "-c",
+                "from termrl.llm import decode_attention; assert decode_attention.load() is not None",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert kernel.returncode == 0, kernel.stderr[-3000:]
 
         result = runner.invoke(
             images_group, ["push", "--registry", registry, "--tag", TAG, "--no-tls-verify"]
