@@ -122,6 +122,18 @@ def _tags(registry: str, repository: str) -> list[str]:
 TAG = "pytest-images"
 
 
+def _python_in(image: str, code: str) -> str:
+    """``python -c code`` in a container of ``image`` with no network; its stdout (it must succeed)."""
+    run = subprocess.run(
+        ["podman", "run", "--rm", "--network=none", image, "python", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.podman
 @pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
@@ -132,41 +144,17 @@ def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: 
         names = images.build_stage_image("stage-cpu", TAG, latest=False)
         assert names == [local]
         # The default policy is inside and loads with no network: "prepare base policy" in a pod.
-        run = subprocess.run(
-            [
-                "podman",
-                "run",
-                "--rm",
-                "--network=none",
-                local,
-                "python",
-                "-c",
-                "from pipelines.glue import materialize_model; import pathlib; materialize_model('', '/tmp/m'); "
-                "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
+        listed = _python_in(
+            local,
+            "from pipelines.glue import materialize_model; import pathlib; materialize_model('', '/tmp/m'); "
+            "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))",
         )
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert "model.safetensors" in run.stdout and "tokenizer.json" in run.stdout
+        assert "model.safetensors" in listed and "tokenizer.json" in listed
         # The image's gcc builds the decode step's attention kernel for this CPU, in the container.
-        kernel = subprocess.run(
-            [
-                "podman",
-                "run",
-                "--rm",
-                "--network=none",
-                local,
-                "python",
-                "-c",
-                "from termrl.llm import decode_attention; assert decode_attention.load() is not None",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
+        _python_in(
+            local,
+            "from termrl.llm import decode_attention; assert decode_attention.load() is not None",
         )
-        assert kernel.returncode == 0, kernel.stderr[-3000:]
 
         result = runner.invoke(
             images_group, ["push", "--registry", registry, "--tag", TAG, "--no-tls-verify"]
