@@ -30,7 +30,7 @@ from typing import Any
 
 from termrl.llm.models import cache_root
 
-__all__ = ["load"]
+__all__ = ["cpu_flags", "find_compiler", "load", "sdpa_by_row"]
 
 log = logging.getLogger(__name__)
 
@@ -78,28 +78,40 @@ def load() -> Callable[..., Any] | None:
     return attend
 
 
+def sdpa_by_row(
+    q: Any, keys: Any, values: Any, lengths: list[int], scale: float | None = None
+) -> Any:
+    """What the kernel computes, by torch's SDPA, one call per row over its own columns.
+
+    q [B, H, D]; keys, values [B, H_kv, capacity, D]; returns [B, H, D] (``scale`` None: 1/√D).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    return torch.cat(
+        [
+            F.scaled_dot_product_attention(
+                q[r : r + 1, :, None],  # [1, H, 1, D]
+                keys[r : r + 1, :, :n],  # [1, H_kv, n, D]
+                values[r : r + 1, :, :n],
+                scale=scale,
+                enable_gqa=keys.shape[1] != q.shape[1],
+            )[:, :, 0]
+            for r, n in enumerate(lengths)
+        ]
+    )
+
+
 def _agrees_with_sdpa(attend: Callable[..., Any]) -> bool:
     """A probe at two rows of other lengths, grouped heads and more than one block of columns."""
     import torch
-    import torch.nn.functional as F
 
     generator = torch.Generator().manual_seed(0)
     q = torch.randn(2, 6, 64, generator=generator)
     keys, values = torch.randn(2, 2, 2, 700, 64, generator=generator)
-    lengths = torch.tensor([700, 3])
-    got = attend(q, keys, values, lengths, 0.125)
-    want = torch.cat(
-        [
-            F.scaled_dot_product_attention(
-                q[r : r + 1, :, None],
-                keys[r : r + 1, :, :n],
-                values[r : r + 1, :, :n],
-                scale=0.125,
-                enable_gqa=True,
-            )[:, :, 0]
-            for r, n in enumerate(lengths.tolist())
-        ]
-    )
+    lengths = [700, 3]
+    got = attend(q, keys, values, torch.tensor(lengths), 0.125)
+    want = sdpa_by_row(q, keys, values, lengths, 0.125)
     return bool(torch.allclose(got, want, rtol=1e-4, atol=1e-5))
 
 
@@ -147,13 +159,14 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
 
 def _build() -> Path:
     """The compiled kernel in the cache, compiled first if this source, flags and CPU lack one."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = find_compiler()
     if not compiler:
         raise FileNotFoundError("no C compiler (cc, gcc or $CC) on PATH")
     key = hashlib.sha256()
     key.update(_SOURCE.read_bytes())
     key.update(" ".join((compiler, *_FLAGS)).encode())
-    key.update(_cpu_flags().encode())  # -march=native code is for this CPU only
+    # -march=native code is for this CPU only
+    key.update(" ".join((os.uname().machine, *cpu_flags())).encode())
     target = cache_root() / "kernels" / f"decode_attention-{key.hexdigest()[:16]}.so"
     if target.exists():
         return target
@@ -175,11 +188,18 @@ def _build() -> Path:
     return target
 
 
-def _cpu_flags() -> str:
+def find_compiler() -> str | None:
+    """The C compiler the kernel is built with: ``$CC``, else ``cc`` or ``gcc`` on PATH."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The CPU's feature flags (``flags`` in ``cpuinfo``); empty where it cannot be read."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
+        text = Path(cpuinfo).read_text()
     except OSError:
-        pass
-    return os.uname().machine
+        return []
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return line.partition(":")[2].split()
+    return []

@@ -48,7 +48,6 @@ batch and length change every step; inductor caches the code on disk).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from termrl.llm import decode_attention
@@ -71,14 +70,8 @@ _LENGTH_STEP = 256  # the KV length capacity grows in these steps
 
 def cpu_has_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """True where the CPU multiplies bf16 natively (AVX512-BF16 or AMX); False where unknown."""
-    try:
-        text = Path(cpuinfo).read_text()
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return any(flag in line.split() for flag in _BF16_FLAGS)
-    return False
+    flags = decode_attention.cpu_flags(cpuinfo)
+    return any(flag in flags for flag in _BF16_FLAGS)
 
 
 def resolve_weights_dtype(choice: str, *, cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -168,10 +161,11 @@ class SlotDecoder:
         self.compile_sec = 0.0
         self._step = torch.compile(_decode, dynamic=True) if compile else _decode
         self._compiled = compile
-        self.row_attention = row_attention and not compile  # see _row_lengths
         on_cpu = self.embed.device.type == "cpu"
         use_kernel = attention_kernel and on_cpu and not compile
         self.attend = decode_attention.load() if use_kernel else None
+        # SDPA's choice between one call and a call per row (_row_lengths); the kernel needs none.
+        self.row_attention = row_attention and not compile and self.attend is None
 
     # --- the KV slots ------------------------------------------------------------------------
 
@@ -360,7 +354,6 @@ def _decode(
 
     rows, length = tokens.shape[0], columns.shape[0]
     kv_heads, head_dim = keys[0].shape[1], keys[0].shape[3]
-    grouped = kv_heads != heads
     wdt = lm_head.dtype
     batch = torch.arange(rows, device=tokens.device)
     if attend is not None:
@@ -391,20 +384,10 @@ def _decode(
                 k_cache[:, :, :length],  # [B, H_kv, L, D]
                 v_cache[:, :, :length],
                 attn_mask=mask,
-                enable_gqa=grouped,
+                enable_gqa=kv_heads != heads,
             )  # [B, H, 1, D]
         else:  # each row over its own columns, no mask
-            attn = torch.cat(
-                [
-                    F.scaled_dot_product_attention(
-                        q[r : r + 1, :, None, :],  # [1, H, 1, D]
-                        k_cache[r : r + 1, :, :n],  # [1, H_kv, n, D]
-                        v_cache[r : r + 1, :, :n],
-                        enable_gqa=grouped,
-                    )
-                    for r, n in enumerate(row_lengths)
-                ]
-            )  # [B, H, 1, D]
+            attn = decode_attention.sdpa_by_row(q, k_cache, v_cache, row_lengths)  # [B, H, D]
         x = x + _linear(attn.reshape(rows, q_width).to(wdt), w_o).float()
         h = _rms_norm(x, ln_post, eps)
         gate, up = _linear(h.to(wdt), w_gate_up).float().chunk(2, dim=-1)  # [B, I] each

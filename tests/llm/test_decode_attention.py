@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-import shutil
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from termrl.llm import decode_attention
+from termrl.llm.decode_attention import sdpa_by_row
 
 needs_compiler = pytest.mark.skipif(
-    shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler"
+    decode_attention.find_compiler() is None, reason="no C compiler"
 )
 
 
@@ -21,21 +20,6 @@ def attend():
     kernel = decode_attention.load()
     assert kernel is not None, "a machine with a C compiler builds the kernel"
     return kernel
-
-
-def sdpa_by_row(q, keys, values, lengths, scale):
-    return torch.cat(
-        [
-            F.scaled_dot_product_attention(
-                q[r : r + 1, :, None],
-                keys[r : r + 1, :, :n],
-                values[r : r + 1, :, :n],
-                scale=scale,
-                enable_gqa=keys.shape[1] != q.shape[1],
-            )[:, :, 0]
-            for r, n in enumerate(lengths)
-        ]
-    )
 
 
 @needs_compiler

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
+from termrl.llm import decode_attention
 from termrl.llm.decode_step import SlotDecoder, _row_lengths, resolve_weights_dtype
 
-HAS_COMPILER = shutil.which("cc") is not None or shutil.which("gcc") is not None
+HAS_COMPILER = decode_attention.find_compiler() is not None
 
 
 @pytest.fixture(scope="module")
