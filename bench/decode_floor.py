@@ -1,15 +1,26 @@
 """The CPU policy's decode rate against the memory-bandwidth floor, in one run on the same prompts.
 
-A decode step reads every weight and every row's keys and values once; on a
-CPU that is the bound (a batch-8 step of SmolLM2-135M is ~2 GFLOP, the
-machine does ~100). So the fastest a step can be is
+A decode step reads every weight and every row's keys and values once, so the
+fastest a step can be, if memory is the bound, is
 
     floor (s/step) = (weight bytes + KV bytes of the batch) / measured read bandwidth
     floor tok/s    = batch / floor
 
+But a step also multiplies: 2 FLOP per weight and row, plus attention's 4 per
+query head, dimension, row and column (a batch-8 step of SmolLM2-135M at 1,000
+tokens is ~2.7 GFLOP). The roofline takes the larger of the two times:
+
+    roofline (s/step) = max(floor, step FLOP / measured matmul FLOP/s)
+
+the matmul rate being the best of a few square 2048 matmuls in the way's weight
+type (float32, or bfloat16 for the bf16 ways): the most the CPU's arithmetic
+gives torch. Where the roofline is above the floor, the step cannot reach the
+floor on this CPU however little it wastes.
+
 Printed: the read bandwidth (a torch and a numpy sum over a 512 MB buffer,
-best of several, the faster one used), the floor at batch 1, 8 and 32, and
-the decode rate of each way of stepping, with its ratio to the floor:
+best of several, the faster one used), the matmul rates, the floor and the
+compute bound at batch 1, 8 and 32, and the decode rate of each way of
+stepping, with its ratio to the floor and to the roofline:
 
     hf-forward   the transformers model over a DynamicCache (torch.cat per step),
                  one sampling call per row: the continuous engine's step before
@@ -80,6 +91,19 @@ def read_bandwidth(repeats: int = 5) -> float:
             started = time.perf_counter()
             fn()
             best = max(best, nbytes / (time.perf_counter() - started))
+    return best
+
+
+def matmul_rate(dtype: torch.dtype, repeats: int = 5, n: int = 2048) -> float:
+    """FLOP/s of the best of ``repeats`` square ``n`` matmuls in ``dtype``: the most a step's
+    arithmetic can get from torch on this CPU."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b
+    best = 0.0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - started))
     return best
 
 
@@ -229,10 +253,12 @@ def chunk_mismatch(
     return (pi - torch.tensor(logps)).abs().mean(dim=1).tolist()
 
 
-def record(rates, ratios, gains, name, rows, rate, floor) -> None:  # noqa: ANN001
-    """Keep one measurement with its ratio to its floor and to hf-forward of the same round."""
+def record(rates, ratios, gains, name, rows, rate, floor, roof) -> None:  # noqa: ANN001
+    """Keep one measurement with its ratio to its floor, to its roofline and to hf-forward of the
+    same round."""
     rates.setdefault((name, rows), []).append(rate)
     ratios.setdefault((name, rows), []).append(rate / floor)
+    ratios.setdefault((name, rows, "roof"), []).append(rate / roof)
     gains.setdefault((name, rows), []).append(rate / rates[("hf-forward", rows)][-1])
 
 
@@ -240,6 +266,19 @@ def floor_rate(
     decoder_bytes: int, kv_bytes_per_token: int, rows: int, context: float, bandwidth: float
 ) -> float:
     return rows / ((decoder_bytes + kv_bytes_per_token * rows * context) / bandwidth)
+
+
+def step_flops(
+    decoder_bytes: int, element_size: int, attention_per_column: int, rows: int, context: float
+) -> float:
+    """FLOP of one decode step: 2 per weight and row, plus attention (``attention_per_column``
+    FLOP per row and column: 4 · layers · query heads · head size)."""
+    return rows * (2 * decoder_bytes / element_size + attention_per_column * context)
+
+
+def roofline_rate(floor: float, flops: float, rows: int, matmul: float) -> float:
+    """tok/s at the slower of the memory floor and the arithmetic at ``matmul`` FLOP/s."""
+    return min(floor, rows / (flops / matmul))
 
 
 def weight_bytes(decoder: SlotDecoder) -> int:
@@ -315,10 +354,24 @@ def main() -> None:
     config = model.config
     head_dim = getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
     kv_per_token = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4
+    attention_per_column = (
+        4 * config.num_hidden_layers * config.num_attention_heads * head_dim
+    )  # q·k and p·v
     bandwidth = read_bandwidth()
+    matmul = {dtype: matmul_rate(dtype) for dtype in (torch.float32, torch.bfloat16)}
     print(
-        f"threads {torch.get_num_threads()}; read bandwidth {bandwidth / 1e9:.1f} GB/s; KV {kv_per_token / 1e3:.0f} kB/token"
+        f"threads {torch.get_num_threads()}; read bandwidth {bandwidth / 1e9:.1f} GB/s; "
+        f"KV {kv_per_token / 1e3:.0f} kB/token; matmul {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
+        f"float32, {matmul[torch.bfloat16] / 1e9:.0f} bfloat16"
     )
+
+    def bounds(wbytes: int, dtype: torch.dtype, rows: int) -> tuple[float, float]:
+        """(floor, roofline) tok/s of a way whose weights take ``wbytes`` in ``dtype``."""
+        floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
+        size = torch.tensor([], dtype=dtype).element_size()
+        flops = step_flops(wbytes, size, attention_per_column, rows, context)
+        return floor, roofline_rate(floor, flops, rows, matmul[dtype])
+
     # name -> (SlotDecoder options, or None for the transformers forward; the sampler)
     ways: dict[str, tuple[dict[str, Any] | None, Callable]] = {
         "hf-forward": (None, per_row_sampling),
@@ -337,10 +390,13 @@ def main() -> None:
     mismatch: dict[str, list[float]] = {}
     engine = ContinuousEngine(path, max_batch_size=max(args.batches))  # its defaults
     engine_bytes = weight_bytes(engine.decoder)
+    engine_dtype = engine.decoder.weights_dtype
     print(f"engine: {engine.decoder.weights_dtype} decode weights (weights_dtype auto)")
     context = args.context + args.steps / 2
     for round_ in range(args.repeats):
-        bandwidth = read_bandwidth() if round_ else bandwidth
+        if round_:
+            bandwidth = read_bandwidth()
+            matmul = {dtype: max(matmul[dtype], matmul_rate(dtype)) for dtype in matmul}
         for rows in args.batches:
             prompts = make_prompts(tokenizer, rows, args.context)
             for name, (options, sampler) in ways.items():
@@ -357,48 +413,54 @@ def main() -> None:
                 step, decoder = stepper(model, cache, args.context - 1, options)
                 seconds, tokens, logps = decode(step, sampler, last, args.context - 1, args.steps)
                 wbytes = weight_bytes(decoder) if decoder is not None else fp32_bytes
-                floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
-                record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor)
+                dtype = decoder.weights_dtype if decoder is not None else torch.float32
+                floor, roof = bounds(wbytes, dtype, rows)
+                record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor, roof)
                 if rows == 8 and round_ == 0:
                     mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
-            floor = floor_rate(engine_bytes, kv_per_token, rows, context, bandwidth)
+            floor, roof = bounds(engine_bytes, engine_dtype, rows)
             rate = engine_rate(engine, prompts, args.steps)
-            record(rates, ratios, gains, "engine", rows, rate, floor)
+            record(rates, ratios, gains, "engine", rows, rate, floor, roof)
         if args.vllm_python:
             batches = {rows: make_prompts(tokenizer, rows, args.context) for rows in args.batches}
             for rows, rate in vllm_cpu_rates(args.vllm_python, path, batches, args.steps).items():
-                floor = floor_rate(fp32_bytes, kv_per_token, rows, context, bandwidth)
-                record(rates, ratios, gains, "vllm-cpu", rows, rate, floor)
-    report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth)
+                floor, roof = bounds(fp32_bytes, torch.float32, rows)
+                record(rates, ratios, gains, "vllm-cpu", rows, rate, floor, roof)
+    report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, matmul)
 
 
-def report(rates, ratios, gains, mismatch, args, fp32_bytes, kv_per_token, bandwidth) -> None:  # noqa: ANN001
+def report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, matmul) -> None:  # noqa: ANN001
     print(f"weights {fp32_bytes / 1e9:.2f} GB fp32; context {args.context} + {args.steps} steps")
     for rows in args.batches:
-        kv = kv_per_token * rows * (args.context + args.steps / 2)
-        fl = floor_rate(fp32_bytes, kv_per_token, rows, args.context + args.steps / 2, bandwidth)
+        floor, roof = bounds(fp32_bytes, torch.float32, rows)
         print(
-            f"batch {rows}: KV {kv / 1e9:.2f} GB a step; fp32 floor {fl:.1f} tok/s "
-            f"({1000 * rows / fl:.0f} ms/step) at the last round's {bandwidth / 1e9:.1f} GB/s"
+            f"batch {rows}: fp32 floor {floor:.1f} tok/s ({1000 * rows / floor:.0f} ms/step) at "
+            f"{bandwidth / 1e9:.1f} GB/s; fp32 roofline {roof:.1f} tok/s "
+            f"({1000 * rows / roof:.0f} ms/step) at {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
+            "(the last round's)"
         )
-    names = list(dict.fromkeys(name for name, _ in rates))
+    names = list(dict.fromkeys(key[0] for key in rates))
     print(
         "way".ljust(11)
-        + "".join(f"  b{b}: tok/s (range)   /floor    x hf-fwd" for b in args.batches)
+        + "".join(f"  b{b}: tok/s (range)   /floor    /roofline  x hf-fwd" for b in args.batches)
         + "   mismatch b8 nats/chunk (mean, max)"
     )
     for name in names:
         line = name.ljust(11)
         for rows in args.batches:
             got, rat, gain = rates[(name, rows)], ratios[(name, rows)], gains[(name, rows)]
+            roof = ratios[(name, rows, "roof")]
             line += f"  {statistics.mean(got):7.1f} ({min(got):.0f}-{max(got):.0f})".ljust(23)
-            line += f"{min(rat):4.0%}-{max(rat):<4.0%}  {min(gain):4.1f}-{max(gain):<4.1f}"
+            line += f"{min(rat):4.0%}-{max(rat):<4.0%}  {min(roof):4.0%}-{max(roof):<4.0%}  "
+            line += f"{min(gain):4.1f}-{max(gain):<4.1f}"
         m = mismatch.get(name)
         if m:
             line += f"   {statistics.mean(m):.1e} {max(m):.1e}"
         print(line)
     print("/floor: tok/s over the floor of that way's own weight bytes (bf16 halves them) at the")
-    print("round's bandwidth; x hf-fwd: over hf-forward in the same round; ranges over the rounds.")
+    print("round's bandwidth; /roofline: over the slower of that floor and the step's FLOP at the")
+    print("best matmul rate in the way's weight type; x hf-fwd: over hf-forward in the same round;")
+    print("ranges over the rounds.")
     print("The trainer masks chunks above 0.5 nats.")
 
 
