@@ -106,9 +106,13 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
             steps.heldout_tasks(synthesized), base, "held-out", p.heldout_verify_require
         )
         heldout = heldout.outputs["admitted"]
-        demos = steps.demonstrate(pools, base, "imitation_pool", "demonstrate · imitation pool")
+        demos = steps.demonstrate(
+            pools, base, "imitation_pool", "demonstrate · imitation pool", to_imitate=True
+        )
         anchors = (
-            steps.demonstrate(pools, base, "train_pool", "demonstrate · phase-1 pool")
+            steps.demonstrate(
+                pools, base, "train_pool", "demonstrate · phase-1 pool", to_imitate=False
+            )
             if n1
             else None
         )

@@ -74,6 +74,9 @@ class CurriculumParams:
         "demonstrate.agent.prompt_style", "rollout.prompt_style", "eval.prompt_style"
     )
     """The agent's system prompt (compact or hermes), the same in every stage."""
+    demonstrate_every_phrasing: bool = stage("demonstrate.every_phrasing")
+    """One demonstration per phrasing a task records (the procedural families ask each task in
+    three voices); false: the task's own instruction only."""
     imitation_epochs: int = stage("train.epochs")
     """Epochs of the imitation step over the demonstrations."""
     imitation_learning_rate: float = stage("train.learning_rate")

@@ -183,13 +183,18 @@ class CurriculumSteps:
         )
         return self.place(pools, "curate", "curate pools")
 
-    def demonstrate(self, pools: PipelineTask, policy: Any, pool: str, name: str) -> Any:
-        """The demonstrations of ``pool``'s tasks, written for ``policy``'s tokenizer."""
+    def demonstrate(
+        self, pools: PipelineTask, policy: Any, pool: str, name: str, *, to_imitate: bool
+    ) -> Any:
+        """The demonstrations of ``pool``'s tasks, written for ``policy``'s tokenizer. Those
+        ``to_imitate`` are written in every phrasing (demonstrate_every_phrasing); anchors only
+        lend their responses to rollout groups, the same under any phrasing, so one each."""
         demos = self.ops.demonstrate(
             code_version=self.p.code_version,
             tasks=pools.outputs[pool],
             policy=policy,
             prompt_style=self.p.prompt_style,
+            every_phrasing=self.p.demonstrate_every_phrasing if to_imitate else False,
             sandbox_backend=self.p.sandbox_backend,
             **self.sandbox,
         )

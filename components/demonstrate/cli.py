@@ -29,6 +29,7 @@ __all__ = ["demonstrate"]
     "out",
     *SandboxSettings.flat_types(),  # --sandbox-backend (--backend), --sandbox-namespace, ...
     "concurrency",
+    "every_phrasing",
     "progress",
     required=("tasks", "out"),
 )
@@ -53,4 +54,7 @@ def demonstrate(
         summary = main(config)
     except TermrlError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"{summary.demonstrations} demonstrations, {summary.chunks} rows -> {config.out}")
+    click.echo(
+        f"{summary.demonstrations} tasks demonstrated ({summary.episodes} episodes), "
+        f"{summary.chunks} rows -> {config.out}"
+    )

@@ -31,6 +31,7 @@ def demonstrate(
     metrics: Output[Metrics],
     concurrency: Optional[int] = None,
     prompt_style: Optional[str] = None,
+    every_phrasing: Optional[bool] = None,
     sandbox_backend: Optional[str] = None,
     sandbox_namespace: Optional[str] = None,
     sandbox_registry: Optional[str] = None,
@@ -45,6 +46,7 @@ def demonstrate(
         metrics: Tasks, demonstrations kept and why the others were not, for the Kubeflow UI.
         prompt_style: The agent's system prompt (compact or hermes); must match rollout and eval.
             Unset: the agent's default.
+        every_phrasing: One demonstration per phrasing a task records (DemonstrateConfig).
     """
     import json
     import os
@@ -66,6 +68,7 @@ def demonstrate(
                 out=out,
                 model=policy.path,
                 concurrency=concurrency,
+                every_phrasing=every_phrasing,
                 agent=AgentConfig(prompt_style=prompt_style) if prompt_style is not None else None,
                 progress=False,
                 parts=progress_folder("demonstrate", demonstrations.uri),
@@ -84,6 +87,7 @@ def demonstrate(
     values = {
         "demonstrate/tasks": float(summary.tasks),
         "demonstrate/kept": float(summary.demonstrations),
+        "demonstrate/episodes": float(summary.episodes),
         "demonstrate/chunks": float(summary.chunks),
         "demonstrate/wall_sec": summary.wall_sec,
     }

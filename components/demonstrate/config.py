@@ -32,6 +32,10 @@ class DemonstrateConfig:
     """The agent whose prompt, call format and observation rendering the demonstrations use:
     it must be the one rollout and eval run, so a demonstration is what that agent would have
     produced. ``max_turns`` is raised to fit the longest solution."""
+    every_phrasing: bool = True
+    """Write one demonstration per phrasing a task records (``metadata["phrasings"]``: the
+    procedural families ask each task in three voices), each replayed in its own sandbox, so
+    imitation learns the work, not one wording of it. False: the task's own instruction only."""
     progress: bool = True
     parts: Path | None = None
     """The resume folder; None: beside ``out`` (``out`` + ``.parts``). The component puts it where

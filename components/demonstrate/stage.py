@@ -45,7 +45,14 @@ from termrl.errors import ConfigError, TermrlError
 from termrl.sandbox.manager import SandboxManager
 from termrl.taskrun import TaskSandboxes, run_tests
 
-__all__ = ["MULTI_STEP", "DemonstrationSummary", "demonstrate", "expert_rows", "main"]
+__all__ = [
+    "MULTI_STEP",
+    "DemonstrationSummary",
+    "demonstrate",
+    "expert_rows",
+    "main",
+    "phrasings",
+]
 
 MULTI_STEP = "multi-step task: rollout starts its episodes from scratch (anchor 1)"
 """The reason a multi-step task has no demonstration (counted by the part before the colon)."""
@@ -55,6 +62,9 @@ MULTI_STEP = "multi-step task: rollout starts its episodes from scratch (anchor 
 class DemonstrationSummary:
     tasks: int
     demonstrations: int
+    """Tasks with a demonstration."""
+    episodes: int
+    """Demonstrations written: one per task and phrasing."""
     chunks: int
     dropped: dict[str, int]
     wall_sec: float
@@ -64,7 +74,8 @@ class DemonstrationSummary:
             f"{n} {r}" for r, n in sorted(self.dropped.items(), key=lambda x: -x[1])
         )
         return [
-            f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.chunks} chunks, "
+            f"demonstrations: {self.demonstrations}/{self.tasks} tasks, {self.episodes} episodes "
+            f"(one per phrasing), {self.chunks} chunks, "
             f"{self.wall_sec:.0f} s" + (f"; none for {reasons}" if reasons else "")
         ]
 
@@ -84,11 +95,29 @@ def main(config: DemonstrateConfig) -> DemonstrationSummary:
     return summary
 
 
-def expert_rows(task: Task, result: Any, reward: float) -> list[dict[str, Any]]:
-    """The trajectories rows of one demonstration (every chunk replayed, source expert)."""
+def phrasings(task: Task, every_phrasing: bool) -> list[tuple[str, str]]:
+    """``(name, instruction)`` of each demonstration to write for ``task``: its own instruction
+    (name ``""``) first, then, with ``every_phrasing``, each other voice its synthesizer recorded
+    (``metadata["phrasings"]``, style → text; ``components.synthesize.families.phrasing``)."""
+    own = [("", task.instruction)]
+    recorded = task.metadata.get("phrasings") if every_phrasing else None
+    if not isinstance(recorded, dict):
+        return own
+    seen = {task.instruction.strip()}
+    for style, text in sorted(recorded.items()):
+        if isinstance(text, str) and text.strip() and text.strip() not in seen:
+            seen.add(text.strip())
+            own.append((str(style), text.strip() + "\n"))
+    return own
+
+
+def expert_rows(task: Task, result: Any, reward: float, phrasing: str = "") -> list[dict[str, Any]]:
+    """The trajectories rows of one demonstration (every chunk replayed, source expert); a
+    ``phrasing`` other than the task's own instruction gets an episode (and group) of its own."""
+    name = f"{task.id}~{phrasing}" if phrasing else task.id
     episode = {
-        "episode_id": f"expert-{task.id}",
-        "group_id": f"expert:{task.id}",
+        "episode_id": f"expert-{name}",
+        "group_id": f"expert:{name}",
         "task_id": task.id,
         "policy_version": 0,
         "mode": "demonstration",
@@ -112,7 +141,7 @@ def expert_rows(task: Task, result: Any, reward: float) -> list[dict[str, Any]]:
 async def _one(
     sandboxes: TaskSandboxes, config: DemonstrateConfig, task: Task, tokenizer: Any
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """A task's demonstration rows, or no rows and the reason."""
+    """A task's demonstration rows (one episode per phrasing), or no rows and the reason."""
     if task.steps:
         return [], MULTI_STEP
     try:
@@ -121,21 +150,26 @@ async def _one(
         return [], str(exc)
     responses = expert_responses(commands)
     agent = replace(config.agent, max_turns=max(config.agent.max_turns, len(responses)))
-    try:
-        async with sandboxes.open(task) as session:
-            engine = ReplayEngine(tokenizer, responses, context_window=agent.context_window)
-            result = await run_episode(engine, session, task.instruction, agent)
-            if result.failure_type is not None or result.stop_reason != "done":
-                return (
-                    [],
-                    f"replay stopped: {result.stop_reason} {result.failure_type or ''}".strip(),
-                )
-            outcome = await run_tests(session, task)
-    except TermrlError as exc:
-        return [], f"environment error: {type(exc).__name__}"
-    if not outcome.passed:
-        return [], "replay failed its tests"
-    return expert_rows(task, result, outcome.reward), None
+    rows: list[dict[str, Any]] = []
+    # Each phrasing replays in a fresh sandbox and must pass the tests again: a demonstration
+    # is real observations, never a transcript with its prompt swapped.
+    for phrasing, instruction in phrasings(task, config.every_phrasing):
+        try:
+            async with sandboxes.open(task) as session:
+                engine = ReplayEngine(tokenizer, responses, context_window=agent.context_window)
+                result = await run_episode(engine, session, instruction, agent)
+                if result.failure_type is not None or result.stop_reason != "done":
+                    return (
+                        [],
+                        f"replay stopped: {result.stop_reason} {result.failure_type or ''}".strip(),
+                    )
+                outcome = await run_tests(session, task)
+        except TermrlError as exc:
+            return [], f"environment error: {type(exc).__name__}"
+        if not outcome.passed:
+            return [], "replay failed its tests"
+        rows += expert_rows(task, result, outcome.reward, phrasing)
+    return rows, None
 
 
 def _part(config: DemonstrateConfig, task: Task) -> tuple[Path, Path]:
@@ -198,4 +232,7 @@ def _merge(config: DemonstrateConfig, tasks: list[Task], wall_sec: float) -> Dem
             reason = json.loads(none_path.read_text())["reason"]
             dropped[reason.split(":")[0]] += 1
     write_trajectories(config.out, rows)
-    return DemonstrationSummary(len(tasks), demonstrations, len(rows), dict(dropped), wall_sec)
+    episodes = len({row["episode_id"] for row in rows})
+    return DemonstrationSummary(
+        len(tasks), demonstrations, episodes, len(rows), dict(dropped), wall_sec
+    )

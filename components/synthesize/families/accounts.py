@@ -80,7 +80,7 @@ def _easy(rng: random.Random) -> Draft:
         what = "with a uid of 1000 or more (the human accounts)"
         solution = f"awk -F: '$3 >= 1000 {{print $1}}' {etc}/passwd | sort > {answer}"
         variant = "uid"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{etc}/passwd is the passwd file of an image we are preparing. List the user names {what} "
         f"in {answer}, one per line, sorted.",
@@ -99,7 +99,7 @@ def _easy(rng: random.Random) -> Draft:
 got = sorted(l.strip() for l in read({answer!r}).splitlines() if l.strip())
 check(got == {py_literal(want)}, "{answer} lists %r" % got)
 """,
-        metadata={"variant": variant, "phrasing": style},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -115,7 +115,7 @@ def _medium(rng: random.Random) -> Draft:
         users[i] = (*users[i][:2], gid, *users[i][3:])
         primary = [users[i][0]]
     want = sorted(set(primary) | set(listed))
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Using the staged account files {etc}/passwd and {etc}/group, list every member of the group "
         f"`{team}` — users listed in the group entry and users whose primary group it is — in {answer}, one "
@@ -150,7 +150,7 @@ check(len(got) == len(set(got)), "{answer} has duplicates")
                 {f"{etc}/group-": f"{team}:x:{gid}:nobody\n"},
             ),
         ),
-        metadata={"members": len(want), "phrasing": style},
+        metadata={"members": len(want), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -160,7 +160,7 @@ def _hard(rng: random.Random) -> Draft:
     new = rng.choice([p for p in PEOPLE if p not in groups]) + rng.choice(["", "2", "x"])
     shell = rng.choice(["/bin/bash", "/bin/zsh"])
     extra = rng.sample([g for g, (gid, _) in groups.items() if gid >= 2000], k=2)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Add an account `{new}` to the staged files {etc}/passwd and {etc}/group by editing them "
         "(not with useradd, which would change this machine): uid = the smallest free uid that is 1000 or more, "
@@ -220,7 +220,7 @@ for r in gr:
         check(r[2] == old_groups[r[0]][2] and members == want, "group %s is now %r" % (r[0], r))
 check(len(gr) == len(old_groups) + 1, "{etc}/group gained or lost entries")
 """,
-        metadata={"uid": uid, "phrasing": style},
+        metadata={"uid": uid, "phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, WORDS, base_dir, name, names, token
 
 __all__ = ["TAGS", "generate"]
@@ -57,15 +58,23 @@ def _easy(rng: random.Random) -> Draft:
     dest = f"{folder}/{rng.choice(['restored', 'extracted', 'unpacked', 'out'])}"
     files = _payload(rng, rng.randint(3, 6), [".txt", ".cfg", ".dat"])
     needs = ("unzip",) if fmt == "zip" else (tool,)
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Extract the archive {archive} into the directory {dest} (create it).",
+        report=f"Someone needs the files from {archive} back on disk, but nobody has unpacked it "
+        f"yet. Please extract its contents into {dest}; that directory does not exist yet, so "
+        "create it.",
+        ticket=f"unpack {archive} into {dest}/ (create the dir first).",
+    )
     return Draft(
-        instruction=f"Extract the archive {archive} into the directory {dest} (create it).",
+        instruction=instruction,
         solution=f"mkdir -p {dest} && {unpack.format(a=archive, d=dest)}",
         tags=[fmt.split(".")[-1]],
         setup_files=_write_payload(files),
         setup_script=f"mkdir -p {folder}\n{pack.format(a=archive)}",
         check_py=_check_tree(dest, files),
         uses=("tar", tool, *needs),
-        metadata={"format": fmt},
+        metadata={"format": fmt, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -76,10 +85,17 @@ def _medium(rng: random.Random) -> Draft:
     if not keep:
         files["main.conf"] = keep["main.conf"] = "main\n"
     out = f"/root/{name(rng)}-conf-{rng.randint(2020, 2030)}.tar.gz"
-    instruction = (
-        f"Create a gzip-compressed tar archive {out} that contains only the `.conf` files under {folder} "
-        f"(in all subfolders), stored with paths relative to {folder} (for example `x.conf` or `sub/x.conf`, "
-        "not `etc/...`). Do not include any other files."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Create a gzip-compressed tar archive {out} that contains only the `.conf` files "
+        f"under {folder} (in all subfolders), stored with paths relative to {folder} (for example "
+        "`x.conf` or `sub/x.conf`, not `etc/...`). Do not include any other files.",
+        report=f"The last config backup of {folder} swept up the logs and `.bak` files too, and "
+        "stored everything under `etc/...`, so it could not be restored cleanly. Please make a new "
+        f"one at {out}: a .tar.gz holding only the `.conf` files, from every subfolder, with paths "
+        f"relative to {folder} (`x.conf`, `sub/x.conf`) and nothing else in it.",
+        ticket=f"{out} (tar.gz): only *.conf under {folder}, subfolders included, paths relative "
+        f"to {folder} (`x.conf`, `sub/x.conf`). No other files.",
     )
     # Look at the tree, act, check the archive's listing.
     solution = (
@@ -108,7 +124,12 @@ for rel, content in expected.items():
         setup_script=f"mkdir -p {folder}\ncp -r payload/. {folder}/",
         check_py=check,
         uses=("tar", "find", "gzip"),
-        metadata={"kept": len(keep), "files": len(files)},
+        metadata={
+            "kept": len(keep),
+            "files": len(files),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -126,10 +147,18 @@ def _hard(rng: random.Random) -> Draft:
         files["report.csv"] = f"{token(rng, 12)}\n"
     csvs = {p.split("/")[-1]: c for p, c in sorted(files.items()) if p.endswith(".csv")}
     inner = f"data.{inner_fmt}"
-    instruction = (
-        f"{bundle} is a zip file that contains a compressed tarball. Unpack both, then create the zip archive "
-        f"{out} holding every `.csv` file from the tarball (wherever it is inside) at the top level of the zip, "
-        "with no folders inside the zip. Leave the original bundle in place."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{bundle} is a zip file that contains a compressed tarball. Unpack both, then "
+        f"create the zip archive {out} holding every `.csv` file from the tarball (wherever it is "
+        "inside) at the top level of the zip, with no folders inside the zip. Leave the original "
+        "bundle in place.",
+        report=f"A partner delivered {bundle}, a zip wrapping a compressed tarball, but our "
+        f"importer only accepts a flat zip of CSV files. Unpack both layers and build {out} "
+        "containing every `.csv` from the tarball, however deep it sits, stored at the top level "
+        f"with no directories in the zip. Don't move or delete {bundle}.",
+        ticket=f"{bundle} = zip > compressed tarball. All .csv from the tarball (any depth) -> "
+        f"{out}, flat: no folders in the zip. Keep {bundle}.",
     )
     solution = f"""
 work=$(mktemp -d)
@@ -158,7 +187,12 @@ for n, content in expected.items():
         setup_script=f"mkdir -p {folder}/incoming\n{pack.format(a=inner)}\nzip -q {bundle} {inner}",
         check_py=check,
         uses=("tar", "zip", "unzip", "find", tool),
-        metadata={"inner_format": inner_fmt, "csv_files": len(csvs)},
+        metadata={
+            "inner_format": inner_fmt,
+            "csv_files": len(csvs),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 

@@ -59,7 +59,7 @@ def _easy(rng: random.Random) -> Draft:
     out = f"{folder}/{algo.upper()}SUMS"
     files = _files(rng, rng.randint(3, 6), ["tar.gz", "bin", "iso", "txt"])
     setup, script = _copy_in(folder, files)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Please create a checksum manifest {out} for every file in {folder}: one line per file "
         f"in the format `{algo}sum` prints (`<{algo} hash>  <file name>`), so that "
@@ -82,7 +82,7 @@ got = manifest({out!r})
 got.pop({out.rsplit("/", 1)[1]!r}, None)
 check(got == {py_literal(expected)}, "{out} lists %r" % got)
 """,
-        metadata={"algo": algo, "files": len(files), "phrasing": style},
+        metadata={"algo": algo, "files": len(files), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -99,7 +99,7 @@ def _medium(rng: random.Random) -> Draft:
     bad = sorted(rng.sample(sorted(files), k=rng.randint(1, 2)))
     on_disk = {p: (_corrupt(rng, c) if p in bad else c) for p, c in files.items()}
     setup, script = _copy_in(folder, {**on_disk, "SHA256SUMS": sums})
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Some downloads in {folder} are corrupted. Check every file listed in {folder}/SHA256SUMS "
         f"and move each file whose checksum does not match into {quarantine}/ (create it); leave the good "
@@ -135,7 +135,7 @@ for p in {py_literal(good)}:
                 {f"{folder}/SHA256SUMS.old": sums.splitlines()[0][::-1] + "\n"},
             ),
         ),
-        metadata={"corrupted": len(bad), "phrasing": style},
+        metadata={"corrupted": len(bad), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -160,7 +160,7 @@ def _hard(rng: random.Random) -> Draft:
     }
     script = f"mkdir -p {folder} {backups}\ncp -r live/. {folder}/\ncp -r bk/. {backups}/\ncp manifest {manifest}"
     setup["manifest"] = lines
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Several files in {folder} no longer match {manifest} ({algo} hashes, names relative to "
         f"{folder}). Snapshots under {backups}/<snapshot>/ hold older copies, not all of them intact. Restore "
@@ -204,7 +204,7 @@ check(len(manifest({manifest!r})) == len(expected), "{manifest} was changed")
                 {f"{backups}/{bad[0]}.orig": _corrupt(rng, files[bad[0]])},
             ),
         ),
-        metadata={"algo": algo, "damaged": len(bad), "phrasing": style},
+        metadata={"algo": algo, "damaged": len(bad), "phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -43,7 +43,7 @@ def _easy(rng: random.Random) -> Draft:
     plain = f"{folder}/{rng.choice(['dump', 'export', 'report', 'data'])}.{rng.choice(['sql', 'csv', 'txt'])}"
     content = _text(rng, rng.randint(20, 60))
     if rng.random() < 0.5:
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"Decompress {plain}{suffix} so that {plain} exists, and keep the compressed file as well.",
             report=f"A job needs {plain} but only {plain}{suffix} is there. Unpack it next to it; do not delete "
@@ -59,7 +59,7 @@ check(os.path.isfile({plain + suffix!r}), "the compressed file was removed")
 """
         variant = "decompress"
     else:
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"Compress {plain} with {tool} into {plain}{suffix}, keeping the original file.",
             report=f"{plain} has to be shipped as a {tool} file ({plain}{suffix}). Please create it, but leave "
@@ -88,7 +88,7 @@ check(got == {content!r}, "{plain}{suffix} does not decompress to the original")
         setup_script=script,
         check_py=check,
         uses=(tool,),
-        metadata={"variant": variant, "tool": tool, "phrasing": style},
+        metadata={"variant": variant, "tool": tool, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -99,7 +99,7 @@ def _medium(rng: random.Random) -> Draft:
     tools = {s: rng.choice(sorted(CODECS)) for s in stems}
     tools[stems[0]], tools[stems[1]] = "gzip", rng.choice(["bzip2", "xz"])
     setup = {f"in/{s}.dat": CODECS[tools[s]][1](c.encode()) for s, c in contents.items()}
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Each `.dat` file in {inbox} is compressed, with gzip, bzip2 or xz — the name does not say "
         f"which. Decompress every one into {out}/<name>.txt (e.g. `x.dat` becomes {out}/x.txt).",
@@ -130,7 +130,12 @@ for stem, content in {py_literal(contents)}.items():
                 {f"{inbox}/README.dat": "uploads land here\n"},
             ),
         ),
-        metadata={"files": len(stems), "formats": sorted(set(tools.values())), "phrasing": style},
+        metadata={
+            "files": len(stems),
+            "formats": sorted(set(tools.values())),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -149,7 +154,7 @@ def _hard(rng: random.Random) -> Draft:
     for rel in bad:
         files[rel] = files[rel][: len(files[rel]) // 2]  # truncated in transfer
     good = sorted(p for p in files if p not in bad)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Recompress every `.gz` file under {root} (subfolders too) to xz: `x.gz` becomes `x.xz` with "
         "the same uncompressed content, and the .gz is removed once the .xz is written and tested. Some .gz "
@@ -187,7 +192,13 @@ for p in want:
     check(os.path.isfile(p), p + " (corrupt) was removed")
 """,
         uses=("gzip", "xz"),
-        metadata={"root": root, "report": report, "corrupt": len(bad), "phrasing": style},
+        metadata={
+            "root": root,
+            "report": report,
+            "corrupt": len(bad),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 

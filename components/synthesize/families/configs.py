@@ -97,7 +97,7 @@ def _easy(rng: random.Random) -> Draft:
     if not present:
         key = f"{app.upper()}_{rng.choice(['PORT_OVERRIDE', 'REGION', 'FEATURE_FLAGS'])}"
     lines = [f"# {app} settings"] + [f"{k}={v}" for k, v in values.items()]
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"In {path}, set `{key}` to `{new}`. Keep every other setting as it is, and make sure the "
         "key appears only once.",
@@ -125,6 +125,7 @@ check(values == {py_literal(expected)}, "{path} holds %r" % values)
             "value": new,
             "key_present": present,
             "phrasing": style,
+            "phrasings": phrasings,
         },
     )
 
@@ -147,7 +148,7 @@ def _medium(rng: random.Random) -> Draft:
         if s == target:
             text.append(f"; {shared} = {rng.randint(2, 9000)}")
         text += [f"{k} = {v}" for k, v in kv.items()] + [""]
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Change `{shared}` in the `[{target}]` section of {path} to {new}. The other sections also "
         f"have a `{shared}`; leave those (and everything else) unchanged.",
@@ -185,7 +186,7 @@ check(got == {py_literal(expected)}, "{path} holds %r" % got)
                 {f"/etc/{app}/{app}.ini.bak": "\n".join(text)},
             ),
         ),
-        metadata={"sections": len(sections), "phrasing": style},
+        metadata={"sections": len(sections), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -232,7 +233,7 @@ features:
   - {features[1]}
 """
     env_text = f"# overrides: APP_<SECTION>__<KEY>\nAPP_DATABASE__PORT={old_port + 1}\nAPP_SERVER__HOST=127.0.0.1\n"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{app} reads {yaml_path} and then applies overrides from {env_path} (a line "
         "`APP_<SECTION>__<KEY>=value` replaces that key). Make the effective settings: database port "
@@ -277,7 +278,7 @@ feats = got.get("features")
 feats = sorted(feats) if isinstance(feats, list) else feats
 check(feats == {py_literal(sorted([*features, feature]))}, "effective features are %r" % (feats,))
 """,
-        metadata={"phrasing": style},
+        metadata={"phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, WORDS, name, token
 
 __all__ = ["TAGS", "generate"]
@@ -114,7 +115,14 @@ def _easy(rng: random.Random) -> Draft:
     job = f"/usr/local/bin/{rng.choice(['sync', 'report', 'heartbeat', 'collect', 'poll'])}-{name(rng)}.sh"
     marker_file, marker = f"/var/tmp/{name(rng, WORDS)}.stamp", token(rng)
     words, canonical, _ = _spec(rng)
-    instruction = f"Schedule the script {job} to run {words} as root, using root's crontab."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Schedule the script {job} to run {words} as root, using root's crontab.",
+        report=f"{job} was meant to run {words}, but it was never scheduled, so it has only ever "
+        "run when someone started it by hand. Please put it in root's crontab so it runs as root "
+        "on that schedule.",
+        ticket=f"root's crontab: run {job} {words}.",
+    )
     return Draft(
         instruction=instruction,
         solution=f"echo '{canonical} {job}' | crontab -",
@@ -136,7 +144,7 @@ check(os.path.exists({marker_file!r}) and read({marker_file!r}).strip() == {mark
       "running the crontab command did not run {job}")
 """,
         uses=("crontab",),
-        metadata={"schedule": canonical},
+        metadata={"schedule": canonical, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -144,10 +152,17 @@ def _medium(rng: random.Random) -> Draft:
     app = name(rng)
     folder, days = f"/var/tmp/{app}", rng.choice([3, 7, 14, 30])
     words, canonical, _ = _spec(rng)
-    instruction = (
-        f"Add an entry to root's crontab that runs {words} and deletes the regular files in {folder} "
-        f"(including subfolders) that were last modified more than {days} days ago. Folders themselves "
-        "and newer files must stay."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Add an entry to root's crontab that runs {words} and deletes the regular files "
+        f"in {folder} (including subfolders) that were last modified more than {days} days ago. "
+        "Folders themselves and newer files must stay.",
+        report=f"{folder} keeps piling up stale files until the disk fills. Please set up an "
+        f"automatic cleanup in root's crontab, running {words}, that removes every regular file "
+        f"under {folder}, subfolders included, whose last modification is more than {days} days in "
+        "the past. The folder structure has to stay, and so do files newer than that.",
+        ticket=f"root crontab, {words}: delete regular files under {folder} (recursive) modified "
+        f"more than {days} days ago. Keep directories and newer files.",
     )
     command = f"find {folder} -type f -mtime +{days} -delete"
     check = (
@@ -187,7 +202,7 @@ check(os.path.isdir(folder + "/sub"), "a folder was deleted")
         setup_script=f"mkdir -p {folder}\ncp tmp/* {folder}/",
         check_py=check,
         uses=("crontab", "find"),
-        metadata={"schedule": canonical, "days": days},
+        metadata={"schedule": canonical, "days": days, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -199,12 +214,27 @@ def _hard(rng: random.Random) -> Draft:
         f"/etc/cron.d/rotate-{app}",
     )
     words, canonical, _ = _spec(rng)
-    instruction = (
-        f"Write an executable script {script} that rotates the logs in {logs}: for every non-empty `*.log` file "
-        "there, it writes the file's current content gzip-compressed to `<file>.N.gz`, where N is the lowest "
-        "number >= 1 not used yet for that file, then empties the log file in place (same inode, so the "
-        f"application keeps writing to it). Empty logs are skipped. Then schedule the script to run {words} "
-        f"as root with a system cron file {cronfile} (system crontab format, with the user field)."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Write an executable script {script} that rotates the logs in {logs}: for every "
+        "non-empty `*.log` file there, it writes the file's current content gzip-compressed to "
+        "`<file>.N.gz`, where N is the lowest number >= 1 not used yet for that file, then empties "
+        "the log file in place (same inode, so the application keeps writing to it). Empty logs "
+        f"are skipped. Then schedule the script to run {words} as root with a system cron file "
+        f"{cronfile} (system crontab format, with the user field; cron ignores the file if it is "
+        "group- or world-writable).",
+        report=f"The logs in {logs} grow without limit because nothing rotates them, and the "
+        "application holds its log files open, so renaming them away would lose its writes. Please "
+        f"write an executable script {script} that goes through each `*.log` there: if it is "
+        "non-empty, save its current content gzip-compressed as `<file>.N.gz` (N being the "
+        "smallest number from 1 up that this file does not have yet) and then truncate the log in "
+        f"place, keeping the same inode; leave empty logs untouched. Have it run {words} as root "
+        f"through a system cron file {cronfile}, written in system crontab format including the "
+        "user field; keep that file writable by its owner only, or cron will ignore it.",
+        ticket=f"Executable {script}: each non-empty {logs}/*.log -> gzip its content to "
+        "`<file>.N.gz` (N = lowest unused number >= 1 for that file), then truncate in place (same "
+        f"inode). Skip empty logs. Cron: {words}, as root, in {cronfile} (system crontab format, "
+        "with user field; not group/world-writable).",
     )
     solution = f"""
 cat > {script} <<'SH'
@@ -260,7 +290,7 @@ check(not os.path.exists(empty_log + ".1.gz"), "an empty log was rotated")
         setup_script=f"mkdir -p {logs}\ncp logs/*.log {logs}/",
         check_py=check,
         uses=("gzip",),
-        metadata={"schedule": canonical},
+        metadata={"schedule": canonical, "phrasing": style, "phrasings": phrasings},
         agent_timeout_sec=900.0,
     )
 

@@ -13,6 +13,7 @@ import json
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import (
     NOUNS,
     PEOPLE,
@@ -46,8 +47,17 @@ def _easy(rng: random.Random) -> Draft:
     for other in names(rng, 2, ["logging", "cache", "auth", "metrics"]):
         doc[other] = {"level": rng.choice(["info", "debug"]), key: "not-this-one"}
     out = f"{folder}/{key}.txt"
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Write the value of `{section}.{key}` from the JSON file {path} to {out} (just "
+        "the value, no quotes).",
+        report=f"A deploy script needs the `{key}` setting of the `{section}` section in {path}, "
+        f"and parsing JSON in bash keeps going wrong. Please pull it out into {out}: the bare "
+        "value, without quotes or anything else.",
+        ticket=f"{path}: `.{section}.{key}` -> {out}, raw value, no quotes.",
+    )
     return Draft(
-        instruction=f"Write the value of `{section}.{key}` from the JSON file {path} to {out} (just the value, no quotes).",
+        instruction=instruction,
         solution=f"jq -r '.{section}.{key}' {path} > {out}",
         tags=["lookup"],
         setup_files={"doc.json": json.dumps(doc, indent=2) + "\n"},
@@ -57,7 +67,7 @@ got = read({out!r}).strip()
 check(got == {value!r}, "{out} says %r" % got)
 """,
         uses=("jq",),
-        metadata={"key": f"{section}.{key}"},
+        metadata={"key": f"{section}.{key}", "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -97,9 +107,15 @@ def _medium(rng: random.Random) -> Draft:
         )
         total = sum(r["amount"] for r in rows if r["region"] == region)
         out = f"{folder}/{region}-total.txt"
-        instruction = (
-            f"{src} has a header row. Sum the `amount` column over the rows whose `region` is `{region}` "
-            f"and write just the total (an integer) to {out}."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"{src} has a header row. Sum the `amount` column over the rows whose "
+            f"`region` is `{region}` and write just the total (an integer) to {out}.",
+            report=f"Finance is asking what the `{region}` region brought in, and the only source "
+            f"is {src} (first line is the header). Add up `amount` for every row with `region` = "
+            f"`{region}` and put the total in {out} as a plain integer, nothing else.",
+            ticket=f"{src} (header row): sum(amount) where region == {region} -> {out}, integer "
+            "only.",
         )
         solution = f"""
 python3 -c "
@@ -115,10 +131,18 @@ check(got == {str(total)!r}, "{out} says %r" % got)
         variant = "filtered-sum"
     else:
         out = f"{folder}/sales.json"
-        instruction = (
-            f"Convert {src} (with a header row) to {out}: a JSON array with one object per row, keyed by the "
-            "header names, in the same order as the rows. `id`, `units` and `amount` must be JSON numbers; "
-            "the other fields stay strings."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Convert {src} (with a header row) to {out}: a JSON array with one object "
+            "per row, keyed by the header names, in the same order as the rows. `id`, `units` and "
+            "`amount` must be JSON numbers; the other fields stay strings.",
+            report=f"The new dashboard only reads JSON, so it can't use {src}. Please turn that "
+            f"CSV (its first line is the header) into {out}, a JSON array holding one object per "
+            "row in the original row order, with the header names as keys. A naive conversion "
+            "turns every value into a string and the charts choke on that: `id`, `units` and "
+            "`amount` have to be real JSON numbers, the other fields stay strings.",
+            ticket=f"{src} (header) -> {out}: JSON array, one object per row, same order, keys = "
+            "header names. id/units/amount as JSON numbers, other fields strings.",
         )
         solution = f"""
 python3 -c "
@@ -147,7 +171,12 @@ check(got == {py_literal(rows)}, "{out} does not hold the rows with typed fields
         setup_files={"sales.csv": _to_csv(header, rows)},
         setup_script=f"mkdir -p {folder}\ncp sales.csv {src}",
         check_py=check,
-        metadata={"variant": variant, "rows": len(rows)},
+        metadata={
+            "variant": variant,
+            "rows": len(rows),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -183,12 +212,27 @@ def _hard(rng: random.Random) -> Draft:
         [str(uid), by_id[uid]["name"], str(n), f"{t / 100:.2f}"]
         for uid, (n, t) in sorted(totals.items(), key=lambda kv: -kv[1][1])
     ]
-    instruction = (
-        f"{users_csv} lists users (`user_id,name,city`; names contain commas and are quoted) and "
-        f"{orders_json} is a JSON array of orders (`order`, `user`, `price_cents`). Write {out}, a CSV with "
-        "the header `user_id,name,orders,total` and one row per user who placed at least one order: their "
-        "name, their number of orders, and the sum of their order prices in currency units with exactly two "
-        "decimals (e.g. 12.50). Sort the rows by total, largest first. Quote fields as CSV requires."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{users_csv} lists users (`user_id,name,city`; names contain commas and are "
+        f"quoted) and {orders_json} is a JSON array of orders (`order`, `user`, `price_cents`). "
+        f"Write {out}, a CSV with the header `user_id,name,orders,total` and one row per user who "
+        "placed at least one order: their name, their number of orders, and the sum of their "
+        "order prices in currency units with exactly two decimals (e.g. 12.50). Sort the rows by "
+        "total, largest first. Quote fields as CSV requires.",
+        report="Accounting wants to know who our biggest customers are. The users are in "
+        f"{users_csv} (columns `user_id,name,city`; the names contain commas, so they are quoted, "
+        f"and a naive split on commas breaks) and the orders in {orders_json}, a JSON array of "
+        f"objects with `order`, `user` and `price_cents`. Please produce {out} as a CSV with the "
+        "header `user_id,name,orders,total`: one row for every user who has at least one order, "
+        "giving their id, their name, how many orders they placed and what those orders add up to "
+        "in currency units, always with two decimals (12.50, not 12.5 or 1250). Biggest total at "
+        "the top, and quote the fields properly so the names survive.",
+        ticket=f"Join {users_csv} (user_id,name,city; quoted names with commas) with "
+        f"{orders_json} (array of order, user, price_cents) -> {out}. Header "
+        "`user_id,name,orders,total`; one row per user with >= 1 order; orders = count, total = "
+        "sum(price_cents)/100, exactly 2 decimals (e.g. 12.50). Sort by total desc. Proper CSV "
+        "quoting.",
     )
     solution = f"""
 python3 - <<'PY'
@@ -221,7 +265,12 @@ check(rows[1:] == {py_literal(expected)}, "report rows are %r" % (rows[1:],))
         },
         setup_script=f"mkdir -p {folder}\ncp users.csv {users_csv}\ncp orders.json {orders_json}",
         check_py=check,
-        metadata={"users": len(users), "orders": len(orders)},
+        metadata={
+            "users": len(users),
+            "orders": len(orders),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

@@ -49,7 +49,7 @@ def _easy(rng: random.Random) -> Draft:
     if variant == "add-days":
         n = rng.randint(10, 400)
         want = (d + timedelta(days=n)).isoformat()
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"What date is {n} days after {d.isoformat()}? Write it as YYYY-MM-DD to {answer}.",
             report=f"The contract signed on {d.isoformat()} expires {n} days later and nobody wrote down the "
@@ -60,7 +60,7 @@ def _easy(rng: random.Random) -> Draft:
         check = f'got = read({answer!r}).strip()\ncheck(got == "{want}", "{answer} says %r" % got)'
     elif variant == "weekday":
         want = d.strftime("%A")
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"On which day of the week is {d.isoformat()}? Write the English day name (e.g. Monday) to {answer}.",
             report=f"Someone needs to know what weekday {d.isoformat()} falls on. Please write the day's name "
@@ -81,7 +81,7 @@ def _easy(rng: random.Random) -> Draft:
         )
         epoch = int(t.timestamp())
         want = t.strftime("%Y-%m-%d %H:%M:%S")
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"Convert the Unix timestamp {epoch} to a UTC date and time and write it to {answer} "
             "as `YYYY-MM-DD HH:MM:SS`.",
@@ -100,7 +100,7 @@ def _easy(rng: random.Random) -> Draft:
         tags=[variant],
         setup_script=f"mkdir -p {answer.rsplit('/', 1)[0]}",
         check_py=check,
-        metadata={"variant": variant, "phrasing": style},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -119,7 +119,7 @@ def _medium(rng: random.Random) -> Draft:
         msg = f"{rng.choice(['INFO', 'WARN', 'ERROR'])} {rng.choice(WORDS)} {rng.choice(NOUNS)}"
         lines.append(f"{t} {msg}")
         want.append([datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S"), msg])
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Every line of {src} starts with a Unix timestamp. Write {out} with the same lines in the same "
         "order, but with that timestamp replaced by the UTC time in ISO 8601 form (e.g. 2024-03-05T14:03:09Z).",
@@ -157,7 +157,7 @@ for line, (stamp, msg) in zip(got, want):
                 {f"/var/log/{app}/events.log.1": f"{start - 86400} INFO rotated\n"},
             ),
         ),
-        metadata={"lines": len(lines), "phrasing": style},
+        metadata={"lines": len(lines), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -182,7 +182,7 @@ def _hard(rng: random.Random) -> Draft:
         totals[job] = total
     events.sort(key=lambda e: e[0])
     ordered = sorted(totals, key=lambda j: (-totals[j], j))
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{src} records `start` and `end` events of batch jobs; the timestamps carry different UTC "
         "offsets. A job can run more than once. Write {out} with a header `job,seconds` and one row per job "
@@ -226,7 +226,7 @@ want = {py_literal([[j, totals[j]] for j in ordered])}
 check(sorted(got) == sorted(map(tuple, want)), "{out} holds %r" % got)
 check([s for _, s in got] == sorted([s for _, s in got], reverse=True), "{out} is not longest first")
 """,
-        metadata={"jobs": len(jobs), "phrasing": style},
+        metadata={"jobs": len(jobs), "phrasing": style, "phrasings": phrasings},
     )
 
 

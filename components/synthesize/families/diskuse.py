@@ -46,7 +46,7 @@ def _easy(rng: random.Random) -> Draft:
             parts = rng.randint(1, 3)
             for i in range(parts):
                 sizes[f"{d}/{rng.choice(NOUNS)}-{i}.bin"] = kib[d] * 1024 // parts
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"Which subfolder of {root} uses the most disk space? Write just its name (not the path) to {answer}.",
             report=f"{root} is eating the disk and I want to know which of its subfolders is responsible. Put the "
@@ -58,7 +58,7 @@ def _easy(rng: random.Random) -> Draft:
         variant, script = "du", _make(root, sizes)
     else:
         sizes = {f"{rng.choice(NOUNS)}.dat": 4096}
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"On which mount point is the filesystem that holds {root}? Write that mount point to {answer}.",
             report=f"Before we fill {root} we need to know which filesystem it lives on. Write the mount point "
@@ -80,7 +80,7 @@ check(got == p, "{answer} says %r, the mount point is %r" % (got, p))
         tags=[variant],
         setup_script=script,
         check_py=check,
-        metadata={"variant": variant, "phrasing": style},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -101,7 +101,7 @@ def _medium(rng: random.Random) -> Draft:
             f"{rng.choice(dirs)}{rng.choice(NOUNS)}-{len(sizes)}.{rng.choice(['db', 'log', 'img'])}"
         ] = size
     want = [f"{root}/{p}" for p in sorted(sizes, key=lambda p: -sizes[p])[:n]]
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"List the {n} largest files under {root} (all subfolders), largest first, as full paths, one "
         f"per line, in {answer}.",
@@ -130,7 +130,7 @@ check(got == {py_literal(want)}, "{answer} lists %r" % got)
                 {f"/var/lib/{rng.choice(WORDS)}-huge.log": "x" * 400000},
             ),
         ),
-        metadata={"files": len(sizes), "n": n, "phrasing": style},
+        metadata={"files": len(sizes), "n": n, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -152,7 +152,7 @@ def _hard(rng: random.Random) -> Draft:
         removed.append(p)
         remaining -= sizes[p]
     kept = [p for p in files if p not in removed]
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"The cache {cache} may hold at most {budget_kib} KiB of file data (the sum of the files' sizes "
         "in bytes, subfolders included). Delete the least recently modified files, oldest first, until the "
@@ -180,7 +180,12 @@ for p in {py_literal(removed)}:
 for p in {py_literal(kept)}:
     check(os.path.isfile(os.path.join({cache!r}, p)), p + " was deleted, but the cache already fit without that")
 """,
-        metadata={"budget_kib": budget_kib, "removed": len(removed), "phrasing": style},
+        metadata={
+            "budget_kib": budget_kib,
+            "removed": len(removed),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 

@@ -17,6 +17,7 @@ import random
 import zipfile
 
 from components.synthesize.draft import Draft
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, name, names, token
 
 __all__ = ["TAGS", "generate", "make_wheel"]
@@ -73,11 +74,17 @@ def _easy(rng: random.Random) -> Draft:
     dist, ver, answer = f"{name(rng)}kit", _versions(rng, 1)[0], token(rng)
     wheel, data = _package(dist, ver, answer)
     folder = rng.choice(["/opt/wheels", "/srv/wheelhouse", "/var/cache/wheels", "/root/dist"])
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Install the Python package `{dist}` for the system python3 from the wheel file "
+        f"in {folder}. This machine has no network access.",
+        report=f"`import {dist}` fails with ModuleNotFoundError under the system python3. This "
+        "host is air-gapped, so pip can't download anything, but someone copied the package's "
+        f"wheel into {folder}. Please install `{dist}` for the system python3 from that wheel.",
+        ticket=f"Install `{dist}` into system python3 from the wheel in {folder}. No network.",
+    )
     return Draft(
-        instruction=(
-            f"Install the Python package `{dist}` for the system python3 from the wheel file in {folder}. "
-            "This machine has no network access."
-        ),
+        instruction=instruction,
         # The wheel's version is in its file name only: a careful agent looks before it installs.
         solution=f"ls {folder}\npip install --no-index {folder}/{wheel}",
         tags=["pip", "wheel", "offline"],
@@ -87,7 +94,7 @@ def _easy(rng: random.Random) -> Draft:
 r = sh("cd / && python3 -c 'import {dist}; print({dist}.__version__, {dist}.answer())'")
 check(r.stdout.split() == [{ver!r}, {answer!r}], "python3 cannot use {dist}: " + r.stdout + r.stderr[-500:])
 """,
-        metadata={"dist": dist, "version": ver},
+        metadata={"dist": dist, "version": ver, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -116,10 +123,19 @@ python3 -m venv --without-pip {venv}
 ln -sfn /usr/local/python3.9/bin/python3.9 {venv}/bin/python3
 sed -i 's|^home = .*|home = /usr/local/python3.9/bin|' {venv}/pyvenv.cfg
 """
-    instruction = (
-        f"{root}/run.sh runs the app with the virtualenv {venv}, but the virtualenv is broken. Repair it "
-        f"(recreating it is fine) so that {root}/run.sh works; the app needs `{dist}` version {want} "
-        "installed in that virtualenv. There is no network; wheels are in /opt/wheels."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{root}/run.sh runs the app with the virtualenv {venv}, but the virtualenv is "
+        f"broken. Repair it (recreating it is fine) so that {root}/run.sh works; the app needs "
+        f"`{dist}` version {want} installed in that virtualenv. There is no network; wheels are in "
+        "/opt/wheels.",
+        report=f"After the last Python upgrade {root}/run.sh stopped working: the virtualenv it "
+        f"uses, {venv}, still points at an interpreter that is gone. Could you fix that virtualenv "
+        "(throwing it away and rebuilding it at the same path is fine) so run.sh works again? The "
+        f"app insists on `{dist}` {want} exactly, installed inside {venv}. The machine is offline; "
+        "the wheels are in /opt/wheels.",
+        ticket=f"venv {venv} broken, {root}/run.sh fails. Repair or recreate in place; install "
+        f"`{dist}=={want}` into it; run.sh must work. Offline: wheels in /opt/wheels.",
     )
     # Look at the venv and the wheels, rebuild it in one turn, check what it holds.
     solution = f"""
@@ -142,7 +158,13 @@ check(len(lines) == 2 and lines[0] == {venv!r} and lines[1].startswith({venv!r})
         setup_files={"app.py": _app(dist, want, answer), **{f"wheels/{w}": d for w, d in wheels}},
         setup_script=setup,
         check_py=check,
-        metadata={"dist": dist, "version": want, "available": versions},
+        metadata={
+            "dist": dist,
+            "version": want,
+            "available": versions,
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 
@@ -179,11 +201,20 @@ printf '#!/bin/sh\\nexec {venv}/bin/python {root}/app.py\\n' > {root}/run.sh
 chmod +x {root}/run.sh
 {DEAD_INDEX}
 """
-    instruction = (
-        f"Set up the Python app in {root}: create a virtualenv at {venv} and install {root}/requirements.txt "
-        f"(it pins `{top}`) into it with the dependencies it pulls in, so that {root}/run.sh works. This machine has no "
-        "network, and pip is configured to use a package index that does not answer; every wheel needed is "
-        "in /opt/wheels."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Set up the Python app in {root}: create a virtualenv at {venv} and install "
+        f"{root}/requirements.txt (it pins `{top}`) into it with the dependencies it pulls in, so "
+        f"that {root}/run.sh works. This machine has no network, and pip is configured to use a "
+        "package index that does not answer; every wheel needed is in /opt/wheels.",
+        report=f"Deploying the app in {root} hangs and then fails at the pip step: pip is "
+        "configured for a package index that never answers, and this machine has no network "
+        "anyway. Everything it needs has been put in /opt/wheels. Please create the virtualenv "
+        f"{venv}, install {root}/requirements.txt (which pins `{top}`) into it along with whatever "
+        f"dependencies that drags in, and make sure {root}/run.sh runs.",
+        ticket=f"{root}: new venv at {venv}; install {root}/requirements.txt (pins `{top}`) + its "
+        f"deps into it; {root}/run.sh must work. No network, configured pip index is dead; all "
+        "wheels in /opt/wheels.",
     )
     solution = f"""
 python3 -m venv {venv}
@@ -206,7 +237,13 @@ check(r.stdout.split() == [{top_want!r}, "1.4.0"], "installed versions in {venv}
         },
         setup_script=setup,
         check_py=check,
-        metadata={"top": top, "dependency": dep, "version": top_want},
+        metadata={
+            "top": top,
+            "dependency": dep,
+            "version": top_want,
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

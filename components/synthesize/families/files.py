@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, PEOPLE, WORDS, base_dir, name, names, token
 
 __all__ = ["TAGS", "generate"]
@@ -23,8 +24,12 @@ def _easy(rng: random.Random) -> Draft:
     marker = token(rng)
     if variant == "exec":
         path = f"{folder}/bin/{rng.choice(['deploy', 'backup', 'report', 'cleanup', 'sync'])}.sh"
-        instruction = (
-            f"The script {path} cannot be run because it is not executable. Make it executable."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Please make the script {path} executable so that it can be run directly.",
+            report=f"The script {path} cannot be run because it is not executable. Make it "
+            "executable.",
+            ticket=f"{path}: add the execute bit (chmod +x).",
         )
         solution = f"chmod +x {path}"
         setup = f"mkdir -p {folder}/bin\ncp script.sh {path}\nchmod 644 {path}"
@@ -36,7 +41,15 @@ check(r.stdout.strip() == {marker!r}, "running {path} did not print its marker: 
 """
     elif variant == "private":
         path = f"{folder}/{rng.choice(['id_ed25519', 'secret.key', 'token.txt', 'credentials'])}"
-        instruction = f"Restrict {path} so only its owner can read and write it (mode 600)."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Restrict {path} so only its owner can read and write it (mode 600), without "
+            "changing its contents.",
+            report=f"A security scan flagged {path}: anyone on the machine can read and modify it. "
+            "Lock it down so that only the owner has read and write access (mode 600); keep what "
+            "is in it.",
+            ticket=f"{path} -> mode 600 (owner rw only). Content unchanged.",
+        )
         solution = f"chmod 600 {path}"
         setup = f"mkdir -p {folder}\necho {marker} > {path}\nchmod 666 {path}"
         files = {}
@@ -47,7 +60,13 @@ check(read({path!r}).strip() == {marker!r}, "{path} content changed")
     else:
         ver = f"{rng.randint(1, 5)}.{rng.randint(0, 9)}.{rng.randint(0, 9)}"
         target, link = f"{folder}/releases/v{ver}", f"{folder}/current"
-        instruction = f"Create a symbolic link {link} that points to the directory {target}."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Create a symbolic link {link} that points to the directory {target}.",
+            report=f"The deploy scripts look for the live release at {link}, but that path does "
+            f"not exist yet. Create it as a symlink to the release directory {target}.",
+            ticket=f"symlink {link} -> {target}",
+        )
         solution = f"ln -s {target} {link}"
         setup = f"mkdir -p {target}\necho {marker} > {target}/VERSION"
         files = {}
@@ -63,7 +82,7 @@ check(read({link!r} + "/VERSION").strip() == {marker!r}, "{link}/VERSION is wron
         setup_files=files,
         setup_script=setup,
         check_py=check,
-        metadata={"variant": variant},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -83,9 +102,16 @@ def _medium(rng: random.Random) -> Draft:
     lines += [f"chmod {rng.choice(['700', '777', '750'])} {root}/{d}".rstrip("/") for d in dirs]
     expected = {f"{root}/{d}".rstrip("/"): 0o755 for d in dirs}
     expected |= {f"{root}/{f}": 0o755 if f.endswith(".sh") else 0o644 for f in files}
-    instruction = (
-        f"Normalise the permissions under {root} (including {root} itself): every directory must be 755, "
-        "every regular file 644, except files ending in `.sh`, which must be 755."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Normalise the permissions under {root} (including {root} itself): every "
+        "directory must be 755, every regular file 644, except files ending in `.sh`, which must "
+        "be 755.",
+        report=f"After a copy from another machine the modes under {root} are all over the place, "
+        f"world-writable in one spot and owner-only in the next. Reset the whole tree, {root} "
+        "itself included, to directories 755 and regular files 644, but give the `.sh` scripts 755 "
+        "so they stay runnable.",
+        ticket=f"{root} recursively (incl. {root}): dirs 755, files 644, *.sh 755.",
     )
     # Look at the modes, act, check them again.
     solution = (
@@ -108,7 +134,12 @@ for path, mode in expected.items():
     check(got == mode, "%s has mode %o, want %o" % (path, got, mode))
 """,
         uses=("find",),
-        metadata={"files": len(files), "dirs": len(dirs)},
+        metadata={
+            "files": len(files),
+            "dirs": len(dirs),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -126,12 +157,22 @@ echo '{outsider}:x:{uid + 1}:{uid + 1}::/home/{outsider}:/bin/bash' >> /etc/pass
 echo '{outsider}:x:{uid + 1}:' >> /etc/group
 mkdir -p {shared}
 """ + "\n".join(f"echo {d} > {shared}/{d}.txt && chmod 644 {shared}/{d}.txt" for d in docs)
-    instruction = (
-        f"Make {shared} a folder shared by the group `{team}`: the folder and the files already in it must "
-        f"belong to group `{team}`, group members must be able to read and write every file in it and create "
-        f"new files there, new files must automatically belong to group `{team}` (setgid), and users outside "
-        f"the group (such as `{outsider}`) must have no access at all: the folder's mode must be 2770. "
-        f"User `{member}` is already in the group."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Make {shared} a folder shared by the group `{team}`: the folder and the files "
+        f"already in it must belong to group `{team}`, group members must be able to read and "
+        "write every file in it and create new files there, new files must automatically belong to "
+        f"group `{team}` (setgid), and users outside the group (such as `{outsider}`) must have no "
+        f"access at all: the folder's mode must be 2770. User `{member}` is already in the group.",
+        report=f"The `{team}` team can't use {shared}: `{member}` (already in the group) cannot "
+        f"save changes to the files there, and `{outsider}`, who is not in the team, can still "
+        "list the folder. Please fix it: the folder and its existing files should belong to group "
+        f"`{team}`, members need to read and write every file and create new ones, new files "
+        f"should get group `{team}` automatically (setgid), and nobody outside the group gets any "
+        "access, so the folder's mode must be 2770.",
+        ticket=f"Shared dir {shared} for group {team}: chgrp folder + existing files to {team}, "
+        f"group rw on every file, members can create files, setgid so new files get {team}, no "
+        f"access for others (e.g. {outsider}); folder mode 2770. {member} is already in {team}.",
     )
     solution = f"""
 chgrp -R {team} {shared}
@@ -188,7 +229,7 @@ check(not as_user({outsider!r}, outsider_reads), "{outsider} can list " + shared
         setup_script=setup,
         check_py=check,
         uses=("find",),
-        metadata={"shared": shared},
+        metadata={"shared": shared, "phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -55,7 +55,7 @@ def _easy(rng: random.Random) -> Draft:
     if rng.random() < 0.5:
         junk = [p for p in paths if p.endswith(ext)]
         keep = [p for p in paths if not p.endswith(ext)]
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"Please delete every `*{ext}` file anywhere under {root} (in all subfolders); keep every other file.",
             report=f"{root} is littered with leftover `{ext}` files in its subfolders. Remove all of them, but nothing else.",
@@ -72,7 +72,7 @@ for p in {py_literal(keep)}:
     else:
         answer = f"/root/{rng.choice(['count', 'big-files', 'answer'])}.txt"
         big = sum(len(c) > 1024 for c, _ in files.values())
-        instruction, style = say(
+        instruction, style, phrasings = say(
             rng,
             request=f"How many regular files under {root} (all subfolders) are larger than 1 KiB? "
             f"Write just the number to {answer}.",
@@ -93,7 +93,7 @@ check(got == "{big}", "{answer} says %r" % got)
         setup_files=setup,
         setup_script=script,
         check_py=check,
-        metadata={"variant": variant, "phrasing": style},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -115,7 +115,7 @@ def _medium(rng: random.Random) -> Draft:
     flat = {p.rsplit("/", 1)[-1] for p in old}
     if len(flat) < len(old):  # two old files share a name: keep paths unique in the archive
         return _medium(rng)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Move every `{ext}` file under {root} (any subfolder) that was last modified more than "
         f"{days} days ago into {archive} (create it), directly in that folder. Leave newer files and other "
@@ -151,7 +151,7 @@ for p in {py_literal(stay)}:
                 {f"/var/spool/{rng.choice(WORDS)}-old{ext}": "keep me\n"},
             ),
         ),
-        metadata={"moved": len(old), "days": days, "phrasing": style},
+        metadata={"moved": len(old), "days": days, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -175,7 +175,7 @@ def _hard(rng: random.Random) -> Draft:
     keep = sorted(min(v) for v in groups.values() if v)
     removed = sorted(p for v in groups.values() for p in v if p != min(v))
     setup, script = _place(root, files)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{root} has many duplicate images (same bytes, different names or folders). For each set of "
         "identical files keep only the one whose path relative to the folder sorts first (plain byte order), "
@@ -206,7 +206,12 @@ for p in {py_literal(removed)}:
 listed = sorted(l.strip().removeprefix("./") for l in read({report!r}).splitlines() if l.strip())
 check(listed == {py_literal(removed)}, "{report} lists %r" % listed)
 """,
-        metadata={"groups": len(keep), "removed": len(removed), "phrasing": style},
+        metadata={
+            "groups": len(keep),
+            "removed": len(removed),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft, Perturbation
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, PEOPLE, WORDS, base_dir, name, names, token
 
 __all__ = ["TAGS", "generate"]
@@ -64,7 +65,14 @@ def _easy(rng: random.Random) -> Draft:
         branch = (
             f"{rng.choice(['feature', 'fix', 'topic'])}/{rng.choice(NOUNS)}-{rng.randint(1, 99)}"
         )
-        instruction = f"In the git repository {repo}, create a branch named `{branch}` from the current commit and switch to it."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"In the git repository {repo}, create a branch named `{branch}` from the "
+            "current commit and switch to it.",
+            report=f"I'm about to start on `{branch}` in {repo}, but that branch doesn't exist "
+            "yet. Could you create it at the commit that is checked out now and leave me on it?",
+            ticket=f"{repo}: new branch `{branch}` from current commit, check it out.",
+        )
         solution = f"git -C {repo} checkout -b {branch}"
         check = f"""
 r = sh("git -C {repo} rev-parse --abbrev-ref HEAD")
@@ -75,7 +83,13 @@ check(sh("git -C {repo} rev-parse {branch}").stdout == sh("git -C {repo} rev-par
         variant = "branch"
     else:
         tag = f"v{rng.randint(0, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
-        instruction = f"Tag the current commit of the git repository {repo} as `{tag}`."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Tag the current commit of the git repository {repo} as `{tag}`.",
+            report=f"The release built from the current commit of {repo} went out untagged, so "
+            f"nobody can find it later. Please add the tag `{tag}` to that commit.",
+            ticket=f"{repo}: tag current commit `{tag}`.",
+        )
         solution = f"git -C {repo} tag {tag}"
         check = f"""
 r = sh("git -C {repo} rev-parse {tag}^{{commit}}")
@@ -91,7 +105,7 @@ check(r.stdout == sh("git -C {repo} rev-parse {main}").stdout, "{tag} is not on 
         check_py=check,
         uses=("git",),
         perturbations=(IDENTITY_MISSING,),
-        metadata={"variant": variant, "main": main},
+        metadata={"variant": variant, "main": main, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -117,10 +131,18 @@ printf '[server]\\n{key} = {main_v}\\n' > {repo}/{conflict}
 echo main > {repo}/{main_file}
 git -C {repo} add . && git -C {repo} commit -qm 'main moves on'
 """
-    instruction = (
-        f"In the git repository {repo}, merge the branch `{feature}` into `{main}` with a merge commit. "
-        f"The merge conflicts in `{conflict}`: resolve it by taking the version from `{feature}`. "
-        f"`{main}` must end up checked out, with the merge committed and a clean working tree."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"In the git repository {repo}, merge the branch `{feature}` into `{main}` with a "
+        f"merge commit. The merge conflicts in `{conflict}`: resolve it by taking the version "
+        f"from `{feature}`. `{main}` must end up checked out, with the merge committed and a "
+        "clean working tree.",
+        report=f"`{feature}` in {repo} is ready to land, but merging it into `{main}` stops on a "
+        f"conflict in `{conflict}`. The `{feature}` side of that file is the right one, so keep "
+        f"it. Finish the job as a real merge commit on `{main}` (no squash, no rebase), leave "
+        f"`{main}` checked out and don't leave anything uncommitted.",
+        ticket=f"{repo}: merge `{feature}` into `{main}` (merge commit). Conflict in `{conflict}` "
+        f"-> take `{feature}` version. End on `{main}`, merge committed, clean tree.",
     )
     solution = f"""
 {FIX_IDENTITY}
@@ -155,7 +177,7 @@ check(git("status --porcelain") == "", "the working tree is not clean")
         check_py=check,
         uses=("git",),
         perturbations=(IDENTITY_MISSING,),
-        metadata={"variant": "merge-conflict"},
+        metadata={"variant": "merge-conflict", "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -163,9 +185,16 @@ def _pre_commit(rng: random.Random) -> Draft:
     repo, main = f"{base_dir(rng)}/{name(rng)}", rng.choice(["main", "master"])
     banned = rng.choice(["DO NOT COMMIT", "NOCOMMIT", "FIXME-BEFORE-MERGE", "SECRET_KEY="])
     setup = _repo_setup(rng, repo, main, _files(rng, 2))
-    instruction = (
-        f"Add a git pre-commit hook to the repository {repo} that rejects any commit whose staged changes add "
-        f"a line containing `{banned}` (the commit must fail), while other commits go through normally."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Add a git pre-commit hook to the repository {repo} that rejects any commit "
+        f"whose staged changes add a line containing `{banned}` (the commit must fail), while "
+        "other commits go through normally.",
+        report=f"Lines marked `{banned}` keep slipping into commits in {repo}. Please set up a "
+        "pre-commit hook in that repository so that a commit fails whenever its staged changes "
+        f"add a line containing `{banned}`. Every other commit should still go through as usual.",
+        ticket=f"{repo}: pre-commit hook. Staged diff adds a line containing `{banned}` -> commit "
+        "fails; other commits pass.",
     )
     solution = f"""
 {FIX_HOOKS_PATH}
@@ -200,7 +229,7 @@ check("bad.txt" not in sh(f"git -C {{repo}} ls-tree -r --name-only HEAD").stdout
         check_py=check,
         uses=("git",),
         perturbations=(HOOKS_PATH_BROKEN,),
-        metadata={"variant": "pre-commit-hook"},
+        metadata={"variant": "pre-commit-hook", "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -217,11 +246,23 @@ git -C {work} remote remove origin 2>/dev/null || true
 git -C {work} remote add origin {bare}
 git -C {work} fetch -q origin
 """
-    instruction = (
-        f"{bare} is a bare git repository and {work} a clone of it (remote `origin`). Make pushes deploy: "
-        f"whenever branch `{deploy}` is pushed to {bare}, {site} must be replaced by exactly the files of that "
-        f"branch (files deleted in git disappear from {site}). Pushes to other branches must not touch "
-        f"{site}. Finally push the current `{main}` of {work} to `{deploy}` so the site is deployed now."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{bare} is a bare git repository and {work} a clone of it (remote `origin`). "
+        f"Make pushes deploy: whenever branch `{deploy}` is pushed to {bare}, {site} must be "
+        "replaced by exactly the files of that branch (files deleted in git disappear from "
+        f"{site}). Pushes to other branches must not touch {site}. Finally push the current "
+        f"`{main}` of {work} to `{deploy}` so the site is deployed now.",
+        report=f"Every release of {site} is still copied over by hand, and last time a file we "
+        f"had deleted stayed online. The code lives in the bare repository {bare}; {work} is a "
+        f"clone of it (remote `origin`). We'd like push-to-deploy: each push of branch `{deploy}` "
+        f"to {bare} should make {site} hold exactly that branch's files, so anything deleted in "
+        f"git is gone from the site too, while pushes of any other branch leave {site} untouched. "
+        f"Once that works, push the current `{main}` of {work} to `{deploy}` so the site is live "
+        "now.",
+        ticket=f"Push-to-deploy. Bare repo {bare}, clone {work} (remote origin). Push to "
+        f"`{deploy}` -> {site} = exactly that branch's files (deleted files removed). Other "
+        f"branches: {site} untouched. Then push {work}'s `{main}` to `{deploy}` to deploy now.",
     )
     solution = f"""
 {FIX_HOOKS_PATH}
@@ -267,7 +308,12 @@ check(not os.path.exists(os.path.join(site, "other.txt")), "a push to another br
         check_py=check,
         uses=("git", "tar"),
         perturbations=(HOOKS_PATH_BROKEN,),
-        metadata={"variant": "push-to-deploy", "deploy_branch": deploy},
+        metadata={
+            "variant": "push-to-deploy",
+            "deploy_branch": deploy,
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

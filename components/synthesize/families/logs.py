@@ -11,6 +11,7 @@ import gzip
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, WORDS, name, names
 
 __all__ = ["TAGS", "generate"]
@@ -37,8 +38,17 @@ def _easy(rng: random.Random) -> Draft:
             f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:{i % 60:02d}:00 {lvl} [{app}] {words}"
         )
     count = sum(f" {level} " in ln for ln in lines)
+    instruction, style, phrasings = say(
+        rng,
+        request=f"How many lines of {log} have the level {level}? Write just the number to "
+        f"{answer}.",
+        report=f"The {app} service seems to be logging a lot of {level} messages lately and we "
+        f"want to know how bad it is. Count the lines in {log} whose level is {level} and put only "
+        f"that number in {answer}.",
+        ticket=f"count of {level} lines in {log} -> {answer}, number only.",
+    )
     return Draft(
-        instruction=f"How many lines of {log} have the level {level}? Write just the number to {answer}.",
+        instruction=instruction,
         solution=f"grep -c ' {level} ' {log} > {answer}",
         tags=["count"],
         setup_files={"app.log": "\n".join(lines) + "\n"},
@@ -47,7 +57,7 @@ def _easy(rng: random.Random) -> Draft:
 got = read({answer!r}).strip()
 check(got == {str(count)!r}, "{answer} says %r" % got)
 """,
-        metadata={"level": level, "lines": len(lines)},
+        metadata={"level": level, "lines": len(lines), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -76,9 +86,15 @@ def _medium(rng: random.Random) -> Draft:
             _access_line(rng, top, "/", status or 200, "20/Mar/2024:10:00:00"),
         )
     which = "requests" if status is None else f"requests answered with status {status}"
-    instruction = (
-        f"{log} is an nginx access log. Find the client IP address that made the most {which} "
-        f"and write only that IP address to {answer}."
+    short = "requests" if status is None else f"status-{status} responses"
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{log} is an nginx access log. Find the client IP address that made the most "
+        f"{which} and write only that IP address to {answer}.",
+        report=f"The {site} site is getting an unusual share of its traffic from one client. Using "
+        f"the nginx access log {log}, work out which IP address made the most {which}, and write "
+        f"just that address (nothing else) to {answer}.",
+        ticket=f"{log} (nginx): client IP with the most {short} -> {answer}, IP only.",
     )
     pick = "" if status is None else f"$9 == {status} "
     return Draft(
@@ -94,7 +110,13 @@ def _medium(rng: random.Random) -> Draft:
 got = read({answer!r}).strip()
 check(got == {top!r}, "{answer} says %r" % got)
 """,
-        metadata={"clients": len(ips), "requests": len(lines), "status": status},
+        metadata={
+            "clients": len(ips),
+            "requests": len(lines),
+            "status": status,
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -142,12 +164,22 @@ def _hard(rng: random.Random) -> Draft:
     start_h = rng.randint(8, 18)
     window = (f"{start_h:02d}:00", f"{start_h + 1:02d}:59")
     parts, expected = _rotated_logs(rng, endpoints, start_h)
-    instruction = (
-        f"The access logs of {site} are in {folder}: access.log, the rotated access.log.1 and the "
-        f"compressed access.log.2.gz. Count, over all three files, the requests that got a 5xx status "
-        f"with a timestamp between {window[0]}:00 and {window[1]}:59 (any day). Write {out} as a JSON "
-        "object mapping each request path that had such a response to its count, "
-        'e.g. {"/login": 3}.'
+    instruction, style, phrasings = say(
+        rng,
+        request=f"The access logs of {site} are in {folder}: access.log, the rotated access.log.1 "
+        "and the compressed access.log.2.gz. Count, over all three files, the requests that got a "
+        f"5xx status with a timestamp between {window[0]}:00 and {window[1]}:59 (any day). Write "
+        f"{out} as a JSON object mapping each request path that had such a response to its count, "
+        'e.g. {"/login": 3}.',
+        report=f"Every day between {window[0]} and {window[1]} {site} throws server errors, and we "
+        f"want to know which endpoints are hit. Its logs in {folder} are split over access.log, "
+        "access.log.1 (rotated) and access.log.2.gz (gzipped). Across all three, count the 5xx "
+        f"responses whose time of day is from {window[0]}:00 to {window[1]}:59, on any date, and "
+        f"save the result to {out} as a JSON object of request path to count, "
+        'like {"/login": 3}.',
+        ticket=f"{folder}/access.log + access.log.1 + access.log.2.gz: 5xx responses with time "
+        f"of day {window[0]}:00-{window[1]}:59 (any day), counted per path -> {out} as JSON "
+        '{"/path": count}.',
     )
     solution = f"""
 python3 - <<'PY'
@@ -185,7 +217,12 @@ got = {{k: int(v) for k, v in got.items() if int(v) != 0}}
 check(got == {py_literal(expected)}, "{out} is %r" % got)
 """,
         uses=("gzip",),
-        metadata={"window": list(window), "endpoints_with_5xx": len(expected)},
+        metadata={
+            "window": list(window),
+            "endpoints_with_5xx": len(expected),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

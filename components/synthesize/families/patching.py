@@ -72,7 +72,7 @@ def _easy(rng: random.Random) -> Draft:
     out = f"{folder}/{stem}.patch"
     a = _text(rng, rng.randint(10, 18))
     b = _edit(rng, a, rng.randint(1, 3))
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Write a unified diff that turns {old} into {new} and save it as {out}.",
         report=f"A reviewer wants to see what changed between {old} and {new}. Please produce a unified "
@@ -102,7 +102,7 @@ check(ok, "the diff does not apply to the old file: " + err)
 check(out["x"] == {_join(b)!r}, "applying the diff does not give the new file")
 """,
         uses=("git", "diff"),
-        metadata={"old": old, "new": new, "out": out, "phrasing": style},
+        metadata={"old": old, "new": new, "out": out, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -133,7 +133,7 @@ def _medium(rng: random.Random) -> Draft:
     old = _tree(rng, rng.randint(4, 6))
     changed = rng.sample(sorted(old), k=rng.randint(1, 3))
     new = {**old, **{p: _join(_edit(rng, old[p].splitlines(), 2)) for p in changed}}
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Apply the patch {patch} to the project in {project} (its paths start with a/ and b/). "
         "Note that the `patch` command is not installed here.",
@@ -168,7 +168,7 @@ for rel, content in {py_literal(new)}.items():
                 },
             ),
         ),
-        metadata={"files_changed": len(changed), "phrasing": style},
+        metadata={"files_changed": len(changed), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -184,7 +184,7 @@ def _hard(rng: random.Random) -> Draft:
     local = rng.choice([p for p in sorted(old) if p not in changed])
     deployed = {**old, local: old[local] + f"# local tweak {token(rng, 4)}\n"}
     final = {**new, local: deployed[local]}
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{v1} and {v2} are two releases of {app}; {live} is a deployed copy of 1.0 with a local edit. "
         f"Write the changes from 1.0 to 1.1 as a unified patch {out} (paths relative to the release folder, "
@@ -220,7 +220,7 @@ check(ok, "{out} does not apply to a copy of 1.0: " + err)
 check({{k: v for k, v in out.items() if v}} == {{k: v for k, v in {py_literal(new)}.items() if k in {py_literal(sorted(old))}}}, "{out} does not turn 1.0 into 1.1")
 """,
         uses=("git", "diff"),
-        metadata={"phrasing": style},
+        metadata={"phrasing": style, "phrasings": phrasings},
         agent_timeout_sec=900.0,
     )
 

@@ -71,7 +71,7 @@ def _easy(rng: random.Random) -> Draft:
     record = f"/root/{svc}.pid"
     nice = rng.choice([None, 5, 10, 15])
     how = "" if nice is None else f" at nice level {nice}"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Start {script} in the background{how} so that it keeps running after your shell exits, and "
         f"write its process ID to {record}.",
@@ -100,7 +100,7 @@ p = proc(pid)
 check(any(a.endswith("worker.sh") for a in p["argv"][:2]), "process %d is %r, not the worker" % (pid, p["argv"]))
 {nice_check}
 """,
-        metadata={"nice": nice, "phrasing": style},
+        metadata={"nice": nice, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -108,7 +108,7 @@ def _medium(rng: random.Random) -> Draft:
     svc = name(rng)
     script, pidfile = f"/usr/local/bin/{svc}-worker", f"/var/run/{svc}/worker.pid"
     stale = rng.randint(40000, 60000)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"The worker {script} does not start. Find out why, fix it, and start it in the background so "
         "it keeps running after your session ends. Do not edit the script.",
@@ -142,7 +142,7 @@ check(read({script!r}) == {WORKER.format(name=svc, pidfile=pidfile)!r}, "{script
                 {f"/var/run/{rng.choice(NOUNS)}d.pid": f"{stale + 7}\n"},
             ),
         ),
-        metadata={"stale_pid": stale, "phrasing": style},
+        metadata={"stale_pid": stale, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -157,7 +157,7 @@ def _hard(rng: random.Random) -> Draft:
     enabled = sorted(rng.sample(queues, k=rng.randint(2, len(queues) - 1)))
     lines = ["# queue   enabled"] + [f"{q} {'yes' if q in enabled else 'no'}" for q in queues]
     worker = "#!/bin/bash\n# usage: queue-worker.sh QUEUE\nwhile true; do sleep 3; done\n"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{conf} lists queues and whether each is enabled. Start exactly one `{script} <queue>` "
         "process per enabled queue, in the background and detached from your shell, and none for disabled "
@@ -192,7 +192,12 @@ rows = [l.split() for l in read({record!r}).splitlines() if l.strip()]
 check(sorted((r[0], int(r[1])) for r in rows if len(r) == 2) == sorted((q, p[0]) for q, p in by_queue.items()),
       "{record} is %r" % rows)
 """,
-        metadata={"queues": len(queues), "enabled": len(enabled), "phrasing": style},
+        metadata={
+            "queues": len(queues),
+            "enabled": len(enabled),
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 

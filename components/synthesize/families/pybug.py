@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import base_dir, name
 
 __all__ = ["TAGS", "generate"]
@@ -161,10 +162,18 @@ def _project(rng: random.Random, bug: Bug) -> Draft:
         f"    def test_{fn.lower()}(self):\n        {visible}\n\n\nif __name__ == '__main__':\n    unittest.main()\n"
     )
     fixed, broken = bug.fixed.replace("FN", fn), bug.broken.replace("FN", fn)
-    instruction = (
-        f"The unit tests of the Python project in {project} fail (run them with "
-        f"`cd {project} && python3 -m unittest discover -s tests`). Find and fix the bug in {path} so the tests "
-        "pass and the code is correct in general. Do not modify the tests."
+    run_tests = f"cd {project} && python3 -m unittest discover -s tests"
+    instruction, style, phrasings = say(
+        rng,
+        request=f"The unit tests of the Python project in {project} fail (run them with "
+        f"`{run_tests}`). Find and fix the bug in {path} so the tests pass and the code is "
+        "correct in general. Do not modify the tests.",
+        report=f"CI for {project} went red after the last change: `{run_tests}` now fails, and "
+        f"the problem is somewhere in {path}. Please fix the code there properly, not just enough "
+        "for this one test (it has to be right for other inputs too), and leave the tests exactly "
+        "as they are.",
+        ticket=f"{project}: failing tests (`{run_tests}`). Fix bug(s) in {path}, correct for all "
+        "inputs, not only the test. Do not edit tests/.",
     )
     # Which bug it is shows only in the module: the solution reads it first, as a careful agent would
     # (a demonstration then carries the module in its first observation).
@@ -189,7 +198,7 @@ check(r.returncode == 0, "hidden cases fail:\\n" + r.stderr[-2000:])
         setup_files={"module.py": broken, "test_module.py": test_src},
         setup_script=f"mkdir -p {project}/tests\ncp module.py {path}\ncp test_module.py {test_path}",
         check_py=check,
-        metadata={"function": fn, "module": module},
+        metadata={"function": fn, "module": module, "phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -61,7 +61,7 @@ def _easy(rng: random.Random) -> Draft:
     files = {f"{s}{rng.choice(['', ' 2', '_v1'])}.{old}": token(rng) + "\n" for s in stems}
     files[f"{rng.choice(WORDS)}.{rng.choice(['png', 'csv'])}"] = "other\n"
     want = {(p[: -len(old)] + new if p.endswith(f".{old}") else p): c for p, c in files.items()}
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Rename every `.{old}` file in {root} to end in `.{new}` instead (keep the rest of each name).",
         report=f"The importer only accepts `.{new}`, but the files in {root} end in `.{old}`. Please rename "
@@ -76,7 +76,7 @@ def _easy(rng: random.Random) -> Draft:
         setup_files=setup,
         setup_script=script,
         check_py=_check(root, want),
-        metadata={"files": len(files), "phrasing": style},
+        metadata={"files": len(files), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -99,7 +99,7 @@ def _medium(rng: random.Random) -> Draft:
         "IMG_2020_01.jpg",
     ):
         files[other] = want[other] = token(rng) + "\n"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Rename the photos in {root} from the camera's `IMG_YYYYMMDD_NNNN.jpg` to `YYYY-MM-DD_NNNN.jpg` "
         "(e.g. IMG_20240315_0042.jpg -> 2024-03-15_0042.jpg). Files not matching that exact pattern keep their names.",
@@ -127,7 +127,7 @@ ls {root}
                 {f"{root}-backup/IMG_20200101_0001.jpg": "backup\n"},
             ),
         ),
-        metadata={"phrasing": style},
+        metadata={"phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -158,7 +158,7 @@ def _hard(rng: random.Random) -> Draft:
         content = token(rng, 12) + "\n"
         files[d + base] = content
         want[d + _normal(base)] = content
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Normalise the file names under {root} (all subfolders; folder names stay): lower case, each "
         "space replaced by `-`, and every number zero-padded to 3 digits. Example: `Blue Falcon 7.MKV` -> "
@@ -182,7 +182,7 @@ find {root} -type f | sort
         setup_files=setup,
         setup_script=script,
         check_py=_check(root, want),
-        metadata={"files": len(files), "phrasing": style},
+        metadata={"files": len(files), "phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -15,6 +15,7 @@ import json
 import random
 
 from components.synthesize.draft import Draft
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, WORDS, name, token
 
 __all__ = ["TAGS", "generate"]
@@ -50,7 +51,16 @@ def _port(rng: random.Random) -> int:
 def _easy(rng: random.Random) -> Draft:
     site, port = f"/srv/{name(rng)}", _port(rng)
     page, marker = f"{rng.choice(WORDS)}.html", token(rng)
-    instruction = f"Serve the files in {site} over HTTP on port {port}, running in the background so it keeps serving."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Serve the files in {site} over HTTP on port {port}, running in the background so "
+        "it keeps serving.",
+        report=f"The team wants to browse what is in {site} from their machines, but nothing "
+        f"serves that folder yet. Could you put it up over plain HTTP on port {port}? Start it "
+        "detached, so it stays up after your shell session ends.",
+        ticket=f"HTTP static server: dir {site}, port {port}. Background, must outlive the "
+        "session.",
+    )
     cmd = f"python3 -m http.server {port} --directory {site}"
     return Draft(
         instruction=instruction,
@@ -63,7 +73,7 @@ def _easy(rng: random.Random) -> Draft:
 status, body = http_get("http://127.0.0.1:{port}/{page}")
 check(status == 200 and {marker!r} in body, "port {port} did not serve {page}: %r" % body[:200])
 """,
-        metadata={"port": port},
+        metadata={"port": port, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -109,11 +119,20 @@ def _medium(rng: random.Random) -> Draft:
     else:
         text = text.rstrip().rstrip("}")
     server, config, log = f"/opt/{svc}/server.py", f"/etc/{svc}/config.json", f"/var/log/{svc}.log"
-    instruction = (
-        f"The {svc} service ({server}, started with `python3 {server}`) does not start: its configuration "
-        f"{config} is broken. Fix the configuration so the service listens on port {port} (keep its greeting), "
-        f"then start the service in the background with its output going to {log}. "
-        f"`curl http://127.0.0.1:{port}/health` must then answer."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"The {svc} service ({server}, started with `python3 {server}`) does not start: "
+        f"its configuration {config} is broken. Fix the configuration so the service listens on "
+        f"port {port} (keep its greeting), then start the service in the background with its "
+        f"output going to {log}. `curl http://127.0.0.1:{port}/health` must then answer.",
+        report=f"Since someone edited {config}, the {svc} service dies right at startup and "
+        f"http://127.0.0.1:{port}/health refuses connections. Please repair that config file so "
+        f"the service listens on port {port} again, without touching its greeting, and bring it "
+        f"back up by running `python3 {server}` in the background with stdout and stderr going to "
+        f"{log}. The health endpoint should answer afterwards.",
+        ticket=f"{svc} won't start: {config} broken. Fix -> listen port {port}, greeting "
+        f"unchanged. Run `python3 {server}` in background, output -> {log}. Done when curl "
+        f"http://127.0.0.1:{port}/health answers.",
     )
     fixed = json.dumps(good, indent=2)
     # Look at the broken file, fix it and start the service, check its log.
@@ -149,7 +168,7 @@ check(json.loads(read({config!r}))["listen"]["port"] == {port}, "{config} does n
         setup_files={"server.py": SERVER_PY.replace("NAME", svc), "config.json": text + "\n"},
         setup_script=f"mkdir -p /opt/{svc} /etc/{svc}\ncp server.py {server}\ncp config.json {config}",
         check_py=check,
-        metadata={"port": port, "breakage": breakage},
+        metadata={"port": port, "breakage": breakage, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -257,14 +276,34 @@ def _hard(rng: random.Random) -> Draft:
         rng.choice(["NIL", "NONE", "MISSING", "NOT_FOUND"]),
         rng.choice(["OK", "STORED", "DONE"]),
     )
-    instruction = (
-        f"Write and start a small key-value service `{svc}` on TCP port {port}. Protocol: the client sends lines; "
-        f"for each line the service answers one line: `{put} <key> <value>` (value may contain spaces) answers `{ok}`; "
-        f"`{get} <key>` answers the value, or `{nil}` if the key is unknown; `{delete} <key>` answers `1` if it existed "
-        "and `0` otherwise; anything else answers `ERR`. One connection may send many lines, and several "
-        f"clients may connect. Every change must be saved at once to {data} as a JSON object mapping keys to "
-        f"values, and the data must be loaded from there when the service starts. Also write an executable "
-        f"{start} that starts the service in the background and returns; use it to start the service now."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Write and start a small key-value service `{svc}` on TCP port {port}. Protocol: "
+        f"the client sends lines; for each line the service answers one line: `{put} <key> "
+        f"<value>` (value may contain spaces) answers `{ok}`; `{get} <key>` answers the value, or "
+        f"`{nil}` if the key is unknown; `{delete} <key>` answers `1` if it existed and `0` "
+        "otherwise; anything else answers `ERR`. One connection may send many lines, and several "
+        f"clients may connect. Every change must be saved at once to {data} as a JSON object "
+        "mapping keys to values, and the data must be loaded from there when the service starts. "
+        f"Also write an executable {start} that starts the service in the background and returns; "
+        "use it to start the service now.",
+        report="Our scripts need somewhere to share small bits of state, and there is nothing for "
+        f"it on this box. Please build a little key-value server called `{svc}` that listens on "
+        f"TCP port {port}, and get it running. Clients talk to it in lines and get exactly one "
+        f"line back for each: `{put} <key> <value>` stores the value (which can contain spaces) "
+        f"and replies `{ok}`; `{get} <key>` replies with the stored value, or `{nil}` when there "
+        f"is no such key; `{delete} <key>` replies `1` if the key was there and `0` if it was not; "
+        "any other line gets `ERR`. A client may keep one connection open for many lines, and "
+        "several clients can be connected at the same time. Data must survive a restart: write "
+        f"every change immediately to {data} as one JSON object of key -> value, and load that "
+        f"file when the server starts. We also want an executable {start} that launches the server "
+        "in the background and returns at once; bring the service up now with it.",
+        ticket=f"New TCP key-value service `{svc}`, port {port}, line protocol, one reply line per "
+        f"request line: `{put} <key> <value>` (value may contain spaces) -> `{ok}`; `{get} <key>` "
+        f"-> value, or `{nil}` if unknown; `{delete} <key>` -> `1` if it existed, else `0`; "
+        "anything else -> `ERR`. Many lines per connection; concurrent clients. Persist each "
+        f"change immediately to {data} (JSON object key -> value); load it at startup. Executable "
+        f"{start}: start in background, return. Start the service now via {start}.",
     )
     code = KV_SERVER.replace("DATAFILE", data).replace("PORT", str(port))
     for word, new in (("SET", put), ("GET", get), ("DEL", delete), ("NIL", nil), ("OK", ok)):
@@ -288,7 +327,7 @@ chmod +x {start}
         tags=["tcp", "protocol", "persistence"],
         check_py=check,
         uses=("fuser",),
-        metadata={"port": port},
+        metadata={"port": port, "phrasing": style, "phrasings": phrasings},
         agent_timeout_sec=1200.0,
     )
 

@@ -42,7 +42,7 @@ def _easy(rng: random.Random) -> Draft:
     rng.shuffle(a)
     rng.shuffle(b)
     what = f"appear in both {fa} and {fb}" if both else f"are in {fa} but not in {fb}"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Write the lines that {what} to {out}, one per line, sorted.",
         report=f"I need to know which entries {what}. The files are not sorted. Put the answer in {out}, sorted.",
@@ -59,7 +59,11 @@ def _easy(rng: random.Random) -> Draft:
 got = sorted(l.strip() for l in read({out!r}).splitlines() if l.strip())
 check(got == {py_literal(want)}, "{out} lists %r" % got)
 """,
-        metadata={"variant": "both" if both else "difference", "phrasing": style},
+        metadata={
+            "variant": "both" if both else "difference",
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -78,7 +82,7 @@ def _medium(rng: random.Random) -> Draft:
     rng.shuffle(a)
     rng.shuffle(b)
     want = sorted(f"{i} {owners[i]} {hosts[i]}" for i in owner_ids if i in hosts)
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"{fa} has lines `id owner` and {fb} has lines `id host` (neither is sorted). Write {out} with "
         "a line `id owner host` for every id that appears in both files, sorted by id.",
@@ -108,7 +112,7 @@ check(got == {py_literal(want)}, "{out} holds %r" % got)
                 {f"{folder}/joined-old.txt": f"{ids[0]} nobody nowhere\n"},
             ),
         ),
-        metadata={"joined": len(want), "phrasing": style},
+        metadata={"joined": len(want), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -129,7 +133,7 @@ def _hard(rng: random.Random) -> Draft:
     sys_lines = [f"{u}:x:{1000 + i}:{1000 + i}::/home/{u}:/bin/bash" for i, u in enumerate(system)]
     dis_lines = ["# disabled accounts"] + [messy(u) for u in disabled]
     out = f"{folder}/active.txt"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Three lists: {folder}/hr.csv (CSV with header, first column the user name), "
         f"{folder}/passwd (passwd format) and {folder}/disabled.txt (one name per line, `#` comments). Names "
@@ -158,7 +162,7 @@ cat {out}
 got = [l.strip() for l in read({out!r}).splitlines() if l.strip()]
 check(sorted(set(got)) == {py_literal(want)} and len(got) == len(set(got)), "{out} lists %r" % got)
 """,
-        metadata={"active": len(want), "phrasing": style},
+        metadata={"active": len(want), "phrasing": style, "phrasings": phrasings},
     )
 
 

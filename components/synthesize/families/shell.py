@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, WORDS, base_dir, name, names, token
 
 __all__ = ["TAGS", "generate"]
@@ -29,7 +30,16 @@ def _easy(rng: random.Random) -> Draft:
         )
         files = {f"{s}{old}": token(rng) for s in stems[:-1]} | {f"{stems[-1]}.keep": token(rng)}
         expected = {(k[: -len(old)] + new if k.endswith(old) else k): v for k, v in files.items()}
-        instruction = f"Rename every `{old}` file in {folder} so it ends in `{new}` instead (keep the rest of each name)."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Rename every `{old}` file in {folder} so it ends in `{new}` instead (keep "
+            "the rest of each name).",
+            report=f"The tool that picks up the files in {folder} only looks for `{new}`, so "
+            f"every file there ending in `{old}` gets skipped. Please rename those so they end in "
+            f"`{new}`, with the rest of each name and the contents unchanged, and leave other "
+            "files as they are.",
+            ticket=f"{folder}: rename *{old} -> *{new}, same base names, other files untouched.",
+        )
         solution = f'for f in {folder}/*{old}; do mv "$f" "${{f%{old}}}{new}"; done'
         variant = "rename"
         check = f"""
@@ -48,7 +58,15 @@ for f, content in expected.items():
         files[f"{name(rng)}{ext}.bak"] = token(rng)  # not a match: the extension is .bak
         count = sum(1 for f in files if f.endswith(ext))
         answer = f"/root/{ext[1:]}-count.txt"
-        instruction = f"Count the `{ext}` files in {folder} and all its subfolders, and write just the number to {answer}."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Count the `{ext}` files in {folder} and all its subfolders, and write just "
+            f"the number to {answer}.",
+            report=f"Before we clean up {folder} I'd like to know how many files ending in `{ext}` "
+            "have piled up in it, counting every subfolder too. Please write only that number to "
+            f"{answer}.",
+            ticket=f"Count files named *{ext} under {folder}, recursive -> {answer}, number only.",
+        )
         solution = f"find {folder} -type f -name '*{ext}' | wc -l > {answer}"
         variant = "count"
         check = f"""
@@ -62,7 +80,7 @@ check(read({answer!r}).strip() == {str(count)!r}, "{answer} says %r" % read({ans
         setup_script=f"mkdir -p {folder}\ncp -r files/. {folder}/",
         check_py=check,
         uses=("find",),
-        metadata={"variant": variant},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -73,12 +91,26 @@ def _medium(rng: random.Random) -> Draft:
     fmt, sep = rng.choice(
         [("<extension> <count>", " "), ("<extension>: <count>", ": "), ("<extension>,<count>", ",")]
     )
-    instruction = (
-        f"Write an executable script {script} that takes one argument, a directory, and prints how many "
-        "regular files it contains (recursively) per file extension, one line per extension formatted as "
-        f"`{fmt}` (extension without the dot, e.g. `txt{sep}3`), sorted by count from high to low "
-        f"and then alphabetically by extension. Files without an extension are counted under `{none}`. "
-        f"If the argument is missing or is not a directory, print an error to stderr and exit with status {status}."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Write an executable script {script} that takes one argument, a directory, and "
+        "prints how many regular files it contains (recursively) per file extension, one line per "
+        f"extension formatted as `{fmt}` (extension without the dot, e.g. `txt{sep}3`), sorted by "
+        "count from high to low and then alphabetically by extension. Files without an extension "
+        f"are counted under `{none}`. If the argument is missing or is not a directory, print an "
+        f"error to stderr and exit with status {status}.",
+        report="We keep retyping the same find | awk pipeline to see what kinds of files a "
+        f"directory holds. Please turn it into a tool, {script} (executable), that takes a single "
+        "argument, a directory, counts the regular files anywhere below it by extension and "
+        f"prints one line per extension as `{fmt}`, the extension written without its dot (e.g. "
+        f"`txt{sep}3`). The most common extension comes first; ties go alphabetically by "
+        f"extension. Files that have no extension are counted as `{none}`. Called without an "
+        "argument or with something that isn't a directory, it should complain on stderr and exit "
+        f"{status}.",
+        ticket=f"New executable {script} DIR: count regular files under DIR (recursive) per "
+        f"extension, one line each as `{fmt}` (no dot, e.g. `txt{sep}3`). Sort: count desc, then "
+        f"extension asc. No extension -> `{none}`. Missing arg or not a dir: error to stderr, "
+        f"exit {status}.",
     )
     solution = f"""
 mkdir -p {folder}
@@ -125,7 +157,12 @@ check(r.returncode == {status}, "for a missing directory the exit status is %d, 
         tags=["script", "exit-codes"],
         check_py=check,
         uses=("find",),
-        metadata={"script": script, "usage_status": status},
+        metadata={
+            "script": script,
+            "usage_status": status,
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
     )
 
 
@@ -133,15 +170,35 @@ def _hard(rng: random.Random) -> Draft:
     script = f"/usr/local/bin/{rng.choice(['snapshot', 'backup-dir', 'numbered-backup', 'archive-dir'])}{rng.randint(1, 9)}"
     keep, status = rng.randint(2, 5), rng.choice([1, 2, 64])
     example = f"{base_dir(rng)}/{name(rng)}"
-    instruction = (
-        f"Write an executable bash script {script} with usage `{script.rsplit('/', 1)[1]} SRC_DIR DEST_DIR` that "
-        "backs up SRC_DIR into a gzip-compressed tar archive `DEST_DIR/<name>-<NNN>.tar.gz`, where <name> is the "
-        "base name of SRC_DIR and NNN is a three-digit number one higher than the highest existing backup "
-        "of that name in DEST_DIR (starting at 001). Paths inside the archive are relative to SRC_DIR. "
-        f"After each backup, only the {keep} highest-numbered backups of that name are kept (older ones are "
-        "deleted; other files in DEST_DIR are left alone). Create DEST_DIR if needed and print the new "
-        "archive's path. With a wrong number of arguments or a SRC_DIR that is not a directory, print an "
-        f"error to stderr and exit with status {status}. There is an example folder to try it on in {example}."
+    usage = f"{script.rsplit('/', 1)[1]} SRC_DIR DEST_DIR"
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Write an executable bash script {script} with usage `{usage}` that backs up "
+        "SRC_DIR into a gzip-compressed tar archive `DEST_DIR/<name>-<NNN>.tar.gz`, where <name> "
+        "is the base name of SRC_DIR and NNN is a three-digit number one higher than the highest "
+        "existing backup of that name in DEST_DIR (starting at 001). Paths inside the archive are "
+        f"relative to SRC_DIR. After each backup, only the {keep} highest-numbered backups of "
+        "that name are kept (older ones are deleted; other files in DEST_DIR are left alone). "
+        "Create DEST_DIR if needed and print the new archive's path. With a wrong number of "
+        "arguments or a SRC_DIR that is not a directory, print an error to stderr and exit with "
+        f"status {status}. There is an example folder to try it on in {example}.",
+        report="Our backups are made by hand with ad-hoc tar commands, and the old archives never "
+        f"get cleaned up. Please write an executable bash script {script}, used as `{usage}`. "
+        "Each run should pack SRC_DIR into a gzip-compressed tarball "
+        "`DEST_DIR/<name>-<NNN>.tar.gz`: <name> is SRC_DIR's base name and NNN a three-digit "
+        "counter, one above the highest backup of that name already in DEST_DIR, 001 for the "
+        "first. Paths in the archive must be relative to SRC_DIR. After the backup, keep only the "
+        f"{keep} highest-numbered backups of that name, delete the older ones and don't touch "
+        "anything else in DEST_DIR. Create DEST_DIR when it doesn't exist, and print the path of "
+        "the new archive (just that, on stdout). If it gets the wrong number of arguments or "
+        f"SRC_DIR isn't a directory, it should print an error to stderr and exit {status}. "
+        f"{example} is an example folder you can try it on.",
+        ticket=f"Executable bash script {script}, usage `{usage}`. Back up SRC_DIR to "
+        "DEST_DIR/<basename of SRC_DIR>-<NNN>.tar.gz (tar + gzip, paths relative to SRC_DIR); NNN "
+        "= 3 digits, highest existing NNN for that name + 1, first 001. Then keep only the "
+        f"{keep} highest-numbered backups of that name, delete older, leave other files in "
+        "DEST_DIR alone. mkdir DEST_DIR if missing; print only the new archive path. Wrong arg "
+        f"count or SRC_DIR not a dir: error to stderr, exit {status}. Try it on {example}.",
     )
     solution = f"""
 cat > {script} <<'SH'
@@ -201,7 +258,7 @@ for args in ["", src, f"/nonexistent {{dest}}", f"{{src}} {{dest}} extra"]:
         setup_script=f"mkdir -p {example}\ncp -r example/. {example}/",
         check_py=check,
         uses=("tar", "gzip"),
-        metadata={"keep": keep, "usage_status": status},
+        metadata={"keep": keep, "usage_status": status, "phrasing": style, "phrasings": phrasings},
         agent_timeout_sec=900.0,
     )
 

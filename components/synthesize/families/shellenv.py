@@ -47,7 +47,7 @@ def _easy(rng: random.Random) -> Draft:
     else:
         where, kind, how = f"/etc/profile.d/{var.lower()}.sh", "-lc", "every new login shell"
         solution = f"echo 'export {var}={value}' > /etc/profile.d/{var.lower()}.sh"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"Make the environment variable `{var}` equal `{value}` in {how}, by adding it to {where}.",
         report=f"Scripts started from a new shell fail because `{var}` is not set. It should be `{value}` in "
@@ -64,7 +64,7 @@ def _easy(rng: random.Random) -> Draft:
 got, r = shell({kind!r}, 'printf "%s\\\\n" "${{{var}:-}}"')
 check(got == {value!r}, "a new shell (bash {kind}) sees {var}=%r; stderr: %s" % (got, r.stderr[-300:]))
 """,
-        metadata={"file": where, "phrasing": style},
+        metadata={"file": where, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -77,7 +77,7 @@ def _medium(rng: random.Random) -> Draft:
     tool = f"{name(rng)}ctl"
     prefix = f"/opt/{tool}-{rng.randint(1, 9)}.{rng.randint(0, 9)}"
     version = f"{rng.randint(1, 5)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"The tool `{tool}` is installed somewhere under {prefix} but `{tool}` is not found in a login "
         f"shell. Add its folder to PATH for all login shells (a file in /etc/profile.d), keeping the existing "
@@ -111,7 +111,7 @@ check(got == "2", "a login shell lost the standard PATH (ls or python3 not found
                 {f"/usr/local/lib/{tool}-old/{tool}": "#!/bin/sh\necho old\n"},
             ),
         ),
-        metadata={"phrasing": style},
+        metadata={"phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -128,7 +128,7 @@ export {var}={value}
 source /etc/{rng.choice(WORDS)}/missing-env.sh
 export {var}={wrong}
 """
-    instruction, style = say(
+    instruction, style, phrasings = say(
         rng,
         request=f"New interactive shells of root are broken: `ls` is not found and `{var}` has the wrong value. "
         f"Repair /root/.bashrc so that a new interactive shell finds the standard commands, also finds "
@@ -157,7 +157,7 @@ check(got == {value!r}, "a new interactive shell: %r (stderr %r)" % (got, r.stde
 noise = [l for l in r.stderr.splitlines() if "job control" not in l and "ioctl" not in l and l.strip()]
 check(not noise, "a new interactive shell prints errors: %r" % noise)
 """,
-        metadata={"phrasing": style},
+        metadata={"phrasing": style, "phrasings": phrasings},
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, PEOPLE, base_dir, name
 
 __all__ = ["TAGS", "generate"]
@@ -70,11 +71,18 @@ def _easy(rng: random.Random) -> Draft:
     sql = f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, name TEXT, {col} TEXT);\n"
     sql += "".join(f"INSERT INTO {table} VALUES ({i}, {_q(n)}, {_q(s)});\n" for i, n, s in rows)
     answer = f"/root/{table}-{value}.txt"
+    instruction, style, phrasings = say(
+        rng,
+        request=f"How many rows of the table `{table}` in the SQLite database {db} have `{col}` "
+        f"equal to '{value}'? Write just the number to {answer}.",
+        report=f"The dashboard's count of {value} {table} looks wrong to me and I want the real "
+        f"figure straight from the SQLite database {db}: the number of rows in `{table}` whose "
+        f"`{col}` is '{value}'. Please put that number, and nothing else, in {answer}.",
+        ticket=f"SQLite {db}: count rows of `{table}` where `{col}` = '{value}'. Number only -> "
+        f"{answer}.",
+    )
     return Draft(
-        instruction=(
-            f"How many rows of the table `{table}` in the SQLite database {db} have `{col}` equal to "
-            f"'{value}'? Write just the number to {answer}."
-        ),
+        instruction=instruction,
         solution=f"sqlite3 {db} \"SELECT COUNT(*) FROM {table} WHERE {col} = '{value}';\" > {answer}",
         tags=["count", "select"],
         setup_files={"schema.sql": sql},
@@ -83,7 +91,7 @@ def _easy(rng: random.Random) -> Draft:
 check(read({answer!r}).strip() == {str(count)!r}, "{answer} says %r" % read({answer!r}).strip())
 """,
         uses=("sqlite3",),
-        metadata={"table": table, "rows": len(rows)},
+        metadata={"table": table, "rows": len(rows), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -98,10 +106,19 @@ def _medium(rng: random.Random) -> Draft:
     top = sorted(totals, key=lambda c: -totals[c])[:k]
     expected = [["name", "total"]] + [[names[c], str(totals[c])] for c in top]
     out = f"/root/top{k}-customers.csv"
-    instruction = (
-        f"The SQLite database {db} has tables `customers(id, name, country)` and "
-        f"`orders(id, customer_id, amount, created_at)`. Write {out}: a CSV with the header `name,total` and "
-        f"the {k} customers with the largest sum of order amounts, largest first."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"The SQLite database {db} has tables `customers(id, name, country)` and "
+        f"`orders(id, customer_id, amount, created_at)`. Write {out}: a CSV with the header "
+        f"`name,total` and the {k} customers with the largest sum of order amounts, largest first.",
+        report=f"Sales asked for our top {k} customers by how much they have ordered in total, and "
+        f"the numbers only live in the SQLite database {db} (tables `customers(id, name, country)` "
+        f"and `orders(id, customer_id, amount, created_at)`). Could you export them to {out} as "
+        "CSV? Header `name,total`, where total is the sum of that customer's order amounts, "
+        "biggest spender first.",
+        ticket=f"{db} (SQLite; customers(id, name, country), orders(id, customer_id, amount, "
+        f"created_at)): top {k} customers by SUM(amount) -> {out}. CSV, header `name,total`, "
+        "descending.",
     )
     query = (
         "SELECT c.name AS name, SUM(o.amount) AS total FROM customers c JOIN orders o ON o.customer_id = c.id "
@@ -122,7 +139,7 @@ rows = [r for r in csv.reader(read({out!r}).splitlines()) if r]
 check(rows == {expected!r}, "{out} holds %r" % rows)
 """,
         uses=("sqlite3",),
-        metadata={"k": k, "orders": len(orders)},
+        metadata={"k": k, "orders": len(orders), "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -140,13 +157,26 @@ def _hard(rng: random.Random) -> Draft:
     n_col = rng.choice(["order_count", "orders", "n_orders", "num_orders"])
     t_col = rng.choice(["total_amount", "total", "revenue", "amount_sum"])
     index = f"idx_orders_{rng.choice(['customer', 'cust', 'by_customer'])}"
-    instruction = (
-        f"Clean up and extend the SQLite database {db} (tables `customers(id, name, country)` and "
-        f"`orders(id, customer_id, amount, created_at)`): 1) delete the orders with a negative amount (data "
-        f"errors), leaving every other order alone; 2) add an index named `{index}` on `orders(customer_id)`; "
-        f"3) create a view `{view}` with the columns `customer_id, name, {n_col}, {t_col}`, one row "
-        "per customer — customers without orders included, with 0 and 0 — that always reflects the current "
-        "contents of the tables."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"Clean up and extend the SQLite database {db} (tables `customers(id, name, "
+        "country)` and `orders(id, customer_id, amount, created_at)`): 1) delete the orders with a "
+        "negative amount (data errors), leaving every other order alone; 2) add an index named "
+        f"`{index}` on `orders(customer_id)`; 3) create a view `{view}` with the columns "
+        f"`customer_id, name, {n_col}, {t_col}`, one row per customer — customers without orders "
+        "included, with 0 and 0 — that always reflects the current contents of the tables.",
+        report=f"A bad import left orders with negative amounts in the SQLite database {db}, and "
+        "the per-customer numbers people pull by hand are both wrong and slow. The tables are "
+        "`customers(id, name, country)` and `orders(id, customer_id, amount, created_at)`. Please "
+        "remove the orders whose amount is negative (and no other rows), add an index called "
+        f"`{index}` on `orders(customer_id)`, and give us a view `{view}` with the columns "
+        f"`customer_id, name, {n_col}, {t_col}`: one row for every customer, those with no orders "
+        "showing 0 and 0, computed from whatever the tables hold at query time, not a copy of "
+        "today's data.",
+        ticket=f"SQLite {db}; customers(id, name, country), orders(id, customer_id, amount, "
+        f"created_at). 1) delete orders with amount < 0, nothing else. 2) index `{index}` on "
+        f"orders(customer_id). 3) view `{view}`: customer_id, name, {n_col}, {t_col}; one row per "
+        "customer, no orders -> 0, 0; live view, not a snapshot.",
     )
     solution = f"""
 sqlite3 {db} <<'SQL'
@@ -201,7 +231,13 @@ con.rollback()
         setup_script=f"mkdir -p $(dirname {db})\n{BUILD_DB.format(db=db)}",
         check_py=check,
         uses=("sqlite3",),
-        metadata={"view": view, "index": index, "columns": [n_col, t_col]},
+        metadata={
+            "view": view,
+            "index": index,
+            "columns": [n_col, t_col],
+            "phrasing": style,
+            "phrasings": phrasings,
+        },
         agent_timeout_sec=900.0,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from components.synthesize.draft import Draft, py_literal
+from components.synthesize.families.phrasing import say
 from components.synthesize.families.words import NOUNS, PEOPLE, WORDS, base_dir, name, names
 
 __all__ = ["TAGS", "generate"]
@@ -37,16 +38,39 @@ def _easy(rng: random.Random) -> Draft:
         rng.shuffle(lines)
     original = "\n".join(lines) + "\n"
     if variant == "replace":
-        instruction = f"Replace every occurrence of the word `{old}` with `{new}` in {path}, editing the file in place."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Replace every occurrence of the word `{old}` with `{new}` in {path}, editing "
+            "the file in place.",
+            report=f"We renamed `{old}` to `{new}`, but {path} still says `{old}` all over. Please "
+            f"fix the file itself (in place) so that every `{old}` in it reads `{new}`.",
+            ticket=f"{path}: `{old}` -> `{new}`, all occurrences, edit in place.",
+        )
         solution = f"sed -i 's/{old}/{new}/g' {path}"
         target, expected = path, original.replace(old, new)
     elif variant == "delete":
-        instruction = f"Delete every line that contains the word `{old}` from {path}, editing the file in place."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Delete every line that contains the word `{old}` from {path}, editing the "
+            "file in place.",
+            report=f"The lines of {path} that mention `{old}` are stale and keep confusing "
+            "readers. Remove all of them from the file itself (edit it in place) and leave the "
+            "other lines alone.",
+            ticket=f"{path}: drop every line containing `{old}`, in place.",
+        )
         solution = f"sed -i '/{old}/d' {path}"
         target, expected = path, "".join(f"{ln}\n" for ln in lines if old not in ln)
     else:
         target = f"{folder}/sorted.txt"
-        instruction = f"Write the lines of {path} sorted alphabetically, with duplicate lines removed, to {target}."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Write the lines of {path} sorted alphabetically, with duplicate lines "
+            f"removed, to {target}.",
+            report=f"{path} is in no particular order and some lines appear more than once. I need "
+            f"a clean copy in {target}: the same lines in alphabetical order, each distinct line "
+            "only once.",
+            ticket=f"{path} -> {target}: sort alphabetically, remove duplicate lines.",
+        )
         solution = f"LC_ALL=C sort -u {path} > {target}"
         expected = "".join(f"{ln}\n" for ln in sorted(set(lines)))
     return Draft(
@@ -59,7 +83,7 @@ def _easy(rng: random.Random) -> Draft:
 got = read({target!r})
 check(got.strip() == {py_literal(expected)}.strip(), "{target} does not have the expected content")
 """,
-        metadata={"variant": variant, "path": path},
+        metadata={"variant": variant, "path": path, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -78,9 +102,14 @@ def _medium(rng: random.Random) -> Draft:
                 words.insert(rng.randint(0, len(words)), rng.choice(emails))
             lines.append(" ".join(words))
         expected = sorted({w for ln in lines for w in ln.split() if "@" in w})
-        instruction = (
-            f"Extract every email address that appears in {src}. Write them to {out}, "
-            "one per line, sorted alphabetically and without duplicates."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"Extract every email address that appears in {src}. Write them to {out}, one "
+            "per line, sorted alphabetically and without duplicates.",
+            report=f"We have to contact everyone mentioned in {src}, but the addresses are buried "
+            f"in the message text. Pull out all the email addresses into {out}: one per line, in "
+            "alphabetical order, each address listed once.",
+            ticket=f"All email addresses in {src} -> {out}, one per line, sorted, unique.",
         )
         act = f"grep -oE '[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]+' {src} | LC_ALL=C sort -u > {out}"
         variant = "emails"
@@ -96,9 +125,17 @@ def _medium(rng: random.Random) -> Draft:
             rows[0] = (rows[0][0], 0, where)
             lines[0] = f"{rows[0][0]} 0 {where}"
             expected = [it for it, q, p in rows if p == where and q < limit]
-        instruction = (
-            f"{src} lists one item per line as `name quantity location`. Write the names of the items "
-            f"stored at `{where}` whose quantity is below {limit} to {out}, one per line, in the order they appear."
+        instruction, style, phrasings = say(
+            rng,
+            request=f"{src} lists one item per line as `name quantity location`. Write the names "
+            f"of the items stored at `{where}` whose quantity is below {limit} to {out}, one per "
+            "line, in the order they appear.",
+            report=f"Stock at `{where}` is running low and we need a restock list. Each line of "
+            f"{src} is `name quantity location`; put the names of the `{where}` items with fewer "
+            f"than {limit} units into {out}, one per line, keeping the order they have in the "
+            "file.",
+            ticket=f"{src} (`name quantity location`): names where location = {where} and quantity "
+            f"< {limit} -> {out}, one per line, file order.",
         )
         act = f"awk '$3 == \"{where}\" && $2 < {limit} {{ print $1 }}' {src} > {out}"
         variant = "awk-filter"
@@ -114,7 +151,7 @@ def _medium(rng: random.Random) -> Draft:
 got = read({out!r}).split()
 check(got == {py_literal(expected)}, f"{out} lists {{got}}")
 """,
-        metadata={"variant": variant},
+        metadata={"variant": variant, "phrasing": style, "phrasings": phrasings},
     )
 
 
@@ -139,11 +176,20 @@ def _hard(rng: random.Random) -> Draft:
     used = [d for d in depts if totals[d] > 0]
     expected = [f"{d} {totals[d]}" for d in sorted(used, key=lambda d: -totals[d])]
     expected.append(f"TOTAL {sum(totals.values())}")
-    instruction = (
-        f"{src} is a payroll export: a header line, comment lines starting with `#`, blank lines, and "
-        f"rows `employee department amount`. Write to {out} one line per department, `department total`, "
-        "where total is the sum of its amounts, ordered from the largest total to the smallest, and then a "
-        "last line `TOTAL <sum of all amounts>`."
+    instruction, style, phrasings = say(
+        rng,
+        request=f"{src} is a payroll export: a header line, comment lines starting with `#`, blank "
+        f"lines, and rows `employee department amount`. Write to {out} one line per department, "
+        "`department total`, where total is the sum of its amounts, ordered from the largest total "
+        "to the smallest, and then a last line `TOTAL <sum of all amounts>`.",
+        report=f"Finance wants payroll totals per department, but the export {src} is messy: a "
+        "header line, `#` comments and blank lines sit between the `employee department amount` "
+        f"rows. Add up each department's amounts and write {out} with one `department total` line "
+        "per department, biggest total first, followed by a final line "
+        "`TOTAL <sum of all amounts>`.",
+        ticket=f"{src} (header, # comments, blank lines; rows `employee department amount`) -> "
+        f"{out}: `department total` per department, sorted by total descending, then a last line "
+        "`TOTAL <grand total>`.",
     )
     solution = (
         f"awk '$1 !~ /^#/ && NF == 3 && $3 ~ /^[0-9]+$/ {{ t[$2] += $3 }} "
@@ -160,7 +206,7 @@ def _hard(rng: random.Random) -> Draft:
 got = [" ".join(l.split()) for l in read({out!r}).splitlines() if l.strip()]
 check(got == {py_literal(expected)}, f"{out} is {{got}}")
 """,
-        metadata={"departments": len(used)},
+        metadata={"departments": len(used), "phrasing": style, "phrasings": phrasings},
     )
 
 

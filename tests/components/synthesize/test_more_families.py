@@ -1,8 +1,9 @@
 """The families of issue 35 (commands and situations the first twelve lack), in real bwrap sandboxes.
 
 Unit level: the registry has >= 24 families with distinct names and tag sets;
-every new family is deterministic per seed, speaks in three phrasings, and
-records (and writes into its Dockerfile) the perturbations it draws.
+every new family is deterministic per seed and records (and writes into its Dockerfile)
+the perturbations it draws; every family speaks in three phrasings and records all three
+(the demonstrate stage replays each).
 
 Sandbox level (bwrap over the podman-built task image): for each new family
 the golden solution passes and doing nothing fails, and in the no-op sandbox
@@ -14,6 +15,7 @@ medium and hard are slow, with a few medium cells in CI.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -67,10 +69,34 @@ def test_new_family_is_deterministic_per_seed(family: str):
         assert len(others) == 5, (family, difficulty)
 
 
-@pytest.mark.parametrize("family", NEW_FAMILIES)
-def test_new_family_speaks_in_every_phrasing(family: str):
+def _paths(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w.])/[\w./-]*\w", text))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_speaks_in_every_phrasing_and_records_all_three(family: str):
     for difficulty in DIFFICULTIES:
-        styles = Counter(make_task(family, difficulty, s).metadata["phrasing"] for s in range(30))
+        styles = Counter()
+        for seed in range(30):
+            task = make_task(family, difficulty, seed)
+            styles[task.metadata["phrasing"]] += 1
+            voices = task.metadata["phrasings"]
+            assert set(voices) == set(STYLES) and len(set(voices.values())) == 3, (family, seed)
+            assert voices[task.metadata["phrasing"]] + "\n" == task.instruction
+            # Every voice points at the same places: a path one voice names has its folder
+            # named in the others (a voice may name a file relative to a folder it names).
+            named = {style: _paths(text) for style, text in voices.items()}
+            for style, paths in named.items():
+                for other in named.values():
+                    for folder in {p.rsplit("/", 1)[0] for p in other if p.count("/") >= 2}:
+                        assert any(p == folder or p.startswith(folder + "/") for p in paths), (
+                            family,
+                            difficulty,
+                            seed,
+                            style,
+                            folder,
+                            voices[style],
+                        )
         assert set(styles) == set(STYLES), (family, difficulty, styles)
 
 
