@@ -99,7 +99,7 @@ def build_curriculum(shape: CurriculumShape | None = None) -> Callable[..., obje
         steps = CurriculumSteps(ops, shape, p)
         base = steps.prepare_model().outputs["model"]
         synthesized = steps.training_tasks()
-        training = steps.verified(synthesized, base, "training")
+        training = steps.verified(synthesized, base, "training", p.verify_require)
         pools = steps.curate(training)
         # Other seeds, plus the families left out of training: those appear only here.
         heldout = steps.verified(

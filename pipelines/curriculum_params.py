@@ -56,9 +56,11 @@ class CurriculumParams:
     heldout_difficulties)."""
     verify_repeats: int = stage("verify.repeats")
     """Runs of each task's ground truth and no-op in verify."""
+    verify_require: str = stage("verify.require")
+    """Comma-separated checks a training task must pass in its verify; ablation and the state
+    replay (a sandbox per probed step) run only when named."""
     heldout_verify_require: str = stage("verify.require")
-    """Comma-separated checks a held-out task must pass in its verify (the training tasks' verify
-    requires every sandbox check); ablation and the state replay run only when named."""
+    """Comma-separated checks a held-out task must pass in its verify."""
     verify_judges: str = stage("verify.judges")
     """Comma-separated LLM judges of each instruction-test pair ('' = none)."""
     expert_tasks: str = own("")

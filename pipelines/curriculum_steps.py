@@ -156,7 +156,8 @@ class CurriculumSteps:
     def verified(
         self, tasks: PipelineTask, judge: Any, which: str, require: Any = None
     ) -> PipelineTask:
-        """Verify the synthesize task ``tasks``: the verify task (``require``: None, every check)."""
+        """Verify the synthesize task ``tasks``: the verify task (``require``: None, the stage's
+        default checks)."""
         p = self.p
         verified = self.ops.verify(
             code_version=p.code_version,
