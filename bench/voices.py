@@ -1,0 +1,123 @@
+"""How well policies hold up when the same tasks are asked in other words (issue 35).
+
+Every procedural task records its instruction in three voices (a request, a bug
+report, a terse ticket: ``metadata["phrasings"]``). This bench takes a tasks
+artifact (a run's admitted held-out tasks), keeps one slice of it (by default the
+easy tasks of the families the run trained on), and makes one task per recorded
+voice: the same environment and tests, that voice as the instruction. It
+evaluates each policy on all of them with the curriculum's eval settings (greedy,
+3 turns of 128 tokens) and prints, per policy, the pass rate in each voice and
+over all; then, for each later policy, the paired difference over the first: the
+unit is the task (its pass rate averaged over its voices), with a 95 % paired
+t-interval over tasks (``bench/rl_seeds.py``'s).
+
+    python bench/voices.py \\
+        --tasks runs/RUN/artifacts/PIPELINE/verify-2/admitted \\
+        --exclude-families config-edit,find-xargs,users-groups \\
+        --model one-voice=runs/OLD/artifacts/PIPELINE/continue-from-4/next_policy \\
+        --model every-voice=runs/RUN/artifacts/PIPELINE/continue-from-4/next_policy \\
+        --out /tmp/voices
+
+A policy whose results exist in ``--out`` is not evaluated again (rerun to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.rl_seeds import pooled_paired_difference  # noqa: E402
+from termrl.artifacts import load_tasks  # noqa: E402
+from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
+from termrl.artifacts.tasks import Task, save_tasks  # noqa: E402
+
+VOICE = "~"
+"""Separates a task id from the voice in the id of its re-voiced copy."""
+
+
+def revoiced(tasks: list[Task], difficulty: str, exclude: set[str]) -> list[Task]:
+    """One copy of each task of the slice per voice it records (the voice's text as instruction)."""
+    out = []
+    for task in tasks:
+        if task.difficulty != difficulty or task.family in exclude:
+            continue
+        voices = task.metadata.get("phrasings")
+        if not isinstance(voices, dict) or not voices:
+            continue
+        for style, text in sorted(voices.items()):
+            out.append(
+                dataclasses.replace(task, id=f"{task.id}{VOICE}{style}", instruction=text + "\n")
+            )
+    return out
+
+
+def evaluate(label: str, model: str, tasks: Path, out: Path, args: argparse.Namespace) -> Path:
+    results = out / f"{label}.parquet"
+    if results.exists():
+        return results
+    command = [
+        sys.executable, "-m", "components.eval", "--tasks", str(tasks), "--model", model,
+        "--max-turns", str(args.max_turns), "--max-new-tokens", str(args.max_new_tokens),
+        "--concurrency", str(args.concurrency), "--out", str(results), "--run-id", label,
+    ]  # fmt: skip
+    subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", required=True, help="a tasks artifact (the held-out tasks)")
+    parser.add_argument("--model", action="append", required=True, help="LABEL=PATH, repeatable")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--difficulty", default="easy")
+    parser.add_argument("--exclude-families", default="", help="comma-separated")
+    parser.add_argument("--max-turns", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    models = dict(spec.split("=", 1) for spec in args.model)
+    if len(models) != len(args.model) or not all(models.values()):
+        parser.error("--model takes LABEL=PATH, each label once")
+
+    exclude = {f for f in args.exclude_families.split(",") if f}
+    tasks = revoiced(load_tasks(args.tasks), args.difficulty, exclude)
+    if len({t.id.split(VOICE)[0] for t in tasks}) < 2:
+        parser.error("fewer than 2 tasks of the slice record their phrasings")
+    args.out.mkdir(parents=True, exist_ok=True)
+    save_tasks(args.out / "tasks.parquet", tasks)
+    originals = len({t.id.split(VOICE)[0] for t in tasks})
+    print(f"{len(tasks)} tasks: {originals} {args.difficulty} tasks, each in its recorded voices")
+
+    per_task: dict[str, dict[str, float]] = {}
+    for label, model in models.items():
+        rows = read_eval_results(evaluate(label, model, args.out / "tasks.parquet", args.out, args))
+        by_voice: dict[str, list[bool]] = defaultdict(list)
+        by_task: dict[str, list[bool]] = defaultdict(list)
+        for row in rows.to_pylist():
+            task, voice = row["task_id"].split(VOICE)
+            by_voice[voice].append(bool(row["passed"]))
+            by_task[task].append(bool(row["passed"]))
+        per_task[label] = {t: sum(p) / len(p) for t, p in by_task.items()}
+        voices = "  ".join(f"{v} {sum(p)}/{len(p)}" for v, p in sorted(by_voice.items()))
+        passed = sum(sum(p) for p in by_voice.values())
+        total = sum(len(p) for p in by_voice.values())
+        print(f"{label:>14}: {passed}/{total} ({passed / total:.1%})   {voices}")
+    first, *others = models
+    for label in others:
+        d = pooled_paired_difference(per_task[first], {label: per_task[label]})
+        print(
+            f"{label} − {first}: {100 * d.diff:+.1f} points [{100 * d.low:+.1f}, {100 * d.high:+.1f}] "
+            f"over {d.tasks} tasks (each averaged over its voices); {d.gained} gained, {d.lost} lost"
+        )
+
+
+if __name__ == "__main__":
+    main()
