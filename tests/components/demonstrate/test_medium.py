@@ -58,6 +58,7 @@ def test_every_medium_demonstration_replays_to_a_pass(tmp_path, base_images, tin
         tasks=tmp_path / "tasks.parquet",
         out=tmp_path / "demos.parquet",
         model=str(tiny_model_dir),
+        every_phrasing=False,  # the same commands under every voice (test_stage.py)
         progress=False,
     )
 
