@@ -437,7 +437,7 @@ def report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, 
             f"batch {rows}: fp32 floor {floor:.1f} tok/s ({1000 * rows / floor:.0f} ms/step) at "
             f"{bandwidth / 1e9:.1f} GB/s; fp32 roofline {roof:.1f} tok/s "
             f"({1000 * rows / roof:.0f} ms/step) at {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
-            "(the last round's)"
+            "(the last round's bandwidth, the best matmul rate of all rounds)"
         )
     names = list(dict.fromkeys(key[0] for key in rates))
     print(

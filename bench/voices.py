@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.rl_seeds import pooled_paired_difference  # noqa: E402
+from components.demonstrate.stage import phrasings  # noqa: E402
 from termrl.artifacts import load_tasks  # noqa: E402
 from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
 from termrl.artifacts.tasks import Task, save_tasks  # noqa: E402
@@ -42,18 +43,16 @@ VOICE = "~"
 
 
 def revoiced(tasks: list[Task], difficulty: str, exclude: set[str]) -> list[Task]:
-    """One copy of each task of the slice per voice it records (the voice's text as instruction)."""
+    """One copy of each task of the slice per voice it records (the voice's text as instruction):
+    the voices the demonstrate stage replays (``phrasings``), the task's own under its style."""
     out = []
     for task in tasks:
-        if task.difficulty != difficulty or task.family in exclude:
+        voices = phrasings(task, every_phrasing=True)
+        if task.difficulty != difficulty or task.family in exclude or len(voices) < 2:
             continue
-        voices = task.metadata.get("phrasings")
-        if not isinstance(voices, dict) or not voices:
-            continue
-        for style, text in sorted(voices.items()):
-            out.append(
-                dataclasses.replace(task, id=f"{task.id}{VOICE}{style}", instruction=text + "\n")
-            )
+        for style, text in voices:
+            style = style or str(task.metadata.get("phrasing", "own"))
+            out.append(dataclasses.replace(task, id=f"{task.id}{VOICE}{style}", instruction=text))
     return out
 
 
@@ -89,11 +88,11 @@ def main() -> None:
 
     exclude = {f for f in args.exclude_families.split(",") if f}
     tasks = revoiced(load_tasks(args.tasks), args.difficulty, exclude)
-    if len({t.id.split(VOICE)[0] for t in tasks}) < 2:
+    originals = len({t.id.split(VOICE)[0] for t in tasks})
+    if originals < 2:
         parser.error("fewer than 2 tasks of the slice record their phrasings")
     args.out.mkdir(parents=True, exist_ok=True)
     save_tasks(args.out / "tasks.parquet", tasks)
-    originals = len({t.id.split(VOICE)[0] for t in tasks})
     print(f"{len(tasks)} tasks: {originals} {args.difficulty} tasks, each in its recorded voices")
 
     per_task: dict[str, dict[str, float]] = {}

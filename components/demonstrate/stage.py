@@ -99,16 +99,16 @@ def phrasings(task: Task, every_phrasing: bool) -> list[tuple[str, str]]:
     """``(name, instruction)`` of each demonstration to write for ``task``: its own instruction
     (name ``""``) first, then, with ``every_phrasing``, each other voice its synthesizer recorded
     (``metadata["phrasings"]``, style → text; ``components.synthesize.families.phrasing``)."""
-    own = [("", task.instruction)]
+    out = [("", task.instruction)]
     recorded = task.metadata.get("phrasings") if every_phrasing else None
     if not isinstance(recorded, dict):
-        return own
+        return out
     seen = {task.instruction.strip()}
     for style, text in sorted(recorded.items()):
         if isinstance(text, str) and text.strip() and text.strip() not in seen:
             seen.add(text.strip())
-            own.append((str(style), text.strip() + "\n"))
-    return own
+            out.append((str(style), text.strip() + "\n"))
+    return out
 
 
 def expert_rows(task: Task, result: Any, reward: float, phrasing: str = "") -> list[dict[str, Any]]:
