@@ -11,6 +11,7 @@ nor break honest scoring. The sandboxes come straight from the base image
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import os
@@ -405,9 +406,12 @@ def _attack_cases() -> list:
 @pytest.mark.parametrize(("manager", "attack"), _attack_cases(), indirect=["manager"])
 async def test_an_attack_does_not_turn_doing_nothing_into_a_pass(manager, base_images, attack):
     task, agent = ATTACKS[attack]
-    forged = await _score(manager, base_images, task, agent, solve=False)
+    # Two sandboxes at once: most of each scoring is its wait for the attack's young processes.
+    forged, honest = await asyncio.gather(
+        _score(manager, base_images, task, agent, solve=False),
+        _score(manager, base_images, task, agent, solve=True),
+    )
     assert not forged.passed and forged.reward == 0.0, forged.output
-    honest = await _score(manager, base_images, task, agent, solve=True)
     assert honest.passed and honest.reward == 1.0, honest.output
 
 
@@ -423,9 +427,16 @@ async def test_a_service_cannot_write_into_the_tests_output(manager, base_images
 
 
 async def test_every_task_kind_scores_the_oracle_and_the_no_op(manager, base_images):
-    for task in (REWARD_TASK, EXIT_STATUS_TASK, PYTEST_TASK, PYTEST_REWARD_TASK):
-        assert (await _score(manager, base_images, task, [], solve=True)).passed, task.id
-        assert not (await _score(manager, base_images, task, [], solve=False)).passed, task.id
+    tasks = (REWARD_TASK, EXIT_STATUS_TASK, PYTEST_TASK, PYTEST_REWARD_TASK)
+    outcomes = await asyncio.gather(
+        *(
+            _score(manager, base_images, task, [], solve=solve)
+            for task in tasks
+            for solve in (True, False)
+        )
+    )
+    for task, solved, nothing in zip(tasks, outcomes[::2], outcomes[1::2], strict=True):
+        assert solved.passed and not nothing.passed, task.id
 
 
 SERVER_TASK = _task(

@@ -49,7 +49,7 @@ TINY = [
     "--set",
     "expert_count=2",
     "--set",
-    "imitation_epochs=1",
+    "demonstrate_every_phrasing=false",  # one replay per task: the voices are test_stage's
     "--set",
     "train.eps_high=0.3",
 ]

@@ -8,6 +8,8 @@ scoring without a pass.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from termrl.errors import RewardFailed, SandboxDied
@@ -87,9 +89,11 @@ async def _score(kube, image: str, attack: str, *, solve: bool) -> TestOutcome:
 @pytest.mark.ci
 @pytest.mark.parametrize("attack", FORGED_BEFORE)
 async def test_attacks_that_forged_a_pass_on_kubernetes_fail(kube, base_images, attack):
-    forged = await _score(kube, base_images, attack, solve=False)
+    forged, honest = await asyncio.gather(  # two pods at once: each mostly waits
+        _score(kube, base_images, attack, solve=False),
+        _score(kube, base_images, attack, solve=True),
+    )
     assert not forged.passed and forged.reward == 0.0, forged.output
-    honest = await _score(kube, base_images, attack, solve=True)
     assert honest.passed and honest.reward == 1.0, honest.output
     if attack == "bash-skips-the-stop-helper":  # and the replaced bash is flagged, from outside
         assert "/usr/bin/bash: scoring runs it, changed" in forged.tampering, forged.tampering
