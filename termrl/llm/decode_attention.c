@@ -1,5 +1,5 @@
 /* Decode attention on a CPU: one query token per row, each row over its own columns of a
- * static KV cache, read once at memory speed. Built and loaded by decode_attention.py.
+ * static KV cache, read once at memory speed. Built and loaded by decode_kernels.py.
  *
  * The work is split into blocks of BLOCK columns of one (row, KV head): a row's length does
  * not decide how busy a thread is (flash-decoding). A block reads its keys once for the G
@@ -10,26 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_math.h"
+
 #define BLOCK 256
 #define MAX_GROUP 16
 #define MAX_DIM 256
-
-/* exp(x) for x <= 0, to ~1 ulp: Cody-Waite reduction by ln 2 and Cephes' polynomial.
- * Plain arithmetic, so the compiler vectorizes it (libm's expf is a call per value). */
-static inline float exp_nonpositive(float x) {
-    x = x < -87.0f ? -87.0f : x; /* 2^-126 is the smallest normal float */
-    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-    float f = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * f + 1.3981999507e-3f;
-    p = p * f + 8.3334519073e-3f;
-    p = p * f + 4.1665795894e-2f;
-    p = p * f + 1.6666665459e-1f;
-    p = p * f + 5.0000001201e-1f;
-    p = p * f * f + f + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
-}
 
 typedef float vec16 __attribute__((vector_size(64), aligned(4))); /* 16 floats, any address */
 typedef float vec8 __attribute__((vector_size(32)));

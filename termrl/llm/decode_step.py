@@ -33,11 +33,14 @@ packed GEMM is 1.4 to 5 times faster at 1 to 32 rows, and a row's result does no
 depend on the other rows (measured on an AMD EPYC: ``bench/decode_floor.py``,
 ``docs/experiments.md``).
 
-Attention runs in a small C kernel (``attention_kernel``, ``decode_attention``),
+Attention runs in a small C kernel (``attention_kernel``, ``decode_kernels``),
 built on first use with the machine's compiler: each row reads only its own
 columns, once for the query heads that share them, at 1.4 to 1.9 times torch's
-SDPA (``bench/mixed_lengths.py``). Without a compiler the step uses SDPA, where
-rows of very different lengths attend one by one, each over its own columns
+SDPA (``bench/mixed_lengths.py``). The ops around the matmuls (norms, RoPE, the
+cache writes, SiLU, the casts: ~45 torch ops a layer) run in C as well, three
+calls a layer (``fused_ops``, ``_decode_fused``); ``_decode`` is the same step in
+torch ops. Without a compiler the step uses ``_decode`` with SDPA, where rows of
+very different lengths attend one by one, each over its own columns
 (``row_attention``, ``_row_lengths``): one SDPA call over the batch computes
 every row over the longest row's columns.
 
@@ -50,7 +53,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from termrl.llm import decode_attention
+from termrl.llm import decode_kernels
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -70,7 +73,7 @@ _LENGTH_STEP = 256  # the KV length capacity grows in these steps
 
 def cpu_has_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """True where the CPU multiplies bf16 natively (AVX512-BF16 or AMX); False where unknown."""
-    flags = decode_attention.cpu_flags(cpuinfo)
+    flags = decode_kernels.cpu_flags(cpuinfo)
     return any(flag in flags for flag in _BF16_FLAGS)
 
 
@@ -110,6 +113,7 @@ class SlotDecoder:
         pack_weights: bool = True,
         row_attention: bool = True,
         attention_kernel: bool = True,
+        fused_ops: bool = True,
     ) -> None:
         import torch
 
@@ -153,7 +157,7 @@ class SlotDecoder:
         # RoPE tables for every position, from the model's own rotary module (same values).
         positions = torch.arange(max_length, device=self.embed.device)[None]  # [1, T]
         cos, sin = inner.rotary_emb(self.embed[:1][None], positions)
-        self.cos, self.sin = cos[0].float(), sin[0].float()  # [T, D]
+        self.cos, self.sin = cos[0].float().contiguous(), sin[0].float().contiguous()  # [T, D]
         self.keys: list[Any] = []
         self.values: list[Any] = []
         self.rows_capacity = 0
@@ -163,7 +167,8 @@ class SlotDecoder:
         self._compiled = compile
         on_cpu = self.embed.device.type == "cpu"
         use_kernel = attention_kernel and on_cpu and not compile
-        self.attend = decode_attention.load() if use_kernel else None
+        self.attend = decode_kernels.load() if use_kernel else None
+        self.ops = decode_kernels.load_ops() if use_kernel and fused_ops else None
         # SDPA's choice between one call and a call per row (_row_lengths); the kernel needs none.
         self.row_attention = row_attention and not compile and self.attend is None
 
@@ -223,6 +228,22 @@ class SlotDecoder:
         own_lengths = [p + 1 for p in positions.tolist()]
         length = max(own_lengths)
         self.reserve(rows, length)
+        if self.ops is not None:
+            return _decode_fused(
+                tokens,
+                positions,
+                self.embed,
+                self.layers,
+                self.norm,
+                self.lm_head,
+                self.cos,
+                self.sin,
+                [k[:rows] for k in self.keys],
+                [v[:rows] for v in self.values],
+                self.heads,
+                self.eps,
+                self.ops,
+            )
         started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
         logits = self._step(
             tokens,
@@ -347,7 +368,7 @@ def _decode(
     heads: int,
     eps: float,
     row_lengths: list[int] | None = None,  # attend row by row over these columns (else one call)
-    attend: Any = None,  # the C kernel (decode_attention.load()): each row over its own columns
+    attend: Any = None,  # the C kernel (decode_kernels.load()): each row over its own columns
 ) -> Any:
     import torch
     import torch.nn.functional as F
@@ -387,10 +408,49 @@ def _decode(
                 enable_gqa=kv_heads != heads,
             )  # [B, H, 1, D]
         else:  # each row over its own columns, no mask
-            attn = decode_attention.sdpa_by_row(q, k_cache, v_cache, row_lengths)  # [B, H, D]
+            attn = decode_kernels.sdpa_by_row(q, k_cache, v_cache, row_lengths)  # [B, H, D]
         x = x + _linear(attn.reshape(rows, q_width).to(wdt), w_o).float()
         h = _rms_norm(x, ln_post, eps)
         gate, up = _linear(h.to(wdt), w_gate_up).float().chunk(2, dim=-1)  # [B, I] each
         x = x + _linear((F.silu(gate) * up).to(wdt), w_down).float()
     x = _rms_norm(x, norm, eps)
     return _linear(x.to(wdt), lm_head).float()  # [B, V]
+
+
+def _decode_fused(
+    tokens: Any,  # [B]
+    positions: Any,  # [B]
+    embed: Any,
+    layers: list[tuple[Any, ...]],
+    norm: Any,
+    lm_head: Any,
+    cos_table: Any,  # [T, D]
+    sin_table: Any,
+    keys: list[Any],  # per layer [B, H_kv, Lcap, D], written in place
+    values: list[Any],
+    heads: int,
+    eps: float,
+    ops: decode_kernels.DecodeOps,
+) -> Any:
+    """``_decode``'s step with the ops between the matmuls in C: 4 matmuls and 3 calls a layer."""
+    import torch
+
+    wdt = lm_head.dtype
+    scale = keys[0].shape[3] ** -0.5
+    positions = positions.to(torch.int64).contiguous()
+    x = embed[tokens]  # [B, E] float32: the residual stream, updated in place by add_rms_norm
+    # Each norm is fused with the residual add before it; the next layer's input norm (or the
+    # final one) closes a layer.
+    norms_in = [layer[0] for layer in layers[1:]] + [norm]
+    h = ops.add_rms_norm(x, None, layers[0][0], eps, wdt)
+    for (_, w_qkv, w_o, ln_post, w_gate_up, w_down), k_cache, v_cache, next_norm in zip(
+        layers, keys, values, norms_in, strict=True
+    ):
+        qkv = _linear(h, w_qkv)  # [B, (H + 2 H_kv) D]
+        attn = ops.rope_attend(
+            qkv, cos_table, sin_table, positions, k_cache, v_cache, heads, scale, wdt
+        )
+        h = ops.add_rms_norm(x, _linear(attn, w_o), ln_post, eps, wdt)
+        act = ops.silu_mul(_linear(h, w_gate_up), wdt)  # [B, I]
+        h = ops.add_rms_norm(x, _linear(act, w_down), next_norm, eps, wdt)
+    return _linear(h, lm_head).float()  # [B, V]

@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from termrl.llm import decode_attention
+from termrl.llm import decode_kernels
 from termrl.llm.decode_step import SlotDecoder, _row_lengths, resolve_weights_dtype
 
-HAS_COMPILER = decode_attention.find_compiler() is not None
+HAS_COMPILER = decode_kernels.find_compiler() is not None
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,8 @@ def test_every_way_of_attending_gives_the_same_logits(model) -> None:
     assert _row_lengths([1000] * 8) is None  # equal lengths: one call reads nothing extra
     assert _row_lengths([900, 1000, 950]) is None  # close lengths: a call a row costs more
     ways = {
-        "kernel": {},  # the default where a C compiler builds it
+        "kernels": {},  # the default where a C compiler builds them: attention and the small ops
+        "kernel, torch ops": {"fused_ops": False},
         "one SDPA call": {"attention_kernel": False, "row_attention": False},
         "SDPA row by row": {"attention_kernel": False},
     }
@@ -111,7 +112,8 @@ def test_every_way_of_attending_gives_the_same_logits(model) -> None:
         decoder = SlotDecoder(
             model, max_rows=4, max_length=1024, weights_dtype="float32", **options
         )
-        assert (decoder.attend is not None) == (way == "kernel" and HAS_COMPILER)
+        assert (decoder.attend is not None) == (way.startswith("kernel") and HAS_COMPILER)
+        assert (decoder.ops is not None) == (way == "kernels" and HAS_COMPILER)
         for slot, prompt in enumerate(prompts):
             decoder.load_row(slot, prefill(model, prompt[:-1]))
         with torch.inference_mode():
@@ -123,6 +125,30 @@ def test_every_way_of_attending_gives_the_same_logits(model) -> None:
         for row, prompt in enumerate(prompts):
             got = torch.log_softmax(logits[way][row], -1)
             assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4), way
+
+
+@pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler")
+def test_the_c_ops_step_like_the_torch_ops_in_bfloat16(model) -> None:
+    prompts = [list(range(900, 900 + n)) for n in (7, 300, 31)]
+    logits = {}
+    for fused in (True, False):
+        decoder = SlotDecoder(
+            model, max_rows=4, max_length=512, weights_dtype="bfloat16", fused_ops=fused
+        )
+        assert (decoder.ops is not None) == fused
+        for slot, prompt in enumerate(prompts):
+            decoder.load_row(slot, prefill(model, prompt[:-1]))
+        fed = torch.tensor([p[-1] for p in prompts])
+        positions = torch.tensor([len(p) - 1 for p in prompts])
+        steps = []
+        with torch.inference_mode():
+            for _ in range(4):  # a few steps: what the C ops write to the cache is read back
+                steps.append(torch.log_softmax(decoder.step(fed, positions), -1))
+                fed, positions = (fed * 7 + 3) % 1000, positions + 1
+        logits[fused] = torch.stack(steps)
+    # Both round each matmul's input to bfloat16; float32 rounding apart before that can
+    # flip a bfloat16 rounding, so the two are close, not equal.
+    assert (logits[True] - logits[False]).abs().max() < 0.05
 
 
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:

@@ -150,10 +150,10 @@ def test_build_then_push_puts_the_stage_and_base_images_in_a_registry(registry: 
             "print(sorted(p.name for p in pathlib.Path('/tmp/m').iterdir()))",
         )
         assert "model.safetensors" in listed and "tokenizer.json" in listed
-        # The image's gcc builds the decode step's attention kernel for this CPU, in the container.
+        # The image's gcc builds the decode step's kernels for this CPU, in the container.
         _python_in(
             local,
-            "from termrl.llm import decode_attention; assert decode_attention.load() is not None",
+            "from termrl.llm import decode_kernels; assert decode_kernels.load_ops() is not None",
         )
 
         result = runner.invoke(

@@ -1,0 +1,369 @@
+"""The decode step's C kernels (``decode_attention.c``, ``decode_ops.c``), built on first use.
+
+torch's CPU SDPA for one query token reads a batch's keys and values at about half the
+memory's speed (it goes through MKL's small GEMMs), and one call attends every row over
+the longest row's columns. The attention kernel reads each row's own columns once, for all
+the query heads that share them, split in blocks so that both threads stay busy whatever
+the rows' lengths (measured: ``bench/decode_floor.py``, ``bench/mixed_lengths.py``).
+
+Around its four matmuls a layer's step is otherwise ~45 small torch ops (norms, RoPE, the
+cache writes, SiLU, the type casts), a few microseconds each. ``decode_ops.c`` does them in
+three calls a layer (``DecodeOps``): the residual add with the next RMS norm; RoPE, the
+cache writes and the attention; SiLU times up.
+
+Both are compiled with the machine's C compiler for this CPU (``-march=native``) into one
+library in the termrl cache (``$TERMRL_CACHE/kernels``), keyed by the sources, the flags
+and the CPU, so a build is paid once per machine (about a second). The kernels run on
+torch's own OpenMP threads: libgomp is already loaded by torch when the library is, and the
+library links to it. Where no compiler is found or the build fails, ``load()`` and
+``load_ops()`` say why once and return None, and the step keeps torch's ops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from termrl.llm.models import cache_root
+
+__all__ = ["DecodeOps", "cpu_flags", "find_compiler", "load", "load_ops", "sdpa_by_row"]
+
+log = logging.getLogger(__name__)
+
+_HERE = Path(__file__).parent
+_SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c")
+_HEADERS = (_HERE / "decode_math.h",)
+_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+_MAX_GROUP, _MAX_DIM = 16, 256  # the kernel's limits (decode_attention.c)
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """The built kernels, or None (said once) where they cannot be built or are turned off."""
+    if os.environ.get("TERMRL_DECODE_KERNEL", "1") == "0":
+        return None
+    try:
+        return ctypes.CDLL(str(_build()))
+    except (OSError, subprocess.SubprocessError) as error:
+        detail = getattr(error, "stderr", "") or error
+        log.warning("decode kernels unavailable, using torch SDPA and ops: %s", detail)
+        return None
+
+
+@functools.cache
+def load() -> Callable[..., Any] | None:
+    """``attend(q, keys, values, lengths, scale) -> out``, or None where the kernel cannot be built.
+
+    q [B, H, D] float32; keys, values [B, H_kv, capacity, D] float32 (column-contiguous);
+    lengths [B] int64, row b attends columns 0..lengths[b]-1; out [B, H, D].
+    """
+    library = _library()
+    if library is None:
+        return None
+    kernel = library.decode_attention
+    kernel.restype = ctypes.c_int
+    kernel.argtypes = [
+        ctypes.c_void_p,  # q
+        ctypes.c_void_p,  # keys
+        ctypes.c_void_p,  # values
+        ctypes.c_int64,  # row stride
+        ctypes.c_int64,  # head stride
+        ctypes.c_int64,  # capacity (columns)
+        ctypes.c_void_p,  # lengths
+        ctypes.c_int,  # B
+        ctypes.c_int,  # H
+        ctypes.c_int,  # H_kv
+        ctypes.c_int,  # D
+        ctypes.c_float,  # scale
+        ctypes.c_void_p,  # out
+    ]
+    attend = functools.partial(_attend, kernel)
+    if not _agrees_with_sdpa(attend):
+        log.warning("decode attention kernel disagrees with torch SDPA here; using SDPA")
+        return None
+    return attend
+
+
+@functools.cache
+def load_ops() -> DecodeOps | None:
+    """A layer's small ops in C (``DecodeOps``), or None where the kernels cannot be built."""
+    library = _library()
+    return None if library is None or load() is None else DecodeOps(library)
+
+
+class DecodeOps:
+    """A decode layer's ops around its matmuls, in C: three calls a layer (``decode_ops.c``).
+
+    Activations are float32 or bfloat16 tensors (the matmuls' type), contiguous; the
+    residual stream ``x`` is float32 and updated in place. Each op reproduces the torch
+    ops of ``decode_step._decode`` to float rounding (``tests/llm/test_decode_kernels.py``).
+    """
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        p, i32, i64, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+        self._norm = _signature(library.add_rms_norm, [p, p, i32, p, f32, i32, i32, p, i32])
+        self._silu_mul = _signature(library.silu_mul, [p, i32, i32, i32, p, i32])
+        self._rope_attend = _signature(
+            library.rope_attend,
+            [p, i32, p, p, p, p, p, i64, i64, i64, i32, i32, i32, i32, f32, p, i32],
+        )
+
+    def add_rms_norm(self, x: Any, delta: Any, weight: Any, eps: float, out_dtype: Any) -> Any:
+        """``x += delta`` (none where None), in place; returns ``weight * x / rms(x)``."""
+        import torch
+
+        rows, width = x.shape
+        _check(x, torch.float32, (rows, width))
+        _check(weight, torch.float32, (width,))
+        if delta is not None:
+            _check(delta, None, (rows, width))
+        out = torch.empty(rows, width, dtype=out_dtype)
+        status = self._norm(
+            x.data_ptr(),
+            None if delta is None else delta.data_ptr(),
+            _is_bf16(delta),
+            weight.data_ptr(),
+            eps,
+            rows,
+            width,
+            out.data_ptr(),
+            _is_bf16(out),
+        )
+        return _checked(status, out, "add_rms_norm")
+
+    def silu_mul(self, gate_up: Any, out_dtype: Any) -> Any:
+        """gate_up [B, 2I] -> silu(gate) * up [B, I] in ``out_dtype``."""
+        import torch
+
+        rows, width = gate_up.shape
+        _check(gate_up, None, (rows, width))
+        out = torch.empty(rows, width // 2, dtype=out_dtype)
+        status = self._silu_mul(
+            gate_up.data_ptr(), _is_bf16(gate_up), rows, width // 2, out.data_ptr(), _is_bf16(out)
+        )
+        return _checked(status, out, "silu_mul")
+
+    def rope_attend(
+        self,
+        qkv: Any,
+        cos: Any,
+        sin: Any,
+        positions: Any,
+        keys: Any,
+        values: Any,
+        heads: int,
+        scale: float,
+        out_dtype: Any,
+    ) -> Any:
+        """RoPE on q and k, k and v into the cache at each row's position, then attention.
+
+        qkv [B, (H + 2 H_kv) D]; cos, sin [T, D] float32; positions [B] int64; keys, values
+        [B, H_kv, capacity, D] float32 (written in place); returns [B, H D] in ``out_dtype``.
+        """
+        import torch
+
+        rows, kv_heads, capacity, dim = keys.shape
+        _check(qkv, None, (rows, (heads + 2 * kv_heads) * dim))
+        _check(cos, torch.float32, (cos.shape[0], dim))
+        _check(sin, torch.float32, cos.shape)
+        _check(positions, torch.int64, (rows,))
+        if not (
+            keys.dtype == values.dtype == torch.float32
+            and keys.stride() == values.stride()
+            and keys.stride(3) == 1
+            and keys.stride(2) == dim
+            and heads % kv_heads == 0
+            and heads // kv_heads <= _MAX_GROUP
+            and dim <= _MAX_DIM
+        ):
+            raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
+        columns = min(capacity, cos.shape[0])  # a position needs a cache column and a table row
+        out = torch.empty(rows, heads * dim, dtype=out_dtype)
+        status = self._rope_attend(
+            qkv.data_ptr(),
+            _is_bf16(qkv),
+            cos.data_ptr(),
+            sin.data_ptr(),
+            positions.data_ptr(),
+            keys.data_ptr(),
+            values.data_ptr(),
+            keys.stride(0),
+            keys.stride(1),
+            columns,
+            rows,
+            heads,
+            kv_heads,
+            dim,
+            scale,
+            out.data_ptr(),
+            _is_bf16(out),
+        )
+        return _checked(status, out, f"rope_attend (positions must be 0 to {columns - 1})")
+
+
+def _signature(function: Any, argtypes: list[Any]) -> Any:
+    function.restype, function.argtypes = ctypes.c_int, argtypes
+    return function
+
+
+def _is_bf16(tensor: Any) -> int:
+    import torch
+
+    return int(tensor is not None and tensor.dtype == torch.bfloat16)
+
+
+def _check(tensor: Any, dtype: Any, shape: tuple[int, ...]) -> None:
+    """Refuse what the C ops would misread: another type, shape or a non-contiguous layout."""
+    import torch
+
+    types = (dtype,) if dtype is not None else (torch.float32, torch.bfloat16)
+    if tensor.dtype not in types or tuple(tensor.shape) != tuple(shape):
+        raise ValueError(
+            f"decode kernels: expected {'/'.join(map(str, types))} {tuple(shape)}, "
+            f"got {tensor.dtype} {tuple(tensor.shape)}"
+        )
+    if not tensor.is_contiguous() or tensor.device.type != "cpu":
+        raise ValueError("decode kernels: tensors must be contiguous and on the CPU")
+
+
+def _checked(status: int, out: Any, op: str) -> Any:
+    if status:
+        raise ValueError(f"decode kernels: {op} refused its input")
+    return out
+
+
+def sdpa_by_row(
+    q: Any, keys: Any, values: Any, lengths: list[int], scale: float | None = None
+) -> Any:
+    """What the kernel computes, by torch's SDPA, one call per row over its own columns.
+
+    q [B, H, D]; keys, values [B, H_kv, capacity, D]; returns [B, H, D] (``scale`` None: 1/√D).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    return torch.cat(
+        [
+            F.scaled_dot_product_attention(
+                q[r : r + 1, :, None],  # [1, H, 1, D]
+                keys[r : r + 1, :, :n],  # [1, H_kv, n, D]
+                values[r : r + 1, :, :n],
+                scale=scale,
+                enable_gqa=keys.shape[1] != q.shape[1],
+            )[:, :, 0]
+            for r, n in enumerate(lengths)
+        ]
+    )
+
+
+def _agrees_with_sdpa(attend: Callable[..., Any]) -> bool:
+    """A probe at two rows of other lengths, grouped heads and more than one block of columns."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 6, 64, generator=generator)
+    keys, values = torch.randn(2, 2, 2, 700, 64, generator=generator)
+    lengths = [700, 3]
+    got = attend(q, keys, values, torch.tensor(lengths), 0.125)
+    want = sdpa_by_row(q, keys, values, lengths, 0.125)
+    return bool(torch.allclose(got, want, rtol=1e-4, atol=1e-5))
+
+
+def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: float) -> Any:
+    import torch
+
+    rows, heads, dim = q.shape
+    kv_heads = keys.shape[1]
+    if not (
+        q.dtype == keys.dtype == values.dtype == torch.float32
+        and lengths.dtype == torch.int64
+        and q.is_contiguous()
+        and lengths.is_contiguous()
+        and keys.stride() == values.stride()
+        and keys.stride(3) == 1
+        and keys.stride(2) == dim
+        and keys.shape[0] >= rows
+        and heads % kv_heads == 0
+        and heads // kv_heads <= _MAX_GROUP
+        and dim <= _MAX_DIM
+    ):
+        raise ValueError("decode attention kernel: unsupported shapes, types or layout")
+    out = torch.empty_like(q)
+    status = kernel(
+        q.data_ptr(),
+        keys.data_ptr(),
+        values.data_ptr(),
+        keys.stride(0),
+        keys.stride(1),
+        keys.shape[2],
+        lengths.data_ptr(),
+        rows,
+        heads,
+        kv_heads,
+        dim,
+        scale,
+        out.data_ptr(),
+    )
+    if status:
+        raise ValueError(
+            f"decode attention kernel refused its input: lengths must be 1 to {keys.shape[2]}"
+        )
+    return out
+
+
+def _build() -> Path:
+    """The compiled kernels in the cache, compiled first if these sources, flags and CPU lack one."""
+    compiler = find_compiler()
+    if not compiler:
+        raise FileNotFoundError("no C compiler (cc, gcc or $CC) on PATH")
+    key = hashlib.sha256()
+    for source in (*_SOURCES, *_HEADERS):
+        key.update(source.read_bytes())
+    key.update(" ".join((compiler, *_FLAGS)).encode())
+    # -march=native code is for this CPU only
+    key.update(" ".join((os.uname().machine, *cpu_flags())).encode())
+    target = cache_root() / "kernels" / f"decode_kernels-{key.hexdigest()[:16]}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and rename: processes that build at once each get a whole file.
+    fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        subprocess.run(
+            [compiler, *_FLAGS, *map(str, _SOURCES), "-lm", "-o", partial],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        os.replace(partial, target)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    return target
+
+
+def find_compiler() -> str | None:
+    """The C compiler the kernel is built with: ``$CC``, else ``cc`` or ``gcc`` on PATH."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The CPU's feature flags (``flags`` in ``cpuinfo``); empty where it cannot be read."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return line.partition(":")[2].split()
+    return []

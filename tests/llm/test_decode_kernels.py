@@ -1,0 +1,236 @@
+"""The decode step's C kernels against the torch ops they replace, and how they are built and refused."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from termrl.llm import decode_kernels
+from termrl.llm.decode_kernels import sdpa_by_row
+
+needs_compiler = pytest.mark.skipif(decode_kernels.find_compiler() is None, reason="no C compiler")
+
+
+@pytest.fixture
+def attend():
+    kernel = decode_kernels.load()
+    assert kernel is not None, "a machine with a C compiler builds the kernel"
+    return kernel
+
+
+@needs_compiler
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "dim"),
+    [(9, 3, 64), (4, 4, 64), (10, 2, 64), (8, 2, 128), (6, 3, 32)],
+)
+@pytest.mark.parametrize(
+    "lengths",
+    [[1], [256], [257, 3], [5, 700, 1, 2049], [300] * 6],
+)
+def test_the_kernel_gives_sdpa_over_each_rows_own_columns(attend, heads, kv_heads, dim, lengths):
+    generator = torch.Generator().manual_seed(len(lengths) * heads + dim)
+    rows, capacity = len(lengths), 2304
+    # A cache with more rows than the batch (the step passes a slice of it), and garbage past
+    # each row's length: the kernel must read neither.
+    keys = torch.full((rows + 2, kv_heads, capacity, dim), float("nan"))
+    values = torch.full((rows + 2, kv_heads, capacity, dim), float("nan"))
+    for r, n in enumerate(lengths):
+        keys[r, :, :n] = torch.randn(kv_heads, n, dim, generator=generator)
+        values[r, :, :n] = torch.randn(kv_heads, n, dim, generator=generator)
+    q = torch.randn(rows, heads, dim, generator=generator)
+    scale = dim**-0.5
+    got = attend(q, keys[:rows], values[:rows], torch.tensor(lengths), scale)
+    want = sdpa_by_row(q, keys, values, lengths, scale)
+    assert got.shape == (rows, heads, dim)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_compiler
+def test_sharp_softmax_stays_finite_and_exact(attend):
+    """Scores hundreds apart (a softmax all on one column) and far below exp's range."""
+    generator = torch.Generator().manual_seed(3)
+    lengths = [900, 40]
+    keys = torch.randn(2, 3, 1024, 64, generator=generator)
+    values = torch.randn(2, 3, 1024, 64, generator=generator)
+    q = 30 * torch.randn(2, 9, 64, generator=generator)
+    got = attend(q, keys, values, torch.tensor(lengths), 1.0)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(
+        got, sdpa_by_row(q, keys, values, lengths, 1.0), rtol=1e-4, atol=1e-5
+    )
+
+
+@needs_compiler
+def test_bad_input_is_refused_with_a_reason(attend):
+    keys = values = torch.zeros(2, 3, 64, 64)
+    q = torch.zeros(2, 9, 64)
+    with pytest.raises(ValueError, match="lengths must be 1 to 64"):
+        attend(q, keys, values, torch.tensor([4, 0]), 0.125)
+    with pytest.raises(ValueError, match="lengths must be 1 to 64"):  # past the cache's columns
+        attend(q, keys, values, torch.tensor([4, 65]), 0.125)
+    with pytest.raises(ValueError, match="unsupported"):
+        attend(q.double(), keys.double(), values.double(), torch.tensor([4, 4]), 0.125)
+    with pytest.raises(ValueError, match="unsupported"):  # 9 query heads over 2 KV heads
+        attend(q, keys[:, :2], values[:, :2], torch.tensor([4, 4]), 0.125)
+    with pytest.raises(ValueError, match="unsupported"):  # a column that is not contiguous
+        attend(q, keys.transpose(2, 3), values.transpose(2, 3), torch.tensor([4, 4]), 0.125)
+
+
+def _forget() -> None:
+    for loader in (decode_kernels._library, decode_kernels.load, decode_kernels.load_ops):
+        loader.cache_clear()
+
+
+@pytest.fixture
+def fresh_load(tmp_path, monkeypatch):
+    """load() as a process that has not loaded the kernels calls it, over an empty kernel cache."""
+    monkeypatch.setenv("TERMRL_CACHE", str(tmp_path))
+
+    def load():
+        _forget()
+        return decode_kernels.load()
+
+    yield load
+    _forget()
+
+
+@needs_compiler
+def test_a_build_is_cached_per_machine(fresh_load, tmp_path):
+    assert fresh_load() is not None
+    (built,) = (tmp_path / "kernels").glob("decode_kernels-*.so")
+    stamp = built.stat().st_mtime_ns
+    assert fresh_load() is not None
+    assert built.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+    assert [p.name for p in (tmp_path / "kernels").iterdir()] == [built.name]  # no leftovers
+
+
+def test_without_a_compiler_the_step_keeps_sdpa_and_says_why(fresh_load, monkeypatch, caplog):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with caplog.at_level(logging.WARNING, logger="termrl.llm.decode_kernels"):
+        assert fresh_load() is None
+        assert decode_kernels.load_ops() is None
+    assert "using torch SDPA" in caplog.text
+
+
+def test_a_failing_build_keeps_sdpa_and_shows_the_compiler_error(fresh_load, monkeypatch, caplog):
+    monkeypatch.setenv("CC", "false")
+    with caplog.at_level(logging.WARNING, logger="termrl.llm.decode_kernels"):
+        assert fresh_load() is None
+    assert "using torch SDPA" in caplog.text
+
+
+def test_the_kernel_can_be_turned_off(fresh_load, monkeypatch):
+    monkeypatch.setenv("TERMRL_DECODE_KERNEL", "0")
+    assert fresh_load() is None
+    assert decode_kernels.load_ops() is None
+
+
+# --- a layer's small ops (decode_ops.c) against the torch ops of decode_step._decode ---------
+
+
+@pytest.fixture
+def ops():
+    loaded = decode_kernels.load_ops()
+    assert loaded is not None, "a machine with a C compiler builds the kernels"
+    return loaded
+
+
+def _rms_norm(x, weight, eps):
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+@needs_compiler
+@pytest.mark.parametrize("delta_dtype", [None, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+def test_add_rms_norm_adds_in_place_and_normalizes(ops, delta_dtype, out_dtype):
+    generator = torch.Generator().manual_seed(1)
+    x = 3 * torch.randn(5, 576, generator=generator)
+    weight = torch.randn(576, generator=generator)
+    delta = None if delta_dtype is None else torch.randn(5, 576, generator=generator)
+    delta = None if delta is None else delta.to(delta_dtype)
+    want_x = x if delta is None else x + delta.float()
+    want = _rms_norm(want_x, weight, 1e-5)
+    got = ops.add_rms_norm(x, delta, weight, 1e-5, out_dtype)
+    torch.testing.assert_close(x, want_x, rtol=0, atol=0)  # the residual stream, in place
+    assert got.dtype == out_dtype
+    # float32: summation order apart; bfloat16: at most one rounding step apart
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if out_dtype == torch.float32 else {}
+    torch.testing.assert_close(got, want.to(out_dtype), **tolerance)
+
+
+@needs_compiler
+def test_bfloat16_results_round_to_nearest_even_as_torch_does(ops):
+    # Rows of ±1 have an RMS of exactly 1 (eps 0), so the norm's output is the weight itself,
+    # and its bfloat16 rounding can be compared bit for bit, halfway cases included.
+    halfway = [1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 2**-130, 3.0e38, float("inf")]
+    weight = torch.cat([torch.tensor(halfway), torch.randn(250)])
+    x = torch.ones(2, weight.shape[0])
+    x[1, ::2] = -1
+    got = ops.add_rms_norm(x, None, weight, 0.0, torch.bfloat16)
+    want = (x * weight).to(torch.bfloat16)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_silu_mul_is_silu_of_the_gate_times_up(ops, dtype):
+    generator = torch.Generator().manual_seed(2)
+    gate_up = (8 * torch.randn(3, 2 * 1536, generator=generator)).to(dtype)
+    gate_up[0, :4] = torch.tensor([-200.0, 200.0, 0.0, -0.0])  # exp's range and its edges
+    gate, up = gate_up.float().chunk(2, dim=-1)
+    want = (torch.nn.functional.silu(gate) * up).to(dtype)
+    got = ops.silu_mul(gate_up, dtype)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got, want, **tolerance)
+
+
+def _rotate(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_attend_rotates_writes_the_cache_and_attends(ops, dtype):
+    generator = torch.Generator().manual_seed(4)
+    rows, heads, kv_heads, dim, capacity = 3, 9, 3, 64, 768
+    positions = torch.tensor([0, 300, 700])
+    keys = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator)
+    values = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator)
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim, generator=generator).to(dtype)
+    angles = torch.arange(1024)[:, None] * torch.rand(dim // 2, generator=generator)[None]
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # [T, D]
+
+    q, k, v = qkv.float().split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+    q = _rotate(q.view(rows, heads, dim), cos[positions, None], sin[positions, None])
+    k = _rotate(k.view(rows, kv_heads, dim), cos[positions, None], sin[positions, None])
+    want_keys, want_values = keys.clone(), values.clone()
+    want_keys[torch.arange(rows), :, positions] = k
+    want_values[torch.arange(rows), :, positions] = v.view(rows, kv_heads, dim)
+    want = sdpa_by_row(q, want_keys, want_values, (positions + 1).tolist(), 0.125)
+
+    got = ops.rope_attend(qkv, cos, sin, positions, keys[:rows], values[:rows], heads, 0.125, dtype)
+    assert got.dtype == dtype and got.shape == (rows, heads * dim)
+    torch.testing.assert_close(keys, want_keys, rtol=1e-6, atol=1e-6)  # only the new columns
+    torch.testing.assert_close(values, want_values, rtol=0, atol=0)
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got, want.reshape(rows, heads * dim).to(dtype), **tolerance)
+
+
+@needs_compiler
+def test_the_ops_refuse_what_they_would_misread(ops):
+    x, weight = torch.randn(2, 64), torch.randn(64)
+    with pytest.raises(ValueError, match="float32"):
+        ops.add_rms_norm(x.double(), None, weight, 1e-5, torch.float32)
+    with pytest.raises(ValueError, match=r"\(2, 64\)"):
+        ops.add_rms_norm(x, torch.randn(2, 32), weight, 1e-5, torch.float32)
+    with pytest.raises(ValueError, match="contiguous"):
+        ops.silu_mul(torch.randn(64, 4).T, torch.float32)
+    keys = values = torch.zeros(2, 1, 16, 8)
+    cos = sin = torch.ones(32, 8)
+    qkv = torch.randn(2, 3 * 8)
+    with pytest.raises(ValueError, match="positions must be 0 to 15"):
+        ops.rope_attend(qkv, cos, sin, torch.tensor([3, 16]), keys, values, 1, 1.0, torch.float32)
+    assert torch.equal(keys, torch.zeros_like(keys))  # nothing written on a refusal
