@@ -228,24 +228,8 @@ class SlotDecoder:
         own_lengths = [p + 1 for p in positions.tolist()]
         length = max(own_lengths)
         self.reserve(rows, length)
-        if self.ops is not None:
-            return _decode_fused(
-                tokens,
-                positions,
-                self.embed,
-                self.layers,
-                self.norm,
-                self.lm_head,
-                self.cos,
-                self.sin,
-                [k[:rows] for k in self.keys],
-                [v[:rows] for v in self.values],
-                self.heads,
-                self.eps,
-                self.ops,
-            )
-        started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
-        logits = self._step(
+        # The model, the tables and this batch's rows of the KV slots: what both steps read.
+        state = (
             tokens,
             positions,
             self.embed,
@@ -256,6 +240,12 @@ class SlotDecoder:
             self.sin,
             [k[:rows] for k in self.keys],
             [v[:rows] for v in self.values],
+        )
+        if self.ops is not None:
+            return _decode_fused(*state, self.heads, self.eps, self.ops)
+        started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
+        logits = self._step(
+            *state,
             torch.arange(length, device=tokens.device),
             self.heads,
             self.eps,
