@@ -176,15 +176,7 @@ class DecodeOps:
         _check(cos, torch.float32, (cos.shape[0], dim))
         _check(sin, torch.float32, cos.shape)
         _check(positions, torch.int64, (rows,))
-        if not (
-            keys.dtype == values.dtype == torch.float32
-            and keys.stride() == values.stride()
-            and keys.stride(3) == 1
-            and keys.stride(2) == dim
-            and heads % kv_heads == 0
-            and heads // kv_heads <= _MAX_GROUP
-            and dim <= _MAX_DIM
-        ):
+        if not _attention_takes(keys, values, heads):
             raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
         columns = min(capacity, cos.shape[0])  # a position needs a cache column and a table row
         out = torch.empty(rows, heads * dim, dtype=out_dtype)
@@ -284,17 +276,13 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
     rows, heads, dim = q.shape
     kv_heads = keys.shape[1]
     if not (
-        q.dtype == keys.dtype == values.dtype == torch.float32
+        q.dtype == torch.float32
         and lengths.dtype == torch.int64
         and q.is_contiguous()
         and lengths.is_contiguous()
-        and keys.stride() == values.stride()
-        and keys.stride(3) == 1
-        and keys.stride(2) == dim
         and keys.shape[0] >= rows
-        and heads % kv_heads == 0
-        and heads // kv_heads <= _MAX_GROUP
-        and dim <= _MAX_DIM
+        and keys.shape[3] == dim
+        and _attention_takes(keys, values, heads)
     ):
         raise ValueError("decode attention kernel: unsupported shapes, types or layout")
     out = torch.empty_like(q)
@@ -318,6 +306,23 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
             f"decode attention kernel refused its input: lengths must be 1 to {keys.shape[2]}"
         )
     return out
+
+
+def _attention_takes(keys: Any, values: Any, heads: int) -> bool:
+    """Whether decode_attention.c reads this KV cache right: float32 [B, H_kv, capacity, D] with
+    contiguous columns, keys and values alike, and ``heads`` query heads it can group."""
+    import torch
+
+    kv_heads, dim = keys.shape[1], keys.shape[3]
+    return (
+        keys.dtype == values.dtype == torch.float32
+        and keys.stride() == values.stride()
+        and keys.stride(3) == 1
+        and keys.stride(2) == dim
+        and heads % kv_heads == 0
+        and heads // kv_heads <= _MAX_GROUP
+        and dim <= _MAX_DIM
+    )
 
 
 def _build() -> Path:
