@@ -41,6 +41,7 @@ __all__ = [
     "DRAIN_SEC",
     "ENTER_SCRIPT",
     "IDS_OF_COMMAND",
+    "PID_LINE_WAIT_SEC",
     "SYSTEM_PATHS",
     "EnterableSandbox",
     "EntryPoint",
@@ -51,6 +52,7 @@ __all__ = [
     "exec_entering",
     "fresh_argv",
     "fresh_env",
+    "late_pid_line",
     "parse_ids",
     "pid_line_argv",
     "split_pid_line",
@@ -64,6 +66,9 @@ UNPIN_SEC = 5.0
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Docker's default PATH, for images whose configuration sets none."""
+
+PID_LINE_WAIT_SEC = 30.0
+"""How long a fresh process's pid line is still awaited when its caller stops waiting first (to kill it)."""
 
 DRAIN_SEC = 2.0
 """After the command exits, how long output still in flight is read (a background child may hold the pipe)."""
@@ -150,6 +155,21 @@ def split_pid_line(mark: str, head: bytes) -> tuple[int | None, bytes]:
     if newline and line.startswith(prefix) and line[len(prefix) :].isdigit():
         return int(line[len(prefix) :]), rest
     return None, head
+
+
+async def late_pid_line(stdout: asyncio.StreamReader, mark: str, within: float) -> int | None:
+    """The pid in the pid line of ``pid_line_argv`` still on its way in ``stdout``, or None when
+    none comes within ``within`` seconds.
+
+    For a caller that stopped waiting before the line came: the wrapper has
+    printed it and may have become the command already (``exec``), whose
+    arguments no longer carry the mark, so the line is the only way to find it.
+    """
+    try:
+        head = await asyncio.wait_for(stdout.readline(), within)
+    except (TimeoutError, ValueError):  # ValueError: a first line past the stream's limit
+        return None
+    return split_pid_line(mark, head)[0]
 
 
 async def collect(

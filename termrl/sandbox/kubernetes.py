@@ -40,7 +40,7 @@ from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
-from termrl.sandbox.fresh import fresh_argv, pid_line_argv, split_pid_line
+from termrl.sandbox.fresh import PID_LINE_WAIT_SEC, fresh_argv, pid_line_argv, split_pid_line
 from termrl.sandbox.kubernetes_exec import ExecChannel, exit_status, late_pid
 from termrl.sandbox.kubernetes_manifests import (
     CLUSTER_CIDRS,
@@ -71,8 +71,6 @@ NAMESPACE = "termrl-sandboxes"
 """Where sessions start unless told otherwise; ``termrl cluster manifests`` sets this namespace up."""
 HELPER_TIMEOUT_SEC = 120.0
 """Longest a helper script (signals, file transfers, stopping processes) may run in a pod."""
-PID_LINE_WAIT_SEC = 30.0
-"""How long a fresh process's pid line is still awaited when its caller stops waiting first (to kill it)."""
 QUOTA_BACKOFF_SEC = (1.0, 30.0)
 """First and longest wait between tries while the namespace's ResourceQuota is full."""
 

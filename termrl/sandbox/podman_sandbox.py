@@ -26,7 +26,6 @@ through ``podman exec``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import math
@@ -41,11 +40,13 @@ from termrl.sandbox import procs, seccomp
 from termrl.sandbox.cli_calls import read_capped, run_cli
 from termrl.sandbox.disk_layer import DiskLayer, unmount_layer
 from termrl.sandbox.fresh import (
+    PID_LINE_WAIT_SEC,
     EntryPoint,
     collect,
     exec_entering,
     fresh_argv,
     fresh_env,
+    late_pid_line,
     pid_line_argv,
     split_pid_line,
 )
@@ -222,17 +223,30 @@ class PodmanSandbox(Sandbox):
                 procs.kill_tree(target)
             process.kill()
 
-        async with ended_on_error(process, kill):
-            head = b""
-            with contextlib.suppress(
-                TimeoutError, ValueError
-            ):  # ValueError: a first line past the stream's limit
-                head = await asyncio.wait_for(stdout.readline(), timeout)
-            inner, head = split_pid_line(mark, head)
-            remaining = max(timeout - (time.monotonic() - started), 0.001)
-            output, code, timed_out, truncated = await collect(
-                process, stdout, remaining, output_limit, kill, head=head
-            )
+        try:
+            async with ended_on_error(process, kill):
+                head = b""
+                try:
+                    head = await asyncio.wait_for(stdout.readline(), timeout)
+                except (
+                    TimeoutError,
+                    ValueError,
+                ):  # ValueError: a first line past the stream's limit
+                    pass
+                except BaseException:
+                    # Cancelled before the pid line came (podman relays it late under load): the
+                    # command may run already, under arguments without the mark (``exec``).
+                    inner = await asyncio.shield(late_pid_line(stdout, mark, PID_LINE_WAIT_SEC))
+                    raise
+                inner, head = split_pid_line(mark, head)
+                remaining = max(timeout - (time.monotonic() - started), 0.001)
+                output, code, timed_out, truncated = await collect(
+                    process, stdout, remaining, output_limit, kill, head=head
+                )
+        except BaseException:
+            if self.remote and inner is not None:  # the caller gave up: the process goes too
+                await asyncio.shield(self.signal(inner, "KILL", "all"))
+            raise
         if timed_out and self.remote and inner is not None:
             await self.signal(inner, "KILL", "all")
         if code in (125, 126, 127) and not await self.alive():

@@ -21,6 +21,7 @@ import pytest
 from termrl.sandbox import SandboxManager, SandboxSpec
 from termrl.sandbox.podman import PodmanBackend, remote_engine
 from termrl.taskfolders import read_task_folder
+from tests.sandbox.cancelling import left_after_cancelling
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 
@@ -91,6 +92,12 @@ async def test_remote_session_runs_commands_moves_files_and_kills_a_timed_out_pr
         left = await session.exec("ps -eo args | grep -c '^sleep 300' || true")
         assert left.output.strip() == "0"
         assert "A" in (await session.changed_files() or {}).values()
+
+
+@pytest.mark.podman
+async def test_a_fresh_process_whose_caller_is_cancelled_is_killed_from_inside(remote, base_images):
+    async with await remote.create(SandboxSpec(image=base_images)) as session:
+        assert await left_after_cancelling(session, 98752) == 0
 
 
 @pytest.mark.podman
