@@ -52,6 +52,7 @@ static inline float sum16(vec16 x) {
 static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *part) {
     for (int g = 0; g < G; g++) {
         float m = s[g][0], sum = 0.0f;
+#pragma omp simd reduction(max : m)
         for (int j = 1; j < n; j++) m = s[g][j] > m ? s[g][j] : m;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < n; j++) {

@@ -35,13 +35,25 @@ from typing import Any
 
 from termrl.llm.models import cache_root
 
-__all__ = ["DecodeOps", "cpu_flags", "find_compiler", "load", "load_ops", "sdpa_by_row"]
+__all__ = [
+    "HEADERS",
+    "SOURCES",
+    "DecodeOps",
+    "compile_kernels",
+    "cpu_flags",
+    "find_compiler",
+    "load",
+    "load_ops",
+    "sdpa_by_row",
+]
 
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
-_SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c")
-_HEADERS = (_HERE / "decode_math.h",)
+SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c")
+"""The kernels' C files, compiled into one library."""
+HEADERS = (_HERE / "decode_math.h",)
+"""What they include (part of the build's cache key)."""
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 _MAX_GROUP, _MAX_DIM = 16, 256  # the kernel's limits (decode_attention.c)
 
@@ -331,7 +343,7 @@ def _build() -> Path:
     if not compiler:
         raise FileNotFoundError("no C compiler (cc, gcc or $CC) on PATH")
     key = hashlib.sha256()
-    for source in (*_SOURCES, *_HEADERS):
+    for source in (*SOURCES, *HEADERS):
         key.update(source.read_bytes())
     key.update(" ".join((compiler, *_FLAGS)).encode())
     # -march=native code is for this CPU only
@@ -344,17 +356,22 @@ def _build() -> Path:
     fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        subprocess.run(
-            [compiler, *_FLAGS, *map(str, _SOURCES), "-lm", "-o", partial],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        compile_kernels(compiler, SOURCES, Path(partial))
         os.replace(partial, target)
     finally:
         Path(partial).unlink(missing_ok=True)
     return target
+
+
+def compile_kernels(compiler: str, sources: tuple[Path, ...], target: Path) -> None:
+    """Compile ``sources`` (the kernels' .c files; their header beside them) into ``target``."""
+    subprocess.run(
+        [compiler, *_FLAGS, *map(str, sources), "-lm", "-o", str(target)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def find_compiler() -> str | None:

@@ -8,7 +8,10 @@
  * Plain arithmetic, so the compiler vectorizes it (libm's expf is a call per value). */
 static inline float exp_nonpositive(float x) {
     x = x < -87.0f ? -87.0f : x; /* 2^-126 is the smallest normal float */
-    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    /* n = x / ln 2 rounded to nearest by adding and taking away 1.5 * 2^23 (|x / ln 2| < 2^22;
+     * IEEE arithmetic, so no -ffast-math). floorf here kept gcc from vectorizing the loops that
+     * call this: the softmax and SiLU ran a value at a time, 6x slower. */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float f = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * f + 1.3981999507e-3f;
@@ -17,8 +20,10 @@ static inline float exp_nonpositive(float x) {
     p = p * f + 1.6666665459e-1f;
     p = p * f + 5.0000001201e-1f;
     p = p * f * f + f + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
+    const int32_t bits = ((int32_t)n + 127) << 23; /* 2^n */
+    float scale;
+    __builtin_memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
 #endif
