@@ -213,8 +213,8 @@ class PodmanSandbox(Sandbox):
             if self.remote:
                 process.kill()
                 return
-            # Under load `podman exec` may not have printed the pid yet: then the process still
-            # carries the mark among its arguments.
+            # No pid line within the timeout: the wrapper carries the mark among its arguments
+            # until it becomes the command.
             if inner is not None:
                 targets = [pid] if (pid := procs.host_pid_of(init, inner)) is not None else []
             else:
@@ -228,10 +228,8 @@ class PodmanSandbox(Sandbox):
                 head = b""
                 try:
                     head = await asyncio.wait_for(stdout.readline(), timeout)
-                except (
-                    TimeoutError,
-                    ValueError,
-                ):  # ValueError: a first line past the stream's limit
+                # ValueError: a first line past the stream's limit
+                except (TimeoutError, ValueError):
                     pass
                 except BaseException:
                     # Cancelled before the pid line came (podman relays it late under load): the
