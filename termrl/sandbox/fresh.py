@@ -26,6 +26,7 @@ import os
 import platform
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ __all__ = [
     "exec_entering",
     "fresh_argv",
     "fresh_env",
-    "late_pid_line",
+    "late_pid",
     "parse_ids",
     "pid_line_argv",
     "split_pid_line",
@@ -157,19 +158,26 @@ def split_pid_line(mark: str, head: bytes) -> tuple[int | None, bytes]:
     return None, head
 
 
-async def late_pid_line(stdout: asyncio.StreamReader, mark: str, within: float) -> int | None:
-    """The pid in the pid line of ``pid_line_argv`` still on its way in ``stdout``, or None when
-    none comes within ``within`` seconds.
+async def late_pid(
+    read: Callable[[], Awaitable[bytes]], mark: str, pending: bytes, within: float
+) -> int | None:
+    """The pid in the pid line of ``pid_line_argv``, for a caller that stopped waiting before the
+    line came; None when it does not come within ``within`` seconds.
 
-    For a caller that stopped waiting before the line came: the wrapper has
-    printed it and may have become the command already (``exec``), whose
-    arguments no longer carry the mark, so the line is the only way to find it.
+    ``pending`` is what came of the output so far; ``read`` gives the next chunk (b"" at its
+    end). The wrapper has printed the line and may have become the command already
+    (``exec``), whose arguments no longer carry the mark: the line is the only way to find it.
     """
-    try:
-        head = await asyncio.wait_for(stdout.readline(), within)
-    except (TimeoutError, ValueError):  # ValueError: a first line past the stream's limit
-        return None
-    return split_pid_line(mark, head)[0]
+    give_up = time.monotonic() + within
+    while b"\n" not in pending and len(pending) < 256:
+        try:
+            chunk = await asyncio.wait_for(read(), max(give_up - time.monotonic(), 0))
+        except TimeoutError:
+            return None
+        if not chunk:
+            return None
+        pending += chunk
+    return split_pid_line(mark, pending)[0]
 
 
 async def collect(

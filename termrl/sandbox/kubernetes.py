@@ -40,8 +40,14 @@ from typing import Any
 
 from termrl.errors import EnvInitFailed, SandboxDied, SandboxUnavailable
 from termrl.sandbox.backend import Backend
-from termrl.sandbox.fresh import PID_LINE_WAIT_SEC, fresh_argv, pid_line_argv, split_pid_line
-from termrl.sandbox.kubernetes_exec import ExecChannel, exit_status, late_pid
+from termrl.sandbox.fresh import (
+    PID_LINE_WAIT_SEC,
+    fresh_argv,
+    late_pid,
+    pid_line_argv,
+    split_pid_line,
+)
+from termrl.sandbox.kubernetes_exec import ExecChannel, exit_status
 from termrl.sandbox.kubernetes_manifests import (
     CLUSTER_CIDRS,
     CONTAINER,
@@ -295,7 +301,7 @@ class KubernetesSandbox(VerifierScoring, Sandbox):
             if (
                 not ended and pid is None and pending is not None
             ):  # on a loaded host, still on its way
-                pid = await asyncio.shield(late_pid(channel, mark, pending, PID_LINE_WAIT_SEC))
+                pid = await asyncio.shield(late_pid(channel.read, mark, pending, PID_LINE_WAIT_SEC))
             if not ended and pid is not None:
                 await asyncio.shield(kill(pid))
             await channel.close()

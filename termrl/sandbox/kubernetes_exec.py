@@ -9,14 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 from termrl.errors import SandboxDied
-from termrl.sandbox.fresh import split_pid_line
 from termrl.sandbox.shell import Channel
 
-__all__ = ["ExecChannel", "exit_status", "late_pid"]
+__all__ = ["ExecChannel", "exit_status"]
 
 
 def exit_status(ws: Any) -> int | None:
@@ -34,20 +32,6 @@ def exit_status(ws: Any) -> int | None:
     if code is None:  # a failure that is not an exit status (the process could not start)
         raise SandboxDied(f"exec failed: {status.get('message', raw)}")
     return int(code)
-
-
-async def late_pid(channel: Channel, mark: str, pending: bytes, within: float) -> int | None:
-    """The pid line of a fresh process whose caller stopped waiting before the line arrived."""
-    give_up = time.monotonic() + within
-    while b"\n" not in pending and len(pending) < 256:
-        try:
-            chunk = await asyncio.wait_for(channel.read(), max(give_up - time.monotonic(), 0))
-        except TimeoutError:
-            return None
-        if not chunk:
-            return None
-        pending += chunk
-    return split_pid_line(mark, pending)[0]
 
 
 class ExecChannel(Channel):

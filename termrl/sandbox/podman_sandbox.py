@@ -46,7 +46,7 @@ from termrl.sandbox.fresh import (
     exec_entering,
     fresh_argv,
     fresh_env,
-    late_pid_line,
+    late_pid,
     pid_line_argv,
     split_pid_line,
 )
@@ -234,7 +234,9 @@ class PodmanSandbox(Sandbox):
                 except BaseException:
                     # Cancelled before the pid line came (podman relays it late under load): the
                     # command may run already, under arguments without the mark (``exec``).
-                    inner = await asyncio.shield(late_pid_line(stdout, mark, PID_LINE_WAIT_SEC))
+                    inner = await asyncio.shield(
+                        late_pid(lambda: stdout.read(256), mark, b"", PID_LINE_WAIT_SEC)
+                    )
                     raise
                 inner, head = split_pid_line(mark, head)
                 remaining = max(timeout - (time.monotonic() - started), 0.001)

@@ -13,8 +13,7 @@ from termrl.llm import decode_kernels
 from termrl.llm.decode_kernels import DecodeOps
 
 pytestmark = pytest.mark.skipif(
-    decode_kernels.find_compiler() is None or decode_kernels.load_ops() is None,
-    reason="no C compiler to build the kernels with",
+    decode_kernels.find_compiler() is None, reason="no C compiler to build the kernels with"
 )
 
 
