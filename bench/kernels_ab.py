@@ -4,11 +4,14 @@
     python bench/kernels_ab.py --before HEAD~1 --dtype bfloat16 --batches 8
 
 Both libraries are compiled from their sources (``git show REV:termrl/llm/...`` for the
-before side) with the flags ``termrl.llm.decode_kernels`` builds with. One ``SlotDecoder``
-runs both: its KV cache holds ``--context`` columns of random keys and values, and every
-step feeds each row one token at that position, so each version repeats the same work.
-The versions take turns in blocks of ``--steps`` steps, the first one alternating from
-round to round, so that what the machine does meanwhile falls on both alike.
+before side; a kernel file the commit does not have yet is left out) with the flags
+``termrl.llm.decode_kernels`` builds with. Each version runs its own ``SlotDecoder``, with
+the weights packed for its matmuls (the C kernel's where the version has one, else
+oneDNN's). Each decoder's KV cache holds ``--context`` columns of the same random keys and
+values, and every step feeds each row one token at that position, so each version repeats
+the same work. The versions take turns in blocks of ``--steps`` steps, the first one
+alternating from round to round, so that what the machine does meanwhile falls on both
+alike.
 
 Printed, per batch: each version's decode rate (median and range over the rounds), the
 after/before ratio of each round's pair, and how far each version's logits for the same
@@ -47,7 +50,9 @@ def library_at(rev: str, folder: Path) -> ctypes.CDLL:
             ["git", "-C", str(REPO), "show", f"{rev}:{name}"], capture_output=True, check=False
         )
         if shown.returncode != 0:
-            raise SystemExit(f"{rev} has no {name}: {shown.stderr.decode().strip()}")
+            if path == SOURCES[0]:  # the attention kernel, the first of them all
+                raise SystemExit(f"{rev} has no {name}: {shown.stderr.decode().strip()}")
+            continue  # a kernel added after rev
         (folder / path.name).write_bytes(shown.stdout)
         if path in SOURCES:
             sources.append(folder / path.name)
@@ -87,13 +92,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         versions = {"before": DecodeOps(library_at(args.before, Path(folder))), "after": after}
         model = AutoModelForCausalLM.from_pretrained(prepare_default_model(), dtype=torch.float32)
-        decoder = SlotDecoder(
-            model,
-            max_rows=max(args.batches),
-            max_length=args.context + 1,
-            weights_dtype=args.dtype,
-        )
-        generator = torch.Generator().manual_seed(0)
+        options = {"max_rows": max(args.batches), "max_length": args.context + 1}
+        decoders = {
+            # the reference: the torch ops the kernels replace, SDPA, oneDNN's matmuls
+            "torch ops": SlotDecoder(
+                model, weights_dtype=args.dtype, attention_kernel=False, **options
+            ),
+            **{
+                name: SlotDecoder(model, weights_dtype=args.dtype, kernels=ops, **options)
+                for name, ops in versions.items()
+            },
+        }
         print(
             f"before: {args.before}; after: this tree; {args.dtype} weights; "
             f"context {args.context}; {args.steps} steps a block, {args.rounds} rounds"
@@ -103,23 +112,20 @@ def main() -> None:
             "  max |logit - torch ops'|: before, after"
         )
         for rows in args.batches:
-            decoder.reserve(rows, args.context + 1)
-            for cache in decoder.keys + decoder.values:
-                cache[:rows].normal_(generator=generator)
+            for decoder in decoders.values():
+                decoder.reserve(rows, args.context + 1)
+                generator = torch.Generator().manual_seed(rows)  # the same KV in each
+                for cache in decoder.keys + decoder.values:
+                    cache[:rows].normal_(generator=generator)
             tokens = torch.randint(0, model.config.vocab_size, (rows,), generator=generator)
             positions = torch.full((rows,), args.context, dtype=torch.int64)
-            logits = {}
-            attend, decoder.attend = decoder.attend, None  # the reference: torch ops and SDPA
-            for name, ops in (("torch ops", None), *versions.items()):  # also the warm-up
-                decoder.ops = ops
-                logits[name] = decoder.step(tokens, positions)
-            decoder.attend = attend
+            # also the warm-up
+            logits = {name: decoder.step(tokens, positions) for name, decoder in decoders.items()}
             diffs = [(logits[n] - logits["torch ops"]).abs().max().item() for n in versions]
             rates: dict[str, list[float]] = {"before": [], "after": []}
             for round_ in range(args.rounds):
                 for name in ("before", "after") if round_ % 2 == 0 else ("after", "before"):
-                    decoder.ops = versions[name]
-                    rates[name].append(timed_steps(decoder, tokens, positions, args.steps))
+                    rates[name].append(timed_steps(decoders[name], tokens, positions, args.steps))
             ratios = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
             cells = [
                 f"{statistics.median(rates[n]):6.1f} ({min(rates[n]):.0f}-{max(rates[n]):.0f})"

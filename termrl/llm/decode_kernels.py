@@ -1,4 +1,5 @@
-"""The decode step's C kernels (``decode_attention.c``, ``decode_ops.c``), built on first use.
+"""The decode step's C kernels (``decode_attention.c``, ``decode_ops.c``, ``decode_matmul.c``),
+built on first use.
 
 torch's CPU SDPA for one query token reads a batch's keys and values at about half the
 memory's speed (it goes through MKL's small GEMMs), and one call attends every row over
@@ -9,9 +10,11 @@ the rows' lengths (measured: ``bench/decode_floor.py``, ``bench/mixed_lengths.py
 Around its four matmuls a layer's step is otherwise ~45 small torch ops (norms, RoPE, the
 cache writes, SiLU, the type casts), a few microseconds each. ``decode_ops.c`` does them in
 three calls a layer (``DecodeOps``): the residual add with the next RMS norm; RoPE, the
-cache writes and the attention; SiLU times up.
+cache writes and the attention; SiLU times up. ``decode_matmul.c`` does the matmuls, on
+weights packed for it once (``DecodeOps.pack``): oneDNN's GEMM of 8 rows read the weights at
+about two thirds of the memory's speed here, the C matmul at about nine tenths.
 
-Both are compiled with the machine's C compiler for this CPU (``-march=native``) into one
+All three are compiled with the machine's C compiler for this CPU (``-march=native``) into one
 library in the termrl cache (``$TERMRL_CACHE/kernels``), keyed by the sources, the flags
 and the CPU, so a build is paid once per machine (about a second). The kernels run on
 torch's own OpenMP threads: libgomp is already loaded by torch when the library is, and the
@@ -22,6 +25,7 @@ library links to it. Where no compiler is found or the build fails, ``load()`` a
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -39,6 +43,7 @@ __all__ = [
     "HEADERS",
     "SOURCES",
     "DecodeOps",
+    "PackedMatrix",
     "compile_kernels",
     "cpu_flags",
     "find_compiler",
@@ -50,7 +55,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
-SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c")
+SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c", _HERE / "decode_matmul.c")
 """The kernels' C files, compiled into one library."""
 HEADERS = (_HERE / "decode_math.h",)
 """What they include (part of the build's cache key)."""
@@ -109,7 +114,13 @@ def load() -> Callable[..., Any] | None:
 def load_ops() -> DecodeOps | None:
     """A layer's small ops in C (``DecodeOps``), or None where the kernels cannot be built."""
     library = _library()
-    return None if library is None or load() is None else DecodeOps(library)
+    if library is None or load() is None:
+        return None
+    ops = DecodeOps(library)
+    if ops.has_matmul and not _matmul_agrees(ops):
+        log.warning("decode matmul kernel disagrees with torch here; using torch's matmuls")
+        ops.has_matmul = False
+    return ops
 
 
 class DecodeOps:
@@ -122,12 +133,52 @@ class DecodeOps:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         p, i32, i64, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+        # An older commit's library (bench/kernels_ab.py) may predate the matmul.
+        self.has_matmul = hasattr(library, "decode_matmul")
+        if self.has_matmul:
+            self._matmul = _signature(library.decode_matmul, [p, i32, i32, i32, p, i32, p])
+            self._pack = library.pack_matrix
+            self._pack.restype, self._pack.argtypes = None, [p, i32, i32, i32, p]
+            self._packed_elements = library.packed_elements
+            self._packed_elements.restype = i64
+            self._packed_elements.argtypes = [i32, i32, i32]
         self._norm = _signature(library.add_rms_norm, [p, p, i32, p, f32, i32, i32, p, i32])
         self._silu_mul = _signature(library.silu_mul, [p, i32, i32, i32, p, i32])
         self._rope_attend = _signature(
             library.rope_attend,
             [p, i32, p, p, p, p, p, i64, i64, i64, i32, i32, i32, i32, f32, p, i32],
         )
+
+    def pack(self, weight: Any) -> PackedMatrix:
+        """A copy of ``weight`` [out, in] (float32 or bfloat16) in ``matmul``'s layout."""
+        import torch
+
+        out_features, in_features = weight.shape
+        _check(weight, None, (out_features, in_features))
+        bf16 = _is_bf16(weight)
+        data = torch.empty(
+            self._packed_elements(bf16, out_features, in_features), dtype=weight.dtype
+        )
+        self._pack(weight.data_ptr(), bf16, out_features, in_features, data.data_ptr())
+        return PackedMatrix(data, out_features, in_features)
+
+    def matmul(self, x: Any, weight: PackedMatrix) -> Any:
+        """x [B, in] (the weight's type) @ weight.T -> [B, out] float32."""
+        import torch
+
+        rows = x.shape[0]
+        _check(x, weight.dtype, (rows, weight.in_features))
+        out = torch.empty(rows, weight.out_features)
+        status = self._matmul(
+            x.data_ptr(),
+            _is_bf16(x),
+            rows,
+            weight.in_features,
+            weight.data.data_ptr(),
+            weight.out_features,
+            out.data_ptr(),
+        )
+        return _checked(status, out, "matmul")
 
     def add_rms_norm(self, x: Any, delta: Any, weight: Any, eps: float, out_dtype: Any) -> Any:
         """``x += delta`` (none where None), in place; returns ``weight * x / rms(x)``."""
@@ -214,6 +265,23 @@ class DecodeOps:
         return _checked(status, out, f"rope_attend (positions must be 0 to {columns - 1})")
 
 
+@dataclasses.dataclass(frozen=True)
+class PackedMatrix:
+    """A weight matrix [out, in] packed for ``DecodeOps.matmul`` (decode_matmul.c's layout)."""
+
+    data: Any  # a flat tensor of the weight's type
+    out_features: int
+    in_features: int
+
+    @property
+    def dtype(self) -> Any:
+        return self.data.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+
 def _signature(function: Any, argtypes: list[Any]) -> Any:
     function.restype, function.argtypes = ctypes.c_int, argtypes
     return function
@@ -280,6 +348,23 @@ def _agrees_with_sdpa(attend: Callable[..., Any]) -> bool:
     got = attend(q, keys, values, torch.tensor(lengths), 0.125)
     want = sdpa_by_row(q, keys, values, lengths, 0.125)
     return bool(torch.allclose(got, want, rtol=1e-4, atol=1e-5))
+
+
+def _matmul_agrees(ops: DecodeOps) -> bool:
+    """A probe in both types: 9 rows (a pass of 8 and one of 1), an output width that leaves
+    a part-block, and a float32 input width that is odd."""
+    import torch
+    import torch.nn.functional as F
+
+    generator = torch.Generator().manual_seed(0)
+    for dtype, in_features in ((torch.float32, 101), (torch.bfloat16, 100)):
+        x = torch.randn(9, in_features, generator=generator).to(dtype)
+        weight = torch.randn(50, in_features, generator=generator).to(dtype)
+        got = ops.matmul(x, ops.pack(weight))
+        want = F.linear(x.float(), weight.float())
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4):
+            return False
+    return True
 
 
 def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: float) -> Any:
@@ -363,10 +448,12 @@ def _build() -> Path:
     return target
 
 
-def compile_kernels(compiler: str, sources: tuple[Path, ...], target: Path) -> None:
+def compile_kernels(
+    compiler: str, sources: tuple[Path, ...], target: Path, extra_flags: tuple[str, ...] = ()
+) -> None:
     """Compile ``sources`` (the kernels' .c files; their header beside them) into ``target``."""
     subprocess.run(
-        [compiler, *_FLAGS, *map(str, sources), "-lm", "-o", str(target)],
+        [compiler, *_FLAGS, *extra_flags, *map(str, sources), "-lm", "-o", str(target)],
         check=True,
         capture_output=True,
         text=True,

@@ -25,24 +25,28 @@ bfloat16 there and float32 elsewhere (``resolve_weights_dtype``). The drift
 from the trainer's fp32 log π is ~0.02 nats a chunk against the trainer's
 0.5 mask (``tests/llm/test_trainer_mismatch.py``, ``bench/decode_floor.py``).
 
-Each weight matrix is kept prepacked in oneDNN's blocked layout (``pack_weights``,
-where torch has oneDNN on the CPU). torch's plain ``F.linear`` goes to MKL for
-float32, whose few-row GEMMs read a matrix at a fraction of the memory's speed
-(~8 GB/s on an AMD EPYC for the 8-row lm_head, against ~45 GB/s packed); the
-packed GEMM is 1.4 to 5 times faster at 1 to 32 rows, and a row's result does not
-depend on the other rows (measured on an AMD EPYC: ``bench/decode_floor.py``,
+Each weight matrix is kept prepacked (``pack_weights``): for the C matmul below, else
+in oneDNN's blocked layout where torch has oneDNN on the CPU. torch's plain
+``F.linear`` goes to MKL for float32, whose few-row GEMMs read a matrix at a
+fraction of the memory's speed (~8 GB/s on an AMD EPYC for the 8-row lm_head,
+against ~45 GB/s packed for oneDNN); a row's result does not depend on the other
+rows either way (measured on an AMD EPYC: ``bench/decode_floor.py``,
 ``docs/experiments.md``).
 
 Attention runs in a small C kernel (``attention_kernel``, ``decode_kernels``),
 built on first use with the machine's compiler: each row reads only its own
 columns, once for the query heads that share them, at 1.4 to 1.9 times torch's
-SDPA (``bench/mixed_lengths.py``). The ops around the matmuls (norms, RoPE, the
-cache writes, SiLU, the casts: ~45 torch ops a layer) run in C as well, three
-calls a layer (``fused_ops``, ``_decode_fused``); ``_decode`` is the same step in
-torch ops. Without a compiler the step uses ``_decode`` with SDPA, where rows of
-very different lengths attend one by one, each over its own columns
-(``row_attention``, ``_row_lengths``): one SDPA call over the batch computes
-every row over the longest row's columns.
+SDPA (``bench/mixed_lengths.py``). Since it reads nothing past a row's length,
+its KV cache is allocated whole at the first ``reserve`` and never grows: the OS
+backs the pages as columns are written. The ops around the matmuls (norms, RoPE,
+the cache writes, SiLU, the casts: ~45 torch ops a layer) run in C as well, three
+calls a layer (``fused_ops``, ``_decode_fused``), and so do the matmuls
+(``matmul_kernel``, ``decode_matmul.c``: each weight read once for all the rows,
+1.4 to 1.5 times oneDNN's GEMM at 8 rows, its sums float32 in either weight type).
+``_decode`` is the same step in torch ops. Without a compiler the step uses
+``_decode`` with SDPA, where rows of very different lengths attend one by one,
+each over its own columns (``row_attention``, ``_row_lengths``): one SDPA call
+over the batch computes every row over the longest row's columns.
 
 ``compile=True`` runs the step through ``torch.compile`` (dynamic shapes:
 batch and length change every step; inductor caches the code on disk).
@@ -114,6 +118,8 @@ class SlotDecoder:
         row_attention: bool = True,
         attention_kernel: bool = True,
         fused_ops: bool = True,
+        matmul_kernel: bool = True,
+        kernels: decode_kernels.DecodeOps | None = None,  # another build's (bench/kernels_ab.py)
     ) -> None:
         import torch
 
@@ -144,10 +150,24 @@ class SlotDecoder:
         ]
         self.norm = inner.norm.weight.detach().float()
         self.lm_head = model.lm_head.weight.detach().to(wdt).contiguous()  # [V, E]
-        # Packed matrices are copies: the fp32 model's prefill keeps its own weights.
-        self.packed = pack_weights and not compile and _packing_works(self.lm_head)
-        if self.packed:
+        on_cpu = self.embed.device.type == "cpu"
+        use_kernel = attention_kernel and on_cpu and not compile
+        self.attend = decode_kernels.load() if use_kernel else None
+        self.ops = (kernels or decode_kernels.load_ops()) if use_kernel and fused_ops else None
+        # The matmuls: the C kernel's (packed for it), else oneDNN's (packed for it), else torch's.
+        self.matmul_kernel = (
+            pack_weights and matmul_kernel and self.ops is not None and self.ops.has_matmul
+        )
+        self.matmul = self.ops.matmul if self.matmul_kernel else _linear
+        if self.matmul_kernel:
+            pack = self.ops.pack
+        elif pack_weights and not compile and _packing_works(self.lm_head):
             pack = _packer(max_rows)
+        else:
+            pack = None
+        # Packed matrices are copies: the fp32 model's prefill keeps its own weights.
+        self.packed = pack is not None
+        if pack is not None:
             self.layers = [
                 (ln_in, pack(qkv), pack(o), ln_post, pack(gate_up), pack(down))
                 for ln_in, qkv, o, ln_post, gate_up, down in self.layers
@@ -165,10 +185,6 @@ class SlotDecoder:
         self.compile_sec = 0.0
         self._step = torch.compile(_decode, dynamic=True) if compile else _decode
         self._compiled = compile
-        on_cpu = self.embed.device.type == "cpu"
-        use_kernel = attention_kernel and on_cpu and not compile
-        self.attend = decode_kernels.load() if use_kernel else None
-        self.ops = decode_kernels.load_ops() if use_kernel and fused_ops else None
         # SDPA's choice between one call and a call per row (_row_lengths); the kernel needs none.
         self.row_attention = row_attention and not compile and self.attend is None
 
@@ -180,14 +196,21 @@ class SlotDecoder:
 
         if rows <= self.rows_capacity and length <= self.length_capacity:
             return
-        new_rows = min(self.max_rows, max(rows, 2 * self.rows_capacity, 1))
-        new_length = max(length, self.length_capacity)
-        new_length = min(self.max_length, -(-new_length // _LENGTH_STEP) * _LENGTH_STEP)
+        if self.attend is not None:
+            # The kernel reads a row's own columns only, so the cache can start whole and
+            # unwritten: the OS backs its pages as columns are first written, and growing it
+            # (a copy of every row, ~0.1 s at 8 rows of 1,000 tokens) never happens.
+            new_rows, new_length, allocate = self.max_rows, self.max_length, torch.empty
+        else:  # SDPA reads masked columns too: they must hold numbers (0 * NaN is NaN)
+            new_rows = min(self.max_rows, max(rows, 2 * self.rows_capacity, 1))
+            new_length = max(length, self.length_capacity)
+            new_length = min(self.max_length, -(-new_length // _LENGTH_STEP) * _LENGTH_STEP)
+            allocate = torch.zeros
         shape = (new_rows, self.kv_heads, new_length, self.head_dim)
         old_k, old_v = self.keys, self.values
         device = self.embed.device
-        self.keys = [torch.zeros(shape, device=device) for _ in self.layers]
-        self.values = [torch.zeros(shape, device=device) for _ in self.layers]
+        self.keys = [allocate(shape, device=device) for _ in self.layers]
+        self.values = [allocate(shape, device=device) for _ in self.layers]
         r, n = self.rows_capacity, self.length_capacity
         for new, old in zip(self.keys + self.values, old_k + old_v, strict=False):
             new[:r, :, :n] = old  # nothing to keep on the first reserve
@@ -242,7 +265,7 @@ class SlotDecoder:
             [v[:rows] for v in self.values],
         )
         if self.ops is not None:
-            return _decode_fused(*state, self.heads, self.eps, self.ops)
+            return _decode_fused(*state, self.heads, self.eps, self.ops, self.matmul)
         started = time.perf_counter() if self._compiled and not self.compile_sec else 0.0
         logits = self._step(
             *state,
@@ -421,6 +444,7 @@ def _decode_fused(
     heads: int,
     eps: float,
     ops: decode_kernels.DecodeOps,
+    matmul: Any,  # (x, weight) -> x @ weight.T: DecodeOps.matmul (float32 out) or _linear
 ) -> Any:
     """``_decode``'s step with the ops between the matmuls in C: 4 matmuls and 3 calls a layer."""
     import torch
@@ -436,11 +460,11 @@ def _decode_fused(
     for (_, w_qkv, w_o, ln_post, w_gate_up, w_down), k_cache, v_cache, next_norm in zip(
         layers, keys, values, norms_in, strict=True
     ):
-        qkv = _linear(h, w_qkv)  # [B, (H + 2 H_kv) D]
+        qkv = matmul(h, w_qkv)  # [B, (H + 2 H_kv) D]
         attn = ops.rope_attend(
             qkv, cos_table, sin_table, positions, k_cache, v_cache, heads, scale, wdt
         )
-        h = ops.add_rms_norm(x, _linear(attn, w_o), ln_post, eps, wdt)
-        act = ops.silu_mul(_linear(h, w_gate_up), wdt)  # [B, I]
-        h = ops.add_rms_norm(x, _linear(act, w_down), next_norm, eps, wdt)
-    return _linear(h, lm_head).float()  # [B, V]
+        h = ops.add_rms_norm(x, matmul(attn, w_o), ln_post, eps, wdt)
+        act = ops.silu_mul(matmul(h, w_gate_up), wdt)  # [B, I]
+        h = ops.add_rms_norm(x, matmul(act, w_down), next_norm, eps, wdt)
+    return matmul(h, lm_head).float()  # [B, V]

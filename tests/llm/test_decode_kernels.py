@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 
 import pytest
@@ -234,3 +235,67 @@ def test_the_ops_refuse_what_they_would_misread(ops):
     with pytest.raises(ValueError, match="positions must be 0 to 15"):
         ops.rope_attend(qkv, cos, sin, torch.tensor([3, 16]), keys, values, 1, 1.0, torch.float32)
     assert torch.equal(keys, torch.zeros_like(keys))  # nothing written on a refusal
+
+
+# --- the matmul (decode_matmul.c) against torch's ------------------------------------------
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 17, 32])
+@pytest.mark.parametrize(("out_features", "in_features"), [(576, 576), (50, 100), (97, 64)])
+def test_the_matmul_gives_torch_s_in_float32(ops, dtype, rows, out_features, in_features):
+    # Widths that leave a part-block of outputs; batches of 8 rows, more and fewer.
+    generator = torch.Generator().manual_seed(rows * out_features + in_features)
+    x = torch.randn(rows, in_features, generator=generator).to(dtype)
+    weight = torch.randn(out_features, in_features, generator=generator).to(dtype)
+    packed = ops.pack(weight)
+    got = ops.matmul(x, packed)
+    assert got.dtype == torch.float32 and got.shape == (rows, out_features)
+    # bfloat16 in, float32 sums out: the products of bf16 values are exact in float32.
+    torch.testing.assert_close(got, x.float() @ weight.float().T, rtol=1e-5, atol=1e-4)
+    assert packed.nbytes >= weight.numel() * weight.element_size()
+
+
+@needs_compiler
+def test_a_row_s_product_does_not_depend_on_the_batch(ops):
+    # The engine's rows come and go: a row's logits must not change with its neighbours.
+    generator = torch.Generator().manual_seed(5)
+    weight = ops.pack(torch.randn(200, 576, generator=generator))
+    x = torch.randn(13, 576, generator=generator)
+    alone = torch.cat([ops.matmul(x[i : i + 1], weight) for i in range(13)])
+    assert torch.equal(ops.matmul(x, weight), alone)
+
+
+@needs_compiler
+def test_the_matmul_refuses_what_it_would_misread(ops):
+    weight = ops.pack(torch.randn(48, 64))
+    with pytest.raises(ValueError, match=r"\(2, 64\)"):
+        ops.matmul(torch.randn(2, 32), weight)
+    with pytest.raises(ValueError, match="float32"):
+        ops.matmul(torch.randn(2, 64).bfloat16(), weight)
+    with pytest.raises(ValueError, match="contiguous"):
+        ops.matmul(torch.randn(64, 2).T, weight)
+    if "avx512_bf16" in decode_kernels.cpu_flags():  # its bf16 pairs need an even width
+        odd = ops.pack(torch.randn(48, 63).bfloat16())
+        with pytest.raises(ValueError, match="matmul refused"):
+            ops.matmul(torch.randn(2, 63).bfloat16(), odd)
+
+
+@needs_compiler
+def test_bfloat16_without_the_cpu_s_bf16_dot_product(tmp_path):
+    """The widening loop, where the compiler may not use AVX512-BF16 (other CPUs)."""
+    if "avx512_bf16" not in decode_kernels.cpu_flags():
+        pytest.skip("the default build here is already the widening loop")
+    target = tmp_path / "kernels.so"
+    compiler = decode_kernels.find_compiler()
+    decode_kernels.compile_kernels(
+        compiler, decode_kernels.SOURCES, target, extra_flags=("-mno-avx512bf16",)
+    )
+    ops = decode_kernels.DecodeOps(ctypes.CDLL(str(target)))
+    generator = torch.Generator().manual_seed(7)
+    x = torch.randn(9, 63, generator=generator).bfloat16()  # an odd width is fine here
+    weight = torch.randn(100, 63, generator=generator).bfloat16()
+    torch.testing.assert_close(
+        ops.matmul(x, ops.pack(weight)), x.float() @ weight.float().T, rtol=1e-5, atol=1e-4
+    )

@@ -3,12 +3,13 @@ sources, and one short run of the real model with both versions."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
 import torch
 
-from bench.kernels_ab import library_at, main
+from bench.kernels_ab import REPO, library_at, main
 from termrl.llm import decode_kernels
 from termrl.llm.decode_kernels import DecodeOps
 
@@ -24,6 +25,29 @@ def test_a_commits_kernels_are_built_from_its_sources(tmp_path):
     torch.testing.assert_close(
         before.silu_mul(gate_up, torch.float32), torch.nn.functional.silu(gate) * up
     )
+
+
+def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
+    added = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(REPO),
+            "log",
+            "--diff-filter=A",
+            "--format=%H",
+            "--",
+            "termrl/llm/decode_matmul.c",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    if not added:
+        pytest.skip("no git history here to find the commit before the matmul kernel in")
+    before = DecodeOps(library_at(f"{added[-1]}~1", tmp_path))
+    assert not before.has_matmul  # its decoder keeps oneDNN's matmuls
+    assert decode_kernels.load_ops().has_matmul
 
 
 def test_a_commit_without_the_kernels_is_refused_with_its_name(tmp_path):
