@@ -54,8 +54,8 @@ class RolloutConfig:
     ``termrl.llm.engines.POLICY_ENGINES`` and the README's measurements."""
     weights_dtype: str = "auto"
     """The decode weights: ``auto`` (continuous: bfloat16 where the CPU has bf16 units,
-    AVX512-BF16 or AMX, about twice the decode rate, log μ ~0.02 nats a chunk from the trainer's
-    fp32 π; vLLM: the checkpoint's type), ``float32`` or ``bfloat16``; see
+    AVX512-BF16 or AMX, 1.2 to 1.5 times the decode rate, log μ ~0.01 nats a chunk from the
+    trainer's fp32 π; vLLM: the checkpoint's type), ``float32`` or ``bfloat16``; see
     ``termrl.llm.engines.WEIGHTS_DTYPES``."""
     policy_version: int = 0
     """Stored on every row so the trainer can tell how stale a sample is."""

@@ -22,7 +22,7 @@ step reads; activations, norms, softmax and the KV cache stay fp32. Only
 worth it where the CPU has bf16 units (``avx512_bf16``/AMX): elsewhere bf16
 matmuls are many times slower than fp32, so ``auto`` (the default) picks
 bfloat16 there and float32 elsewhere (``resolve_weights_dtype``). The drift
-from the trainer's fp32 log π is ~0.02 nats a chunk against the trainer's
+from the trainer's fp32 log π is ~0.01 nats a chunk against the trainer's
 0.5 mask (``tests/llm/test_trainer_mismatch.py``, ``bench/decode_floor.py``).
 
 Each weight matrix is kept prepacked (``pack_weights``): for the C matmul below, else
