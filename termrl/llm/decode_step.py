@@ -43,6 +43,9 @@ the cache writes, SiLU, the casts: ~45 torch ops a layer) run in C as well, thre
 calls a layer (``fused_ops``, ``_decode_fused``), and so do the matmuls
 (``matmul_kernel``, ``decode_matmul.c``: each weight read once for all the rows,
 1.4 to 1.5 times oneDNN's GEMM at 8 rows, its sums float32 in either weight type).
+Then the whole step is one call into C (``one_call``, ``decode_forward.c``): the same kernels
+in the same order as ``_decode_fused``, so the same logits, without its ~240 calls from
+Python a step.
 ``_decode`` is the same step in torch ops. Without a compiler the step uses
 ``_decode`` with SDPA, where rows of very different lengths attend one by one,
 each over its own columns (``row_attention``, ``_row_lengths``): one SDPA call
@@ -119,6 +122,7 @@ class SlotDecoder:
         attention_kernel: bool = True,
         fused_ops: bool = True,
         matmul_kernel: bool = True,
+        one_call: bool = True,
         kernels: decode_kernels.DecodeOps | None = None,  # another build's (bench/kernels_ab.py)
     ) -> None:
         import torch
@@ -159,6 +163,9 @@ class SlotDecoder:
             pack_weights and matmul_kernel and self.ops is not None and self.ops.has_matmul
         )
         self.matmul = self.ops.matmul if self.matmul_kernel else _linear
+        # With the C matmul, the whole step is one call into C (decode_forward.c).
+        self.one_call = one_call and self.matmul_kernel and self.ops.has_forward
+        self._plan: decode_kernels.ForwardPlan | None = None  # the caches it points into
         if self.matmul_kernel:
             pack = self.ops.pack
         elif pack_weights and not compile and _packing_works(self.lm_head):
@@ -215,6 +222,7 @@ class SlotDecoder:
         for new, old in zip(self.keys + self.values, old_k + old_v, strict=False):
             new[:r, :, :n] = old  # nothing to keep on the first reserve
         self.rows_capacity, self.length_capacity = new_rows, new_length
+        self._plan = None
 
     def load_row(self, slot: int, kv: list[tuple[Any, Any]]) -> None:
         """Put one row's KV (per layer (keys, values) [1, H_kv, L, D]) in ``slot``, columns 0..L-1."""
@@ -240,6 +248,7 @@ class SlotDecoder:
         """Free the KV memory (the batch is empty)."""
         self.keys, self.values = [], []
         self.rows_capacity = self.length_capacity = 0
+        self._plan = None
 
     # --- the step ----------------------------------------------------------------------------
 
@@ -251,6 +260,15 @@ class SlotDecoder:
         own_lengths = [p + 1 for p in positions.tolist()]
         length = max(own_lengths)
         self.reserve(rows, length)
+        if self.one_call:
+            if self._plan is None:
+                self._plan = self.ops.plan(
+                    self.layers, self.norm, self.lm_head, self.keys, self.values, self.heads
+                )
+            positions = positions.to(torch.int64).contiguous()
+            return self.ops.forward(
+                self._plan, self.embed[tokens], positions, self.cos, self.sin, self.eps
+            )
         # The model, the tables and this batch's rows of the KV slots: what both steps read.
         state = (
             tokens,

@@ -299,3 +299,106 @@ def test_bfloat16_without_the_cpu_s_bf16_dot_product(tmp_path):
     torch.testing.assert_close(
         ops.matmul(x, ops.pack(weight)), x.float() @ weight.float().T, rtol=1e-5, atol=1e-4
     )
+
+
+# --- the whole step in one call (decode_forward.c) against the per-op step -----------------
+
+
+def _random_model(ops, dtype, generator, layers=3, width=128, heads=4, kv_heads=2, inner=200):
+    """A small Llama-shaped model's decode weights, packed, and its RoPE tables."""
+    dim = width // heads
+
+    def matrix(out_features, in_features):
+        weight = torch.randn(out_features, in_features, generator=generator) / in_features**0.5
+        return ops.pack(weight.to(dtype))
+
+    def norm():
+        return 1.0 + 0.1 * torch.randn(width, generator=generator)
+
+    stack = [
+        (
+            norm(),
+            matrix((heads + 2 * kv_heads) * dim, width),
+            matrix(width, heads * dim),
+            norm(),
+            matrix(2 * inner, width),
+            matrix(width, inner),
+        )
+        for _ in range(layers)
+    ]
+    angles = torch.arange(512)[:, None] * torch.rand(dim // 2, generator=generator)[None]
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # [T, D]
+    return stack, norm(), matrix(300, width), cos, sin
+
+
+def _caches(layers, rows, kv_heads, capacity, dim, generator):
+    keys = [torch.randn(rows, kv_heads, capacity, dim, generator=generator) for _ in range(layers)]
+    values = [torch.randn_like(k) for k in keys]
+    return keys, values
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_call_steps_exactly_as_the_calls_op_by_op(ops, dtype):
+    from termrl.llm.decode_step import _decode_fused
+
+    generator = torch.Generator().manual_seed(11)
+    stack, norm, lm_head, cos, sin = _random_model(ops, dtype, generator)
+    keys, values = _caches(3, 5, 2, 400, 32, generator)
+    plan = ops.plan(stack, norm, lm_head, keys, values, heads=4)
+    ref_keys, ref_values = [k.clone() for k in keys], [v.clone() for v in values]
+    embed = torch.randn(300, 128, generator=generator)
+    tokens, positions = torch.tensor([3, 17, 250, 9]), torch.tensor([0, 399, 120, 64])
+    for _ in range(3):  # what a step writes to the caches, the next one reads
+        got = ops.forward(plan, embed[tokens], positions, cos, sin, 1e-5)
+        rows = tokens.shape[0]
+        want = _decode_fused(
+            tokens,
+            positions,
+            embed,
+            stack,
+            norm,
+            lm_head,
+            cos,
+            sin,
+            [k[:rows] for k in ref_keys],
+            [v[:rows] for v in ref_values],
+            4,
+            1e-5,
+            ops,
+            ops.matmul,
+        )
+        assert got.shape == (rows, 300) and got.dtype == torch.float32
+        assert torch.equal(got, want)
+        for cache, ref in zip(keys + values, ref_keys + ref_values, strict=True):
+            assert torch.equal(cache, ref)  # row 4, never stepped, is untouched too
+        tokens, positions = (tokens * 7 + 1) % 300, (positions + 1).clamp(max=399)
+
+
+@needs_compiler
+def test_one_call_refuses_what_it_would_misread(ops):
+    generator = torch.Generator().manual_seed(12)
+    stack, norm, lm_head, cos, sin = _random_model(ops, torch.float32, generator)
+    keys, values = _caches(3, 2, 2, 64, 32, generator)
+    plan = ops.plan(stack, norm, lm_head, keys, values, heads=4)
+    before = [k.clone() for k in keys]
+    x = torch.randn(2, 128)
+    with pytest.raises(ValueError, match="positions must be 0 to 63"):
+        ops.forward(plan, x.clone(), torch.tensor([5, 64]), cos, sin, 1e-5)
+    assert all(torch.equal(k, b) for k, b in zip(keys, before, strict=True))  # nothing written
+    with pytest.raises(ValueError, match="1 to 2"):
+        ops.forward(plan, torch.randn(3, 128), torch.tensor([1, 2, 3]), cos, sin, 1e-5)
+    with pytest.raises(ValueError, match=r"\(2, 128\)"):
+        ops.forward(plan, torch.randn(2, 64), torch.tensor([1, 2]), cos, sin, 1e-5)
+    with pytest.raises(ValueError, match="int64"):
+        ops.forward(plan, x, torch.tensor([1, 2], dtype=torch.int32), cos, sin, 1e-5)
+    # A plan is checked whole: the heads must fit the matrices, the caches each other.
+    with pytest.raises(ValueError, match="do not fit"):
+        ops.plan(stack, norm, lm_head, keys, values, heads=2)
+    with pytest.raises(ValueError, match="differ in shape"):
+        ops.plan(stack, norm, lm_head, keys[:2] + [keys[2][:1]], values, heads=4)
+    with pytest.raises(ValueError, match="KV cache"):
+        ops.plan(stack, norm, lm_head, keys, [v.double() for v in values], heads=4)
+    bf16_head = ops.pack(torch.randn(300, 128).bfloat16())
+    with pytest.raises(ValueError, match="do not fit"):
+        ops.plan(stack, norm, bf16_head, keys, values, heads=4)

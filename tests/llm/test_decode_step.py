@@ -133,7 +133,8 @@ def test_every_way_of_attending_gives_the_same_logits(model) -> None:
     assert _row_lengths([1000] * 8) is None  # equal lengths: one call reads nothing extra
     assert _row_lengths([900, 1000, 950]) is None  # close lengths: a call a row costs more
     ways = {
-        "kernels": {},  # the default where a C compiler builds them: attention and the small ops
+        "kernels": {},  # the default where a C compiler builds them: the whole step in one call
+        "kernels, op by op": {"one_call": False},
         "kernel, torch ops": {"fused_ops": False},
         "one SDPA call": {"attention_kernel": False, "row_attention": False},
         "SDPA row by row": {"attention_kernel": False},
@@ -144,7 +145,8 @@ def test_every_way_of_attending_gives_the_same_logits(model) -> None:
             model, max_rows=4, max_length=1024, weights_dtype="float32", **options
         )
         assert (decoder.attend is not None) == (way.startswith("kernel") and HAS_COMPILER)
-        assert (decoder.ops is not None) == (way == "kernels" and HAS_COMPILER)
+        assert (decoder.ops is not None) == (way.startswith("kernels") and HAS_COMPILER)
+        assert decoder.one_call == (way == "kernels" and HAS_COMPILER)
         for slot, prompt in enumerate(prompts):
             decoder.load_row(slot, prefill(model, prompt[:-1]))
         with torch.inference_mode():
@@ -180,6 +182,37 @@ def test_the_c_ops_step_like_the_torch_ops_in_bfloat16(model) -> None:
     # Both round each matmul's input to bfloat16; float32 rounding apart before that can
     # flip a bfloat16 rounding, so the two are close, not equal.
     assert (logits[True] - logits[False]).abs().max() < 0.05
+
+
+@pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler")
+@pytest.mark.parametrize("weights_dtype", ["float32", "bfloat16"])
+def test_one_call_a_step_gives_the_op_by_op_logits_as_rows_come_and_go(model, weights_dtype):
+    prompts = [list(range(600, 600 + n)) for n in (12, 90, 41)]
+    decoders = {
+        one: SlotDecoder(
+            model, max_rows=4, max_length=256, weights_dtype=weights_dtype, one_call=one
+        )
+        for one in (True, False)
+    }
+    assert decoders[True].one_call and not decoders[False].one_call
+    logits = {}
+    for one, decoder in decoders.items():
+        steps = []
+        for _ in range(2):  # the second time after a release: new caches, a new plan
+            for slot, prompt in enumerate(prompts):
+                decoder.load_row(slot, prefill(model, prompt[:-1]))
+            fed = torch.tensor([p[-1] for p in prompts])
+            positions = torch.tensor([len(p) - 1 for p in prompts])
+            with torch.inference_mode():
+                for _ in range(3):
+                    steps.append(decoder.step(fed, positions))
+                    fed, positions = (fed * 5 + 2) % 1000, positions + 1
+                decoder.move_row(2, 0, int(positions[2]))  # row 0 leaves, row 2 takes its slot
+                steps.append(decoder.step(fed[[2, 1]], positions[[2, 1]]))
+            decoder.release()
+        logits[one] = steps
+    for one_call, op_by_op in zip(logits[True], logits[False], strict=True):
+        assert torch.equal(one_call, op_by_op)
 
 
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
