@@ -20,7 +20,12 @@ floor on this CPU however little it wastes.
 Printed: the read bandwidth (a torch and a numpy sum over a 512 MB buffer,
 best of several, the faster one used), the matmul rates, the floor and the
 compute bound at batch 1, 8 and 32, and the decode rate of each way of
-stepping, with its ratio to the floor and to the roofline:
+stepping, with its ratio to the floor and to the roofline. The bandwidth is
+read again just before and just after each way's measurement, and its ratio
+is to the floor at the better of those two reads: over a run the host's
+bandwidth drifts by a third (30 to 45 GB/s in one run here), far more than
+the ways differ, so a floor read minutes away would measure the host's
+drift, not the way.
 
     hf-forward   the transformers model over a DynamicCache (torch.cat per step),
                  one sampling call per row: the continuous engine's step before
@@ -374,7 +379,7 @@ def main() -> None:
         f"float32, {matmul[torch.bfloat16] / 1e9:.0f} bfloat16"
     )
 
-    def bounds(wbytes: int, dtype: torch.dtype, rows: int) -> tuple[float, float]:
+    def bounds(wbytes: int, dtype: torch.dtype, rows: int, bandwidth: float) -> tuple[float, float]:
         """(floor, roofline) tok/s of a way whose weights take ``wbytes`` in ``dtype``."""
         floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
         size = torch.tensor([], dtype=dtype).element_size()
@@ -397,7 +402,7 @@ def main() -> None:
     ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}
-    ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at that round's bandwidth
+    ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at the bandwidth read beside it
     gains: dict[tuple[str, int], list[float]] = {}  # to hf-forward in the same round
     mismatch: dict[str, list[float]] = {}
     engine = ContinuousEngine(path, max_batch_size=max(args.batches))  # its defaults
@@ -405,9 +410,16 @@ def main() -> None:
     engine_dtype = engine.decoder.weights_dtype
     print(f"engine: {engine.decoder.weights_dtype} decode weights (weights_dtype auto)")
     context = args.context + args.steps / 2
+    beside: list[float] = []  # the bandwidth read beside each measurement
+
+    def beside_bandwidth(before: float) -> float:
+        """The better of the reads just before and just after a measurement: the host's
+        bandwidth drifts by a third over a run here, so each rate meets its own floor."""
+        beside.append(max(before, read_bandwidth(repeats=2)))
+        return beside[-1]
+
     for round_ in range(args.repeats):
         if round_:
-            bandwidth = read_bandwidth()
             matmul = {dtype: max(matmul[dtype], matmul_rate(dtype)) for dtype in matmul}
         for rows in args.batches:
             prompts = make_prompts(tokenizer, rows, args.context)
@@ -423,33 +435,43 @@ def main() -> None:
                     )
                 cache, last = prefill(model, prompts)
                 step, decoder = stepper(model, cache, args.context - 1, options)
+                before = read_bandwidth(repeats=2)
                 seconds, tokens, logps = decode(step, sampler, last, args.context - 1, args.steps)
                 wbytes = weight_bytes(decoder) if decoder is not None else fp32_bytes
                 dtype = decoder.weights_dtype if decoder is not None else torch.float32
-                floor, roof = bounds(wbytes, dtype, rows)
+                floor, roof = bounds(wbytes, dtype, rows, beside_bandwidth(before))
                 record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor, roof)
                 if rows == 8 and round_ == 0:
                     mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
-            floor, roof = bounds(engine_bytes, engine_dtype, rows)
+            before = read_bandwidth(repeats=2)
             rate = engine_rate(engine, prompts, args.steps)
+            floor, roof = bounds(engine_bytes, engine_dtype, rows, beside_bandwidth(before))
             record(rates, ratios, gains, "engine", rows, rate, floor, roof)
         if args.vllm_python:
             batches = {rows: make_prompts(tokenizer, rows, args.context) for rows in args.batches}
-            for rows, rate in vllm_cpu_rates(args.vllm_python, path, batches, args.steps).items():
-                floor, roof = bounds(fp32_bytes, torch.float32, rows)
+            before = read_bandwidth(repeats=2)
+            got = vllm_cpu_rates(args.vllm_python, path, batches, args.steps)
+            bandwidth_vllm = beside_bandwidth(before)
+            for rows, rate in got.items():
+                floor, roof = bounds(fp32_bytes, torch.float32, rows, bandwidth_vllm)
                 record(rates, ratios, gains, "vllm-cpu", rows, rate, floor, roof)
-    report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, matmul)
+    report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, matmul)
 
 
-def report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, matmul) -> None:  # noqa: ANN001
+def report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, matmul) -> None:  # noqa: ANN001
     print(f"weights {fp32_bytes / 1e9:.2f} GB fp32; context {args.context} + {args.steps} steps")
+    print(
+        f"read bandwidth beside the measurements: median {statistics.median(beside) / 1e9:.1f} "
+        f"GB/s, {min(beside) / 1e9:.1f}-{max(beside) / 1e9:.1f} over {len(beside)} measurements"
+    )
+    bandwidth = statistics.median(beside)
     for rows in args.batches:
-        floor, roof = bounds(fp32_bytes, torch.float32, rows)
+        floor, roof = bounds(fp32_bytes, torch.float32, rows, bandwidth)
         print(
             f"batch {rows}: fp32 floor {floor:.1f} tok/s ({1000 * rows / floor:.0f} ms/step) at "
             f"{bandwidth / 1e9:.1f} GB/s; fp32 roofline {roof:.1f} tok/s "
             f"({1000 * rows / roof:.0f} ms/step) at {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
-            "(the last round's bandwidth, the best matmul rate of all rounds)"
+            "(the median bandwidth, the best matmul rate of all rounds)"
         )
     names = list(dict.fromkeys(key[0] for key in rates))
     print(
@@ -470,8 +492,9 @@ def report(rates, ratios, gains, mismatch, args, fp32_bytes, bandwidth, bounds, 
             line += f"   {statistics.mean(m):.1e} {max(m):.1e}"
         print(line)
     print("/floor: tok/s over the floor of that way's own weight bytes (bf16 halves them) at the")
-    print("round's bandwidth; /roofline: over the slower of that floor and the step's FLOP at the")
-    print("best matmul rate in the way's weight type; x hf-fwd: over hf-forward in the same round;")
+    print("bandwidth read just before and after it (the better); /roofline: over the slower of")
+    print("that floor and the step's FLOP at the best matmul rate in the way's weight type;")
+    print("x hf-fwd: over hf-forward in the same round;")
     print("ranges over the rounds.")
     print("The trainer masks chunks above 0.5 nats.")
 
