@@ -99,7 +99,8 @@ class ContinuousEngine(TransformersEngine):
     per token in fp32, so the default 32k tokens hold ~1.5 GB).
     ``weights_dtype`` is the decode step's weight type (``decode_step.WEIGHTS_DTYPES``; ``auto``
     is bfloat16 where the CPU has bf16 units: half the bytes a step reads, its log μ ~0.01 nats
-    a chunk from the trainer's fp32 π) and ``compile_decode`` runs the step through
+    a chunk from the trainer's fp32 π; the decode KV cache takes the weights' type) and
+    ``compile_decode`` runs the step through
     ``torch.compile``.
     """
 

@@ -5,6 +5,10 @@
  * not decide how busy a thread is (flash-decoding). A block reads its keys once for the G
  * query heads that share them (grouped-query attention), then its values once, and leaves a
  * partial softmax (max, sum, weighted values); a second pass merges a head's blocks.
+ *
+ * The cache holds float32 or bfloat16 (kv_bf16): a bfloat16 column is widened to float32 as it
+ * is loaded, so the cache's bytes, which are most of what a long step reads, halve, and every
+ * product and sum stays float32.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +23,24 @@
 typedef float vec16 __attribute__((vector_size(64), aligned(4))); /* 16 floats, any address */
 typedef float vec8 __attribute__((vector_size(32)));
 typedef float vec4 __attribute__((vector_size(16)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+/* 16 cache values from float32 or bfloat16 (widened: a bf16 is a float32's top half). */
+static inline vec16 load_f32(const float *a) {
+    vec16 v;
+    memcpy(&v, a, sizeof v);
+    return v;
+}
+
+static inline vec16 load_bf16(const uint16_t *a) {
+    u16x16 h;
+    memcpy(&h, a, sizeof h);
+    const u32x16 w = __builtin_convertvector(h, u32x16) << 16;
+    vec16 v;
+    memcpy(&v, &w, sizeof v);
+    return v;
+}
 
 /* The sums of four vectors' lanes, together: three quarters of the shuffles of four sum16. */
 static inline vec4 sum16x4(vec16 t0, vec16 t1, vec16 t2, vec16 t3) {
@@ -64,20 +86,21 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *
     }
 }
 
-/* D = 64 (SmolLM2 and most small Llamas), NG query heads at a time (a compile-time count):
- * a column is four 16-float vectors, read once for all NG heads, and the heads' accumulators
- * stay in registers. */
-#define ATTEND_BLOCK_64(NG)                                                                      \
-    static void attend_block_64_##NG(const float *q, const float *k, const float *v, int n,     \
-                                     float scale, float *part) {                                 \
+/* D = 64 (SmolLM2 and most small Llamas), NG query heads at a time (a compile-time count), the
+ * cache in type T read by LOAD: a column is four 16-float vectors, read once for all NG heads,
+ * and the heads' accumulators stay in registers. */
+#define ATTEND_BLOCK_64(NG, NAME, T, LOAD)                                                       \
+    static void NAME##_##NG(const float *q, const T *k, const T *v, int n, float scale,          \
+                            float *part) {                                                       \
         float s[MAX_GROUP][BLOCK];                                                               \
         const vec16 *qv = (const vec16 *)q;                                                      \
         int j = 0;                                                                               \
         for (; j + 4 <= n; j += 4) {                                                             \
             vec16 t[NG][4];                                                                      \
             for (int c = 0; c < 4; c++) {                                                        \
-                const vec16 *kj = (const vec16 *)(k + (int64_t)(j + c) * 64);                    \
-                const vec16 k0 = kj[0], k1 = kj[1], k2 = kj[2], k3 = kj[3];                      \
+                const T *kj = k + (int64_t)(j + c) * 64;                                         \
+                const vec16 k0 = LOAD(kj), k1 = LOAD(kj + 16), k2 = LOAD(kj + 32),               \
+                            k3 = LOAD(kj + 48);                                                  \
                 for (int g = 0; g < NG; g++)                                                     \
                     t[g][c] = qv[4 * g] * k0 + qv[4 * g + 1] * k1 + qv[4 * g + 2] * k2 +         \
                               qv[4 * g + 3] * k3;                                                \
@@ -88,8 +111,9 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *
             }                                                                                    \
         }                                                                                        \
         for (; j < n; j++) {                                                                     \
-            const vec16 *kj = (const vec16 *)(k + (int64_t)j * 64);                              \
-            const vec16 k0 = kj[0], k1 = kj[1], k2 = kj[2], k3 = kj[3];                          \
+            const T *kj = k + (int64_t)j * 64;                                                   \
+            const vec16 k0 = LOAD(kj), k1 = LOAD(kj + 16), k2 = LOAD(kj + 32),                   \
+                        k3 = LOAD(kj + 48);                                                      \
             for (int g = 0; g < NG; g++)                                                         \
                 s[g][j] = sum16(qv[4 * g] * k0 + qv[4 * g + 1] * k1 + qv[4 * g + 2] * k2 +      \
                                 qv[4 * g + 3] * k3) *                                            \
@@ -98,8 +122,9 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *
         softmax_rows(s, n, NG, 64, part);                                                        \
         vec16 acc[NG][4] = {0};                                                                  \
         for (int j = 0; j < n; j++) {                                                            \
-            const vec16 *vj = (const vec16 *)(v + (int64_t)j * 64);                              \
-            const vec16 v0 = vj[0], v1 = vj[1], v2 = vj[2], v3 = vj[3];                          \
+            const T *vj = v + (int64_t)j * 64;                                                   \
+            const vec16 v0 = LOAD(vj), v1 = LOAD(vj + 16), v2 = LOAD(vj + 32),                   \
+                        v3 = LOAD(vj + 48);                                                      \
             for (int g = 0; g < NG; g++) {                                                       \
                 const float p = s[g][j];                                                         \
                 acc[g][0] += p * v0;                                                             \
@@ -111,61 +136,95 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *
         for (int g = 0; g < NG; g++) memcpy(part + g * 66 + 2, acc[g], sizeof(acc[g]));         \
     }
 
-ATTEND_BLOCK_64(1)
-ATTEND_BLOCK_64(2)
-ATTEND_BLOCK_64(3)
-ATTEND_BLOCK_64(4)
+ATTEND_BLOCK_64(1, attend_f32, float, load_f32)
+ATTEND_BLOCK_64(2, attend_f32, float, load_f32)
+ATTEND_BLOCK_64(3, attend_f32, float, load_f32)
+ATTEND_BLOCK_64(4, attend_f32, float, load_f32)
+ATTEND_BLOCK_64(1, attend_bf16, uint16_t, load_bf16)
+ATTEND_BLOCK_64(2, attend_bf16, uint16_t, load_bf16)
+ATTEND_BLOCK_64(3, attend_bf16, uint16_t, load_bf16)
+ATTEND_BLOCK_64(4, attend_bf16, uint16_t, load_bf16)
 
-/* The G heads of one KV head, up to four at a time. */
-static void attend_block_64(const float *q, const float *k, const float *v, int n, int G,
-                            float scale, float *part) {
+/* The G heads of one KV head, up to four at a time; k and v are float32, or bfloat16 where
+ * kv_bf16. */
+static void attend_block_64(const float *q, const void *k, const void *v, int kv_bf16, int n,
+                            int G, float scale, float *part) {
     for (int g = 0; g < G; g += 4) {
         const float *qg = q + g * 64;
         float *pg = part + g * 66;
-        switch (G - g < 4 ? G - g : 4) {
-        case 1: attend_block_64_1(qg, k, v, n, scale, pg); break;
-        case 2: attend_block_64_2(qg, k, v, n, scale, pg); break;
-        case 3: attend_block_64_3(qg, k, v, n, scale, pg); break;
-        default: attend_block_64_4(qg, k, v, n, scale, pg); break;
+        const int ng = G - g < 4 ? G - g : 4;
+        if (kv_bf16) {
+            switch (ng) {
+            case 1: attend_bf16_1(qg, k, v, n, scale, pg); break;
+            case 2: attend_bf16_2(qg, k, v, n, scale, pg); break;
+            case 3: attend_bf16_3(qg, k, v, n, scale, pg); break;
+            default: attend_bf16_4(qg, k, v, n, scale, pg); break;
+            }
+        } else {
+            switch (ng) {
+            case 1: attend_f32_1(qg, k, v, n, scale, pg); break;
+            case 2: attend_f32_2(qg, k, v, n, scale, pg); break;
+            case 3: attend_f32_3(qg, k, v, n, scale, pg); break;
+            default: attend_f32_4(qg, k, v, n, scale, pg); break;
+            }
         }
     }
 }
 
-static void attend_block_any(const float *q, const float *k, const float *v, int n, int G, int D,
-                             float scale, float *part) {
-    float s[MAX_GROUP][BLOCK];
+/* Column j's D values of a cache block, widened to float32 into out. */
+static void load_column(const void *base, int kv_bf16, int64_t j, int D, float *out) {
+    if (kv_bf16) {
+        const uint16_t *c = (const uint16_t *)base + j * D;
+#pragma omp simd
+        for (int d = 0; d < D; d++) out[d] = bf16_to_float(c[d]);
+    } else {
+        memcpy(out, (const float *)base + j * D, sizeof(float) * D);
+    }
+}
+
+static void attend_block_any(const float *q, const void *k, const void *v, int kv_bf16, int n,
+                             int G, int D, float scale, float *part) {
+    float s[MAX_GROUP][BLOCK], column[MAX_DIM];
     for (int j = 0; j < n; j++) {
-        const float *kj = k + (int64_t)j * D;
+        load_column(k, kv_bf16, j, D, column);
         for (int g = 0; g < G; g++) {
             const float *qg = q + g * D;
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < D; d++) dot += qg[d] * kj[d];
+            for (int d = 0; d < D; d++) dot += qg[d] * column[d];
             s[g][j] = dot * scale;
         }
     }
     softmax_rows(s, n, G, D, part);
-    for (int g = 0; g < G; g++) {
-        float *acc = part + g * (D + 2) + 2;
-        memset(acc, 0, sizeof(float) * D);
-        for (int j = 0; j < n; j++) {
-            const float p = s[g][j], *vj = v + (int64_t)j * D;
+    for (int g = 0; g < G; g++) memset(part + g * (D + 2) + 2, 0, sizeof(float) * D);
+    for (int j = 0; j < n; j++) {
+        load_column(v, kv_bf16, j, D, column);
+        for (int g = 0; g < G; g++) {
+            float *acc = part + g * (D + 2) + 2;
+            const float p = s[g][j];
 #pragma omp simd
-            for (int d = 0; d < D; d++) acc[d] += p * vj[d];
+            for (int d = 0; d < D; d++) acc[d] += p * column[d];
         }
     }
 }
 
-/* q [B, H, D] and out [B, H, D] contiguous; keys/values [B, H_kv, capacity, D] by strides
- * (row_stride, head_stride; a column is D floats); row b attends columns [0, lengths[b]).
- * Query head h reads KV head h / (H / H_kv). Returns 0, or -1 on shapes it does not take. */
-int decode_attention(const float *q, const float *keys, const float *values, int64_t row_stride,
-                     int64_t head_stride, int64_t capacity, const int64_t *lengths, int B, int H,
-                     int H_kv, int D, float scale, float *out) {
+/* What these kernels' calls take: 2 since the KV cache may be bfloat16 (the kv_bf16 flags of
+ * decode_attention, rope_attend and decode_forward); a library without it is version 1. */
+int decode_kernels_version(void) { return 2; }
+
+/* q [B, H, D] and out [B, H, D] contiguous float32; keys/values [B, H_kv, capacity, D] float32,
+ * or bfloat16 where kv_bf16, by strides (row_stride, head_stride, in values; a column is D
+ * values); row b attends columns [0, lengths[b]). Query head h reads KV head h / (H / H_kv).
+ * Returns 0, or -1 on shapes it does not take. */
+int decode_attention(const float *q, const void *keys, const void *values, int kv_bf16,
+                     int64_t row_stride, int64_t head_stride, int64_t capacity,
+                     const int64_t *lengths, int B, int H, int H_kv, int D, float scale,
+                     float *out) {
     if (B <= 0 || H_kv <= 0 || H % H_kv || H / H_kv > MAX_GROUP || D > MAX_DIM) return -1;
     for (int b = 0; b < B; b++)
         if (lengths[b] <= 0 || lengths[b] > capacity) return -1;
     const int G = H / H_kv;
+    const int64_t size = kv_bf16 ? 2 : 4; /* bytes a cache value */
     int64_t *first = malloc(sizeof(int64_t) * (B + 1)); /* row b's first block index */
     if (!first) return -1;
     first[0] = 0;
@@ -191,13 +250,14 @@ int decode_attention(const float *q, const float *keys, const float *values, int
             const int hk = (int)((i - first[b]) / per_head);
             const int64_t start = ((i - first[b]) % per_head) * BLOCK;
             const int64_t n = lengths[b] - start < BLOCK ? lengths[b] - start : BLOCK;
-            const int64_t at = b * row_stride + hk * head_stride + start * D;
+            const int64_t at = (b * row_stride + hk * head_stride + start * D) * size;
             const float *qb = q + ((int64_t)b * H + hk * G) * D;
+            const char *k = (const char *)keys + at, *v = (const char *)values + at;
             float *part = parts + i * G * (D + 2);
             if (D == 64)
-                attend_block_64(qb, keys + at, values + at, (int)n, G, scale, part);
+                attend_block_64(qb, k, v, kv_bf16, (int)n, G, scale, part);
             else
-                attend_block_any(qb, keys + at, values + at, (int)n, G, D, scale, part);
+                attend_block_any(qb, k, v, kv_bf16, (int)n, G, D, scale, part);
         }
 #pragma omp for
         for (int64_t bh = 0; bh < (int64_t)B * H; bh++) {

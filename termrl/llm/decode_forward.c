@@ -19,9 +19,9 @@ int add_rms_norm(float *x, const void *delta, int delta_bf16, const float *w, fl
                  int E, void *out, int out_bf16);
 int silu_mul(const void *gate_up, int in_bf16, int B, int I, void *out, int out_bf16);
 int rope_attend(const void *qkv, int qkv_bf16, const float *cos_table, const float *sin_table,
-                const int64_t *positions, float *keys, float *values, int64_t row_stride,
-                int64_t head_stride, int64_t capacity, int B, int H, int H_kv, int D, float scale,
-                void *out, int out_bf16);
+                const int64_t *positions, void *keys, void *values, int kv_bf16,
+                int64_t row_stride, int64_t head_stride, int64_t capacity, int B, int H, int H_kv,
+                int D, float scale, void *out, int out_bf16);
 
 /* A layer's row of the table. */
 enum { LN_IN, W_QKV, W_O, LN_POST, W_GATE_UP, W_DOWN, KEYS, VALUES, LAYER_POINTERS };
@@ -31,12 +31,13 @@ enum { LN_IN, W_QKV, W_O, LN_POST, W_GATE_UP, W_DOWN, KEYS, VALUES, LAYER_POINTE
 /* x [B, E] float32, the rows' embeddings, becomes the residual stream (updated in place);
  * logits [B, V] float32. bf16: the weights are bfloat16, and so are the activations the
  * matmuls take (rounded as torch's .to(torch.bfloat16) rounds); the norms' weights, the
- * residual stream, the KV cache and every sum stay float32. Each row's key and value are
- * written to its layer's cache at the row's position, and it attends columns [0, position].
+ * residual stream and every sum stay float32. kv_bf16: the KV cache is bfloat16 (else
+ * float32). Each row's key and value are written to its layer's cache at the row's position,
+ * and it attends columns [0, position].
  * Returns 0, or -1 on shapes a kernel does not take, a position past the cache, or no memory;
  * then the logits are not set. */
 int decode_forward(const int64_t *table, int L, const float *norm, const void *lm_head, int V,
-                   int bf16, const float *cos_table, const float *sin_table,
+                   int bf16, int kv_bf16, const float *cos_table, const float *sin_table,
                    const int64_t *positions, int64_t row_stride, int64_t head_stride,
                    int64_t capacity, int B, int E, int H, int H_kv, int D, int I, float eps,
                    float scale, float *x, float *logits) {
@@ -57,8 +58,8 @@ int decode_forward(const int64_t *table, int L, const float *norm, const void *l
         status = decode_matmul(h, bf16, B, E, AT(l, W_QKV), (int)qkv_width, qkv);
         if (status == 0)
             status = rope_attend(qkv, 0, cos_table, sin_table, positions, AT(l, KEYS),
-                                 AT(l, VALUES), row_stride, head_stride, capacity, B, H, H_kv, D,
-                                 scale, attn, bf16);
+                                 AT(l, VALUES), kv_bf16, row_stride, head_stride, capacity, B, H,
+                                 H_kv, D, scale, attn, bf16);
         if (status == 0) status = decode_matmul(attn, bf16, B, H * D, AT(l, W_O), E, delta);
         if (status == 0) status = add_rms_norm(x, delta, 0, AT(l, LN_POST), eps, B, E, h, bf16);
         if (status == 0) status = decode_matmul(h, bf16, B, E, AT(l, W_GATE_UP), 2 * I, gate_up);

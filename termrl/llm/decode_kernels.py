@@ -15,6 +15,7 @@ weights packed for it once (``DecodeOps.pack``): oneDNN's GEMM of 8 rows read th
 about two thirds of the memory's speed here, the C matmul at about nine tenths.
 ``decode_forward.c`` runs them all, every layer and the lm_head, in one call a step
 (``DecodeOps.plan`` and ``forward``): the ~240 calls from Python a step cost ~1-2 ms.
+The KV cache may be float32 or bfloat16 (widened as it is read, rounded as it is written).
 
 All four are compiled with the machine's C compiler for this CPU (``-march=native``) into one
 library in the termrl cache (``$TERMRL_CACHE/kernels``), keyed by the sources, the flags
@@ -88,8 +89,8 @@ def _library() -> ctypes.CDLL | None:
 def load() -> Callable[..., Any] | None:
     """``attend(q, keys, values, lengths, scale) -> out``, or None where the kernel cannot be built.
 
-    q [B, H, D] float32; keys, values [B, H_kv, capacity, D] float32 (column-contiguous);
-    lengths [B] int64, row b attends columns 0..lengths[b]-1; out [B, H, D].
+    q [B, H, D] float32; keys, values [B, H_kv, capacity, D] float32 or bfloat16
+    (column-contiguous); lengths [B] int64, row b attends columns 0..lengths[b]-1; out [B, H, D].
     """
     library = _library()
     if library is None:
@@ -100,6 +101,7 @@ def load() -> Callable[..., Any] | None:
         ctypes.c_void_p,  # q
         ctypes.c_void_p,  # keys
         ctypes.c_void_p,  # values
+        ctypes.c_int,  # the cache is bfloat16
         ctypes.c_int64,  # row stride
         ctypes.c_int64,  # head stride
         ctypes.c_int64,  # capacity (columns)
@@ -141,6 +143,13 @@ class DecodeOps:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         p, i32, i64, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+        # An older commit's library (bench/kernels_ab.py) may predate the bfloat16 KV cache: its
+        # calls take no flag for the cache's type, and its cache is float32.
+        version = (
+            library.decode_kernels_version() if hasattr(library, "decode_kernels_version") else 1
+        )
+        self.kv_bf16 = version >= 2
+        kv = [i32] if self.kv_bf16 else []
         # An older commit's library (bench/kernels_ab.py) may predate the matmul.
         self.has_matmul = hasattr(library, "decode_matmul")
         if self.has_matmul:
@@ -155,13 +164,15 @@ class DecodeOps:
         if self.has_forward:
             self._forward = _signature(
                 library.decode_forward,
-                [p, i32, p, p, i32, i32, p, p, p, i64, i64, i64] + [i32] * 6 + [f32, f32, p, p],
+                [p, i32, p, p, i32, i32, *kv, p, p, p, i64, i64, i64]
+                + [i32] * 6
+                + [f32, f32, p, p],
             )
         self._norm = _signature(library.add_rms_norm, [p, p, i32, p, f32, i32, i32, p, i32])
         self._silu_mul = _signature(library.silu_mul, [p, i32, i32, i32, p, i32])
         self._rope_attend = _signature(
             library.rope_attend,
-            [p, i32, p, p, p, p, p, i64, i64, i64, i32, i32, i32, i32, f32, p, i32],
+            [p, i32, p, p, p, p, p, *kv, i64, i64, i64, i32, i32, i32, i32, f32, p, i32],
         )
 
     def pack(self, weight: Any) -> PackedMatrix:
@@ -245,7 +256,8 @@ class DecodeOps:
         """RoPE on q and k, k and v into the cache at each row's position, then attention.
 
         qkv [B, (H + 2 H_kv) D]; cos, sin [T, D] float32; positions [B] int64; keys, values
-        [B, H_kv, capacity, D] float32 (written in place); returns [B, H D] in ``out_dtype``.
+        [B, H_kv, capacity, D] float32 or bfloat16 (written in place, a bfloat16 rounded to
+        nearest even); returns [B, H D] in ``out_dtype``.
         """
         import torch
 
@@ -254,8 +266,7 @@ class DecodeOps:
         _check(cos, torch.float32, (cos.shape[0], dim))
         _check(sin, torch.float32, cos.shape)
         _check(positions, torch.int64, (rows,))
-        if not _attention_takes(keys, values, heads):
-            raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
+        self._check_cache(keys, values, heads)
         columns = min(capacity, cos.shape[0])  # a position needs a cache column and a table row
         out = torch.empty(rows, heads * dim, dtype=out_dtype)
         status = self._rope_attend(
@@ -266,6 +277,7 @@ class DecodeOps:
             positions.data_ptr(),
             keys.data_ptr(),
             values.data_ptr(),
+            *self._kv_flag(keys),
             keys.stride(0),
             keys.stride(1),
             columns,
@@ -290,7 +302,8 @@ class DecodeOps:
     ) -> ForwardPlan:
         """What ``forward`` steps: a model's layers (each ``(input norm, qkv, o, post-attention
         norm, gate_up, down)``, the matrices packed by ``pack``), its final norm and lm_head,
-        and each layer's KV cache (float32 [rows, H_kv, capacity, D], written by the steps).
+        and each layer's KV cache (float32 or bfloat16 [rows, H_kv, capacity, D], written by
+        the steps).
 
         Every tensor is checked here once; the plan holds them, so its pointers stay valid.
         """
@@ -316,10 +329,9 @@ class DecodeOps:
                     )
             _check(ln_in, torch.float32, (width,))
             _check(ln_post, torch.float32, (width,))
-            if k.shape != keys[0].shape or k.stride() != keys[0].stride():
-                raise ValueError("decode kernels: the layers' KV caches differ in shape")
-            if not _attention_takes(k, v, heads):
-                raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
+            if (k.shape, k.stride(), k.dtype) != (keys[0].shape, keys[0].stride(), keys[0].dtype):
+                raise ValueError("decode kernels: the layers' KV caches differ in shape or type")
+            self._check_cache(k, v, heads)
             tensors = (ln_in, qkv.data, o.data, ln_post, gate_up.data, down.data, k, v)
             table.append([t.data_ptr() for t in tensors])
         _check(norm, torch.float32, (width,))
@@ -336,6 +348,7 @@ class DecodeOps:
             inner=inner,
             vocab=vocab,
             bf16=_is_bf16(lm_head),
+            kv_bf16=_is_bf16(keys[0]),
             row_stride=keys[0].stride(0),
             head_stride=keys[0].stride(1),
             capacity=keys[0].shape[2],
@@ -370,6 +383,7 @@ class DecodeOps:
             plan.lm_head.data.data_ptr(),
             plan.vocab,
             plan.bf16,
+            *([plan.kv_bf16] if self.kv_bf16 else []),
             cos.data_ptr(),
             sin.data_ptr(),
             positions.data_ptr(),
@@ -388,6 +402,14 @@ class DecodeOps:
             logits.data_ptr(),
         )
         return _checked(status, logits, f"forward (positions must be 0 to {columns - 1})")
+
+    def _check_cache(self, keys: Any, values: Any, heads: int) -> None:
+        if not _attention_takes(keys, values, heads) or (_is_bf16(keys) and not self.kv_bf16):
+            raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
+
+    def _kv_flag(self, keys: Any) -> tuple[int, ...]:
+        """The cache-type argument, for a library whose calls take one."""
+        return (_is_bf16(keys),) if self.kv_bf16 else ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -423,7 +445,8 @@ class ForwardPlan:
     inner: int  # I, the MLP's
     vocab: int
     bf16: int  # the weights' type (and the matmuls' inputs'): 1 bfloat16, 0 float32
-    row_stride: int  # the caches' strides and columns, in floats
+    kv_bf16: int  # the caches' type: 1 bfloat16, 0 float32
+    row_stride: int  # the caches' strides and columns, in values
     head_stride: int
     capacity: int
 
@@ -484,16 +507,20 @@ def sdpa_by_row(
 
 
 def _agrees_with_sdpa(attend: Callable[..., Any]) -> bool:
-    """A probe at two rows of other lengths, grouped heads and more than one block of columns."""
+    """A probe at two rows of other lengths, grouped heads and more than one block of columns,
+    with a float32 cache and a bfloat16 one."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
     q = torch.randn(2, 6, 64, generator=generator)
-    keys, values = torch.randn(2, 2, 2, 700, 64, generator=generator)
     lengths = [700, 3]
-    got = attend(q, keys, values, torch.tensor(lengths), 0.125)
-    want = sdpa_by_row(q, keys, values, lengths, 0.125)
-    return bool(torch.allclose(got, want, rtol=1e-4, atol=1e-5))
+    for dtype in (torch.float32, torch.bfloat16):
+        keys, values = torch.randn(2, 2, 2, 700, 64, generator=generator).to(dtype)
+        got = attend(q, keys, values, torch.tensor(lengths), 0.125)
+        want = sdpa_by_row(q, keys.float(), values.float(), lengths, 0.125)
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+            return False
+    return True
 
 
 def _matmul_agrees(ops: DecodeOps) -> bool:
@@ -533,6 +560,7 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
         q.data_ptr(),
         keys.data_ptr(),
         values.data_ptr(),
+        _is_bf16(keys),
         keys.stride(0),
         keys.stride(1),
         keys.shape[2],
@@ -552,13 +580,15 @@ def _attend(kernel: Any, q: Any, keys: Any, values: Any, lengths: Any, scale: fl
 
 
 def _attention_takes(keys: Any, values: Any, heads: int) -> bool:
-    """Whether decode_attention.c reads this KV cache right: float32 [B, H_kv, capacity, D] with
-    contiguous columns, keys and values alike, and ``heads`` query heads it can group."""
+    """Whether decode_attention.c reads this KV cache right: float32 or bfloat16
+    [B, H_kv, capacity, D] with contiguous columns, keys and values alike, and ``heads`` query
+    heads it can group."""
     import torch
 
     kv_heads, dim = keys.shape[1], keys.shape[3]
     return (
-        keys.dtype == values.dtype == torch.float32
+        keys.dtype == values.dtype
+        and keys.dtype in (torch.float32, torch.bfloat16)
         and keys.stride() == values.stride()
         and keys.stride(3) == 1
         and keys.stride(2) == dim

@@ -1,8 +1,24 @@
-/* Arithmetic shared by the decode kernels (decode_attention.c, decode_ops.c). */
+/* Arithmetic shared by the decode kernels (decode_attention.c, decode_ops.c, decode_matmul.c). */
 #ifndef TERMRL_DECODE_MATH_H
 #define TERMRL_DECODE_MATH_H
 
 #include <stdint.h>
+
+/* A bfloat16 is a float32's top half: widening is exact. */
+static inline float bf16_to_float(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Rounded to nearest even, as torch's .to(torch.bfloat16) rounds. */
+static inline uint16_t float_to_bf16(float f) {
+    uint32_t i;
+    __builtin_memcpy(&i, &f, sizeof i);
+    if (f != f) return 0x7fc0; /* a quiet NaN */
+    return (uint16_t)((i + 0x7fffu + ((i >> 16) & 1u)) >> 16);
+}
 
 /* exp(x) for x <= 0, to ~1 ulp: Cody-Waite reduction by ln 2 and Cephes' polynomial.
  * Plain arithmetic, so the compiler vectorizes it (libm's expf is a call per value). */

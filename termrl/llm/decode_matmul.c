@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decode_math.h"
+
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
 #define PAIRED 1 /* bf16 weights packed in pairs along k, multiplied by vdpbf16ps */
@@ -48,13 +50,6 @@ static inline v16 load_bf16(const uint16_t *a) {
     u16x16 h;
     memcpy(&h, a, sizeof h);
     return (v16)(__builtin_convertvector(h, u32x16) << 16);
-}
-
-static inline float bf16_to_float(uint16_t h) {
-    const uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
 }
 
 static inline int paired(int bf16) { return bf16 && PAIRED; }

@@ -14,27 +14,17 @@
 
 #include "decode_math.h"
 
-int decode_attention(const float *q, const float *keys, const float *values, int64_t row_stride,
-                     int64_t head_stride, int64_t capacity, const int64_t *lengths, int B, int H,
-                     int H_kv, int D, float scale, float *out); /* decode_attention.c */
-
-static inline float from_bf16(uint16_t h) {
-    union { uint32_t i; float f; } u = {.i = (uint32_t)h << 16};
-    return u.f;
-}
-
-static inline uint16_t to_bf16(float f) {
-    union { float f; uint32_t i; } u = {.f = f};
-    if (f != f) return 0x7fc0; /* a quiet NaN */
-    return (uint16_t)((u.i + 0x7fffu + ((u.i >> 16) & 1u)) >> 16);
-}
+int decode_attention(const float *q, const void *keys, const void *values, int kv_bf16,
+                     int64_t row_stride, int64_t head_stride, int64_t capacity,
+                     const int64_t *lengths, int B, int H, int H_kv, int D, float scale,
+                     float *out); /* decode_attention.c */
 
 /* n values of a (float32, or bfloat16 where bf16) into float32 dst. */
 static void load_row(const void *a, int bf16, int64_t n, float *dst) {
     if (bf16) {
         const uint16_t *h = a;
 #pragma omp simd
-        for (int64_t i = 0; i < n; i++) dst[i] = from_bf16(h[i]);
+        for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(h[i]);
     } else {
         memcpy(dst, a, sizeof(float) * n);
     }
@@ -45,7 +35,7 @@ static void store_row(const float *src, int64_t n, void *a, int bf16) {
     if (bf16) {
         uint16_t *h = a;
 #pragma omp simd
-        for (int64_t i = 0; i < n; i++) h[i] = to_bf16(src[i]);
+        for (int64_t i = 0; i < n; i++) h[i] = float_to_bf16(src[i]);
     } else {
         memcpy(a, src, sizeof(float) * n);
     }
@@ -116,39 +106,43 @@ static void rope(const float *x, const float *cos, const float *sin, int D, floa
  * heads, then its H_kv key heads, then its value heads. Each row's query and key are rotated
  * by RoPE at the row's position (cos, sin: [T, D] tables by position), its key and value are
  * written to the cache at that column (keys, values [B, H_kv, capacity, D] by strides, as
- * decode_attention reads them), and the row attends columns [0, position]. out [B, H D].
+ * decode_attention reads them; float32, or bfloat16 rounded to nearest even where kv_bf16),
+ * and the row attends columns [0, position]. out [B, H D].
  * Returns 0, or -1 on a position past the cache or shapes the attention does not take. */
 int rope_attend(const void *qkv, int qkv_bf16, const float *cos_table, const float *sin_table,
-                const int64_t *positions, float *keys, float *values, int64_t row_stride,
-                int64_t head_stride, int64_t capacity, int B, int H, int H_kv, int D, float scale,
-                void *out, int out_bf16) {
+                const int64_t *positions, void *keys, void *values, int kv_bf16,
+                int64_t row_stride, int64_t head_stride, int64_t capacity, int B, int H, int H_kv,
+                int D, float scale, void *out, int out_bf16) {
     if (B <= 0 || D <= 0 || D % 2 || H <= 0 || H_kv <= 0) return -1;
     for (int b = 0; b < B; b++)
         if (positions[b] < 0 || positions[b] >= capacity) return -1;
     const int64_t width = (int64_t)(H + 2 * H_kv) * D, q_size = (int64_t)B * H * D;
-    float *row = malloc(sizeof(float) * width);
+    const int64_t size = item_size(kv_bf16);
+    float *row = malloc(sizeof(float) * width), *key = malloc(sizeof(float) * D);
     float *q = malloc(sizeof(float) * q_size);
     float *attn = malloc(sizeof(float) * q_size);
     int64_t *lengths = malloc(sizeof(int64_t) * B);
     int status = -1;
-    if (!row || !q || !attn || !lengths) goto done;
+    if (!row || !key || !q || !attn || !lengths) goto done;
     for (int b = 0; b < B; b++) {
         const int64_t at = positions[b];
         const float *cos = cos_table + at * D, *sin = sin_table + at * D;
         load_row((const char *)qkv + b * width * item_size(qkv_bf16), qkv_bf16, width, row);
         for (int h = 0; h < H; h++) rope(row + h * D, cos, sin, D, q + ((int64_t)b * H + h) * D);
         for (int h = 0; h < H_kv; h++) {
-            const int64_t column = b * row_stride + h * head_stride + at * D;
-            rope(row + (int64_t)(H + h) * D, cos, sin, D, keys + column);
-            memcpy(values + column, row + (int64_t)(H + H_kv + h) * D, sizeof(float) * D);
+            const int64_t column = (b * row_stride + h * head_stride + at * D) * size;
+            rope(row + (int64_t)(H + h) * D, cos, sin, D, key);
+            store_row(key, D, (char *)keys + column, kv_bf16);
+            store_row(row + (int64_t)(H + H_kv + h) * D, D, (char *)values + column, kv_bf16);
         }
         lengths[b] = at + 1;
     }
-    status = decode_attention(q, keys, values, row_stride, head_stride, capacity, lengths, B, H,
-                              H_kv, D, scale, attn);
+    status = decode_attention(q, keys, values, kv_bf16, row_stride, head_stride, capacity,
+                              lengths, B, H, H_kv, D, scale, attn);
     if (status == 0) store_row(attn, q_size, out, out_bf16);
 done:
     free(row);
+    free(key);
     free(q);
     free(attn);
     free(lengths);

@@ -18,10 +18,14 @@ the running batch; a row that leaves is replaced by the last one (one row's
 KV copied), so the batch stays dense.
 
 Weights may be kept in bfloat16 (``weights_dtype``), halving the bytes a
-step reads; activations, norms, softmax and the KV cache stay fp32. Only
+step reads; activations, norms and softmax stay fp32. Only
 worth it where the CPU has bf16 units (``avx512_bf16``/AMX): elsewhere bf16
 matmuls are many times slower than fp32, so ``auto`` (the default) picks
-bfloat16 there and float32 elsewhere (``resolve_weights_dtype``). The drift
+bfloat16 there and float32 elsewhere (``resolve_weights_dtype``). The KV cache
+follows the weights by default (``kv_dtype``): at 8 rows of 1,000 tokens it is
+more than half of what a bf16 step reads, and the C attention widens its
+bfloat16 columns to fp32 as it loads them (keys and values rounded to nearest
+even as they are written; every product and sum fp32). The drift
 from the trainer's fp32 log π is ~0.01 nats a chunk against the trainer's
 0.5 mask (``tests/llm/test_trainer_mismatch.py``, ``bench/decode_floor.py``).
 
@@ -63,6 +67,7 @@ from typing import Any
 from termrl.llm import decode_kernels
 
 __all__ = [
+    "KV_DTYPES",
     "SUPPORTED_DTYPES",
     "WEIGHTS_DTYPES",
     "SlotDecoder",
@@ -74,6 +79,9 @@ __all__ = [
 SUPPORTED_DTYPES = ("float32", "bfloat16")
 WEIGHTS_DTYPES = ("auto", *SUPPORTED_DTYPES)
 """What a user may ask for: ``auto`` is bfloat16 where the CPU has bf16 units, else float32."""
+KV_DTYPES = ("auto", *SUPPORTED_DTYPES)
+"""The KV cache's type: ``auto`` is the weights' where the C attention reads the cache, else
+float32 (torch's SDPA would need the whole cache widened every step)."""
 _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _LENGTH_STEP = 256  # the KV length capacity grows in these steps
 
@@ -116,6 +124,7 @@ class SlotDecoder:
         max_rows: int,
         max_length: int,
         weights_dtype: str = "auto",
+        kv_dtype: str = "auto",
         compile: bool = False,
         pack_weights: bool = True,
         row_attention: bool = True,
@@ -181,6 +190,10 @@ class SlotDecoder:
             ]
             self.lm_head = pack(self.lm_head)
         self.weights_dtype = wdt
+        # bfloat16 KV needs the C attention, and ops whose calls take its type (bench/kernels_ab.py
+        # may pass an older build's).
+        c_attention = self.attend is not None and (self.ops is None or self.ops.kv_bf16)
+        self.kv_dtype = _kv_dtype(kv_dtype, wdt, c_attention)
         # RoPE tables for every position, from the model's own rotary module (same values).
         positions = torch.arange(max_length, device=self.embed.device)[None]  # [1, T]
         cos, sin = inner.rotary_emb(self.embed[:1][None], positions)
@@ -215,9 +228,9 @@ class SlotDecoder:
             allocate = torch.zeros
         shape = (new_rows, self.kv_heads, new_length, self.head_dim)
         old_k, old_v = self.keys, self.values
-        device = self.embed.device
-        self.keys = [allocate(shape, device=device) for _ in self.layers]
-        self.values = [allocate(shape, device=device) for _ in self.layers]
+        kind = {"device": self.embed.device, "dtype": self.kv_dtype}
+        self.keys = [allocate(shape, **kind) for _ in self.layers]
+        self.values = [allocate(shape, **kind) for _ in self.layers]
         r, n = self.rows_capacity, self.length_capacity
         for new, old in zip(self.keys + self.values, old_k + old_v, strict=False):
             new[:r, :, :n] = old  # nothing to keep on the first reserve
@@ -225,7 +238,8 @@ class SlotDecoder:
         self._plan = None
 
     def load_row(self, slot: int, kv: list[tuple[Any, Any]]) -> None:
-        """Put one row's KV (per layer (keys, values) [1, H_kv, L, D]) in ``slot``, columns 0..L-1."""
+        """Put one row's KV (per layer (keys, values) [1, H_kv, L, D]) in ``slot``, columns 0..L-1
+        (cast to the cache's type)."""
         length = kv[0][0].shape[2]
         self.reserve(slot + 1, length + 1)
         for layer, (k, v) in enumerate(kv):
@@ -233,10 +247,15 @@ class SlotDecoder:
             self.values[layer][slot, :, :length] = v[0]
 
     def row_kv(self, slot: int, length: int) -> list[tuple[Any, Any]]:
-        """A copy of ``slot``'s first ``length`` columns, per layer (keys, values) [1, H_kv, L, D]."""
+        """A float32 copy of ``slot``'s first ``length`` columns, per layer (keys, values)
+        [1, H_kv, L, D]: what the model's prefill takes as its past."""
+        import torch
+
+        def column_copy(t: Any) -> Any:
+            return t[slot : slot + 1, :, :length].to(torch.float32, copy=True)
+
         return [
-            (k[slot : slot + 1, :, :length].clone(), v[slot : slot + 1, :, :length].clone())
-            for k, v in zip(self.keys, self.values, strict=True)
+            (column_copy(k), column_copy(v)) for k, v in zip(self.keys, self.values, strict=True)
         ]
 
     def move_row(self, src: int, dst: int, length: int) -> None:
@@ -296,6 +315,19 @@ class SlotDecoder:
         if started:
             self.compile_sec = time.perf_counter() - started
         return logits
+
+
+def _kv_dtype(choice: str, weights_dtype: Any, c_attention: bool) -> Any:
+    """The KV cache's torch type for a ``KV_DTYPES`` choice."""
+    import torch
+
+    if choice not in KV_DTYPES:
+        raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, not {choice!r}")
+    if choice == "auto":
+        return weights_dtype if c_attention else torch.float32
+    if choice == "bfloat16" and not c_attention:
+        raise ValueError("kv_dtype=bfloat16 needs the C attention kernel (a C compiler, on a CPU)")
+    return getattr(torch, choice)
 
 
 _ROW_CALL_COLUMNS = 160
@@ -426,8 +458,8 @@ def _decode(
         k = qkv[:, q_width : q_width + kv_width].view(rows, kv_heads, head_dim)
         v = qkv[:, q_width + kv_width :].view(rows, kv_heads, head_dim)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        k_cache[batch, :, positions] = k  # in place: each row at its own column
-        v_cache[batch, :, positions] = v
+        k_cache[batch, :, positions] = k.to(k_cache.dtype)  # in place: each row at its column
+        v_cache[batch, :, positions] = v.to(v_cache.dtype)
         if attend is not None:
             attn = attend(q.contiguous(), k_cache, v_cache, lengths, scale)  # [B, H, D]
         elif row_lengths is None:

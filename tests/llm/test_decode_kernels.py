@@ -49,6 +49,24 @@ def test_the_kernel_gives_sdpa_over_each_rows_own_columns(attend, heads, kv_head
 
 
 @needs_compiler
+@pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(9, 3, 64), (10, 2, 64), (6, 3, 32)])
+def test_a_bfloat16_cache_is_read_as_the_float32_values_it_holds(attend, heads, kv_heads, dim):
+    generator = torch.Generator().manual_seed(heads + dim)
+    lengths = [5, 700, 1, 257]
+    rows, capacity = len(lengths), 768
+    # NaN past each row's length and in the row beyond the batch: never read.
+    keys = torch.full((rows + 1, kv_heads, capacity, dim), float("nan"), dtype=torch.bfloat16)
+    values = keys.clone()
+    for r, n in enumerate(lengths):
+        keys[r, :, :n] = torch.randn(kv_heads, n, dim, generator=generator).bfloat16()
+        values[r, :, :n] = torch.randn(kv_heads, n, dim, generator=generator).bfloat16()
+    q = torch.randn(rows, heads, dim, generator=generator)
+    got = attend(q, keys[:rows], values[:rows], torch.tensor(lengths), dim**-0.5)
+    want = sdpa_by_row(q, keys.float(), values.float(), lengths, dim**-0.5)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_compiler
 def test_sharp_softmax_stays_finite_and_exact(attend):
     """Scores hundreds apart (a softmax all on one column) and far below exp's range."""
     generator = torch.Generator().manual_seed(3)
@@ -193,13 +211,14 @@ def _rotate(x, cos, sin):
 
 
 @needs_compiler
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_attend_rotates_writes_the_cache_and_attends(ops, dtype):
+def test_rope_attend_rotates_writes_the_cache_and_attends(ops, dtype, kv_dtype):
     generator = torch.Generator().manual_seed(4)
     rows, heads, kv_heads, dim, capacity = 3, 9, 3, 64, 768
     positions = torch.tensor([0, 300, 700])
-    keys = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator)
-    values = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator)
+    keys = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator).to(kv_dtype)
+    values = torch.randn(rows + 1, kv_heads, capacity, dim, generator=generator).to(kv_dtype)
     qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim, generator=generator).to(dtype)
     angles = torch.arange(1024)[:, None] * torch.rand(dim // 2, generator=generator)[None]
     cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # [T, D]
@@ -208,13 +227,17 @@ def test_rope_attend_rotates_writes_the_cache_and_attends(ops, dtype):
     q = _rotate(q.view(rows, heads, dim), cos[positions, None], sin[positions, None])
     k = _rotate(k.view(rows, kv_heads, dim), cos[positions, None], sin[positions, None])
     want_keys, want_values = keys.clone(), values.clone()
-    want_keys[torch.arange(rows), :, positions] = k
-    want_values[torch.arange(rows), :, positions] = v.view(rows, kv_heads, dim)
-    want = sdpa_by_row(q, want_keys, want_values, (positions + 1).tolist(), 0.125)
+    want_keys[torch.arange(rows), :, positions] = k.to(kv_dtype)
+    want_values[torch.arange(rows), :, positions] = v.view(rows, kv_heads, dim).to(kv_dtype)
+    want = sdpa_by_row(q, want_keys.float(), want_values.float(), (positions + 1).tolist(), 0.125)
 
     got = ops.rope_attend(qkv, cos, sin, positions, keys[:rows], values[:rows], heads, 0.125, dtype)
     assert got.dtype == dtype and got.shape == (rows, heads * dim)
-    torch.testing.assert_close(keys, want_keys, rtol=1e-6, atol=1e-6)  # only the new columns
+    assert keys.dtype == values.dtype == kv_dtype
+    # Only the new columns change. A key is rotated in float32 (to float rounding of torch's),
+    # then rounded as torch rounds to bfloat16 where the cache is bfloat16; a value is copied.
+    key_tolerance = {"rtol": 1e-6, "atol": 1e-6} if kv_dtype == torch.float32 else {}
+    torch.testing.assert_close(keys, want_keys, **key_tolerance)
     torch.testing.assert_close(values, want_values, rtol=0, atol=0)
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {}
     torch.testing.assert_close(got, want.reshape(rows, heads * dim).to(dtype), **tolerance)
@@ -331,20 +354,22 @@ def _random_model(ops, dtype, generator, layers=3, width=128, heads=4, kv_heads=
     return stack, norm(), matrix(300, width), cos, sin
 
 
-def _caches(layers, rows, kv_heads, capacity, dim, generator):
-    keys = [torch.randn(rows, kv_heads, capacity, dim, generator=generator) for _ in range(layers)]
-    values = [torch.randn_like(k) for k in keys]
+def _caches(layers, rows, kv_heads, capacity, dim, generator, dtype=torch.float32):
+    shape = (rows, kv_heads, capacity, dim)
+    keys = [torch.randn(shape, generator=generator).to(dtype) for _ in range(layers)]
+    values = [torch.randn(shape, generator=generator).to(dtype) for _ in range(layers)]
     return keys, values
 
 
 @needs_compiler
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_one_call_steps_exactly_as_the_calls_op_by_op(ops, dtype):
+def test_one_call_steps_exactly_as_the_calls_op_by_op(ops, dtype, kv_dtype):
     from termrl.llm.decode_step import _decode_fused
 
     generator = torch.Generator().manual_seed(11)
     stack, norm, lm_head, cos, sin = _random_model(ops, dtype, generator)
-    keys, values = _caches(3, 5, 2, 400, 32, generator)
+    keys, values = _caches(3, 5, 2, 400, 32, generator, kv_dtype)
     plan = ops.plan(stack, norm, lm_head, keys, values, heads=4)
     ref_keys, ref_values = [k.clone() for k in keys], [v.clone() for v in values]
     embed = torch.randn(300, 128, generator=generator)
@@ -397,6 +422,10 @@ def test_one_call_refuses_what_it_would_misread(ops):
         ops.plan(stack, norm, lm_head, keys, values, heads=2)
     with pytest.raises(ValueError, match="differ in shape"):
         ops.plan(stack, norm, lm_head, keys[:2] + [keys[2][:1]], values, heads=4)
+    with pytest.raises(ValueError, match="differ in shape or type"):
+        ops.plan(stack, norm, lm_head, keys[:2] + [keys[2].bfloat16()], values, heads=4)
+    with pytest.raises(ValueError, match="KV cache"):  # keys and values of one type
+        ops.plan(stack, norm, lm_head, [k.bfloat16() for k in keys], values, heads=4)
     with pytest.raises(ValueError, match="KV cache"):
         ops.plan(stack, norm, lm_head, keys, [v.double() for v in values], heads=4)
     bf16_head = ops.pack(torch.randn(300, 128).bfloat16())

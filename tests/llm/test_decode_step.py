@@ -229,6 +229,49 @@ def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
         SlotDecoder(model, max_rows=1, max_length=8, weights_dtype="int3")
 
 
+@pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler")
+def test_a_bfloat16_kv_cache_steps_close_to_float32_and_hands_back_float32(model) -> None:
+    prompts = [list(range(300, 300 + n)) for n in (20, 130)]
+    steps = {}
+    for kv_dtype in ("float32", "bfloat16"):
+        decoder = SlotDecoder(
+            model, max_rows=2, max_length=256, weights_dtype="float32", kv_dtype=kv_dtype
+        )
+        assert decoder.kv_dtype == getattr(torch, kv_dtype)
+        for slot, prompt in enumerate(prompts):
+            decoder.load_row(slot, prefill(model, prompt[:-1]))
+        assert decoder.keys[0].dtype == getattr(torch, kv_dtype)
+        fed = torch.tensor([p[-1] for p in prompts])
+        positions = torch.tensor([len(p) - 1 for p in prompts])
+        with torch.inference_mode():
+            steps[kv_dtype] = [torch.log_softmax(decoder.step(fed, positions), -1)]
+            steps[kv_dtype].append(torch.log_softmax(decoder.step(fed, positions + 1), -1))
+        # A row's KV goes back to the prefix cache as float32, for the model's prefill.
+        kv = decoder.row_kv(1, len(prompts[1]))
+        assert kv[0][0].dtype == torch.float32 and kv[0][0].shape[2] == len(prompts[1])
+        want = prefill(model, prompts[1][:-1])[0][0].to(getattr(torch, kv_dtype)).float()
+        assert torch.equal(kv[0][0][:, :, :-1], want)
+    for exact, narrow in zip(steps["float32"], steps["bfloat16"], strict=True):
+        diff = float((exact - narrow).abs().max())
+        assert 0 < diff < 0.05  # 8 bits of mantissa in each key and value
+
+
+def test_the_kv_cache_type_follows_the_weights_where_the_kernel_reads_it(model) -> None:
+    def kv(**options):
+        return SlotDecoder(model, max_rows=1, max_length=8, **options).kv_dtype
+
+    bf16 = torch.bfloat16 if HAS_COMPILER else torch.float32
+    assert kv(weights_dtype="bfloat16") == bf16
+    assert kv(weights_dtype="float32") == torch.float32
+    assert kv(weights_dtype="bfloat16", kv_dtype="float32") == torch.float32
+    # torch's SDPA would widen the whole cache every step: float32 there, and a refusal if asked.
+    assert kv(weights_dtype="bfloat16", attention_kernel=False) == torch.float32
+    with pytest.raises(ValueError, match="needs the C attention kernel"):
+        kv(weights_dtype="float32", kv_dtype="bfloat16", attention_kernel=False)
+    with pytest.raises(ValueError, match="kv_dtype must be one of"):
+        kv(kv_dtype="int8")
+
+
 def test_auto_weights_follow_the_cpus_bf16_units(tmp_path) -> None:
     with_units, without, unreadable = tmp_path / "a", tmp_path / "b", tmp_path / "missing"
     with_units.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")

@@ -8,10 +8,12 @@ import sys
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from bench.kernels_ab import REPO, library_at, main
 from termrl.llm import decode_kernels
 from termrl.llm.decode_kernels import DecodeOps
+from termrl.llm.decode_step import SlotDecoder
 
 pytestmark = pytest.mark.skipif(
     decode_kernels.find_compiler() is None, reason="no C compiler to build the kernels with"
@@ -48,6 +50,36 @@ def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
     before = DecodeOps(library_at(f"{added[-1]}~1", tmp_path))
     assert not before.has_matmul  # its decoder keeps oneDNN's matmuls
     assert decode_kernels.load_ops().has_matmul
+
+
+def test_a_commit_from_before_the_bfloat16_cache_keeps_a_float32_one(tmp_path, tiny_model_dir):
+    added = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-S", "decode_kernels_version", "--format=%H", "--"]
+        + ["termrl/llm/decode_attention.c"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    if not added:
+        pytest.skip("no git history here to find the commit before the bfloat16 KV cache in")
+    before = DecodeOps(library_at(f"{added[-1]}~1", tmp_path))
+    assert not before.kv_bf16 and decode_kernels.load_ops().kv_bf16
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    decoder = SlotDecoder(model, max_rows=1, max_length=8, weights_dtype="bfloat16", kernels=before)
+    assert decoder.kv_dtype == torch.float32  # its calls take no cache type: float32 it is
+    keys = values = torch.zeros(1, 1, 16, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="KV cache"):
+        before.rope_attend(
+            torch.randn(1, 24),
+            torch.ones(16, 8),
+            torch.ones(16, 8),
+            torch.tensor([0]),
+            keys,
+            values,
+            1,
+            1.0,
+            torch.float32,
+        )
 
 
 def test_a_commit_without_the_kernels_is_refused_with_its_name(tmp_path):

@@ -75,8 +75,9 @@ async def test_done_followed_by_filler_stops_after_the_call(taught_model, kind) 
     assert cut.finish_reason == "stop"
     assert len(cut.token_ids) < 25 and cut.text.startswith(DONE_THEN_FILLER[:45])
     assert cut.token_ids == full.token_ids[: len(cut.token_ids)]
-    # (The continuous engine's second call decodes on the first call's cached KV.)
-    assert cut.logprobs == pytest.approx(full.logprobs[: len(cut.logprobs)], abs=1e-5)
+    # (The continuous engine's second call decodes on the first call's cached KV, which a
+    # bfloat16 KV cache has rounded: ~2e-5 nats apart.)
+    assert cut.logprobs == pytest.approx(full.logprobs[: len(cut.logprobs)], abs=1e-4)
     # The agent reads the cut turn as it read the whole one.
     assert parse_response(cut.text) == parse_response(full.text)
     await engine.aclose()
@@ -92,5 +93,5 @@ async def test_a_well_formed_call_decodes_as_before(taught_model, kind) -> None:
     [on] = await engine.generate([prompt], SamplingParams(max_new_tokens=80, temperature=0))
     assert on.text == off.text == WELL_FORMED and on.finish_reason == off.finish_reason == "stop"
     assert on.token_ids == off.token_ids
-    assert on.logprobs == pytest.approx(off.logprobs, abs=1e-5)
+    assert on.logprobs == pytest.approx(off.logprobs, abs=1e-4)  # as above
     await engine.aclose()
