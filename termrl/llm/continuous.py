@@ -94,6 +94,9 @@ class _Row:
 class ContinuousEngine(TransformersEngine):
     """The transformers engine with continuous batching and prefix KV reuse.
 
+    A request's prompt is prefilled from its longest cached prefix by the decode step's kernels
+    (``SlotDecoder.prefill``), or by the transformers model where they cannot run.
+
     ``max_batch_size`` caps the running batch; more requests wait their turn.
     ``prefix_cache_tokens`` caps the KV kept for reuse (SmolLM2-135M: 46 kB
     per token in fp32, so the default 32k tokens hold ~1.5 GB).
@@ -231,11 +234,27 @@ class ContinuousEngine(TransformersEngine):
     def _admit(self, request: _Request) -> None:
         """Prefill one prompt from its longest cached prefix and add it to the running batch."""
         import torch
-        from transformers import DynamicCache
 
         started = time.perf_counter()
         prompt = request.prompt
         reused, past = self.prefix_cache.match(prompt)
+        slot = len(self._rows)
+        if self.decoder.can_prefill:  # in the decode step's kernels, into the row's own slot
+            if past:
+                self.decoder.load_row(slot, past)
+            new = torch.tensor(prompt[reused:], device=self.device)
+            logits = self.decoder.prefill(slot, new, reused)  # [1, V]
+        else:
+            logits = self._model_prefill(prompt, reused, past, slot)
+        self._logits = logits if not self._rows else torch.cat([self._logits, logits])
+        now = time.perf_counter()
+        self._rows.append(_Row(request, reused, now, (now - started) * 1000.0, len(prompt)))
+
+    def _model_prefill(self, prompt: list[int], reused: int, past: Any, slot: int) -> Any:
+        """The transformers model's prefill, its KV then copied into ``slot``; logits [1, V]."""
+        import torch
+        from transformers import DynamicCache
+
         cache = DynamicCache(ddp_cache_data=past) if past else DynamicCache()
         out = self.model(
             input_ids=torch.tensor([prompt[reused:]], device=self.device),
@@ -245,13 +264,8 @@ class ContinuousEngine(TransformersEngine):
             use_cache=True,
             **self._last_logits_only,
         )
-        logits = out.logits[:, -1, :]  # [1, V]
-        self.decoder.load_row(
-            len(self._rows), [(layer.keys, layer.values) for layer in cache.layers]
-        )
-        self._logits = logits if not self._rows else torch.cat([self._logits, logits])
-        now = time.perf_counter()
-        self._rows.append(_Row(request, reused, now, (now - started) * 1000.0, len(prompt)))
+        self.decoder.load_row(slot, [(layer.keys, layer.values) for layer in cache.layers])
+        return out.logits[:, -1, :]  # [1, V]
 
     def _step(self) -> None:
         """Sample a token for every row, let finished rows go, one decode step for the rest."""

@@ -209,8 +209,9 @@ static void attend_block_any(const float *q, const void *k, const void *v, int k
 }
 
 /* What these kernels' calls take: 2 since the KV cache may be bfloat16 (the kv_bf16 flags of
- * decode_attention, rope_attend and decode_forward); a library without it is version 1. */
-int decode_kernels_version(void) { return 2; }
+ * decode_attention, rope_attend and decode_forward), 3 since decode_forward prefills
+ * (prefill_slot); a library without it is version 1. */
+int decode_kernels_version(void) { return 3; }
 
 /* q [B, H, D] and out [B, H, D] contiguous float32; keys/values [B, H_kv, capacity, D] float32,
  * or bfloat16 where kv_bf16, by strides (row_stride, head_stride, in values; a column is D

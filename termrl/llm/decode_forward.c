@@ -10,6 +10,13 @@
  * The model comes as a table of pointers, LAYER_POINTERS int64 values a layer (the order of
  * the enum below): the weights, packed for decode_matmul, and the layer's KV cache, laid out
  * as rope_attend reads it. Activations between the kernels live in buffers allocated here.
+ *
+ * The same call prefills (prefill_slot >= 0): the rows are then one sequence's new tokens, at
+ * consecutive positions, all in that slot of the cache (a row stride of 0). rope_attend writes
+ * every row's key and value before any row attends, and row b attends columns [0, position_b],
+ * so each token sees the tokens before it and none after: causal attention, as a prefill needs.
+ * The matmuls then take many rows at once, each weight block read once from memory for all of
+ * them, and only the last row's logits are made.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,15 +40,19 @@ enum { LN_IN, W_QKV, W_O, LN_POST, W_GATE_UP, W_DOWN, KEYS, VALUES, LAYER_POINTE
  * matmuls take (rounded as torch's .to(torch.bfloat16) rounds); the norms' weights, the
  * residual stream and every sum stay float32. kv_bf16: the KV cache is bfloat16 (else
  * float32). Each row's key and value are written to its layer's cache at the row's position,
- * and it attends columns [0, position].
+ * and it attends columns [0, position]. prefill_slot >= 0: the rows are one sequence in that
+ * slot (above), and logits [1, V] are the last row's.
  * Returns 0, or -1 on shapes a kernel does not take, a position past the cache, or no memory;
  * then the logits are not set. */
 int decode_forward(const int64_t *table, int L, const float *norm, const void *lm_head, int V,
                    int bf16, int kv_bf16, const float *cos_table, const float *sin_table,
                    const int64_t *positions, int64_t row_stride, int64_t head_stride,
                    int64_t capacity, int B, int E, int H, int H_kv, int D, int I, float eps,
-                   float scale, float *x, float *logits) {
+                   float scale, int prefill_slot, float *x, float *logits) {
     if (L <= 0 || B <= 0) return -1;
+    /* A prefill's rows share one slot: the cache pointers move to it, and the rows' stride is 0. */
+    const int64_t kv_offset = prefill_slot >= 0 ? prefill_slot * row_stride * (kv_bf16 ? 2 : 4) : 0;
+    if (prefill_slot >= 0) row_stride = 0;
     const int64_t size = bf16 ? 2 : 4, qkv_width = (int64_t)(H + 2 * H_kv) * D;
     float *qkv = malloc(sizeof(float) * B * qkv_width);
     float *delta = malloc(sizeof(float) * B * E); /* a block's output, before the residual add */
@@ -57,9 +68,10 @@ int decode_forward(const int64_t *table, int L, const float *norm, const void *l
         const float *next_norm = l + 1 < L ? AT(l + 1, LN_IN) : norm;
         status = decode_matmul(h, bf16, B, E, AT(l, W_QKV), (int)qkv_width, qkv);
         if (status == 0)
-            status = rope_attend(qkv, 0, cos_table, sin_table, positions, AT(l, KEYS),
-                                 AT(l, VALUES), kv_bf16, row_stride, head_stride, capacity, B, H,
-                                 H_kv, D, scale, attn, bf16);
+            status = rope_attend(qkv, 0, cos_table, sin_table, positions,
+                                 (char *)AT(l, KEYS) + kv_offset, (char *)AT(l, VALUES) + kv_offset,
+                                 kv_bf16, row_stride, head_stride, capacity, B, H, H_kv, D, scale,
+                                 attn, bf16);
         if (status == 0) status = decode_matmul(attn, bf16, B, H * D, AT(l, W_O), E, delta);
         if (status == 0) status = add_rms_norm(x, delta, 0, AT(l, LN_POST), eps, B, E, h, bf16);
         if (status == 0) status = decode_matmul(h, bf16, B, E, AT(l, W_GATE_UP), 2 * I, gate_up);
@@ -67,7 +79,11 @@ int decode_forward(const int64_t *table, int L, const float *norm, const void *l
         if (status == 0) status = decode_matmul(act, bf16, B, I, AT(l, W_DOWN), E, delta);
         if (status == 0) status = add_rms_norm(x, delta, 0, next_norm, eps, B, E, h, bf16);
     }
-    if (status == 0) status = decode_matmul(h, bf16, B, E, lm_head, V, logits);
+    if (status == 0 && prefill_slot >= 0) /* the last row's logits: what picks the next token */
+        status = decode_matmul((char *)h + (int64_t)(B - 1) * E * size, bf16, 1, E, lm_head, V,
+                               logits);
+    else if (status == 0)
+        status = decode_matmul(h, bf16, B, E, lm_head, V, logits);
 done:
     free(qkv);
     free(delta);

@@ -129,7 +129,7 @@ def load_ops() -> DecodeOps | None:
     ops = DecodeOps(library)
     if ops.has_matmul and not _matmul_agrees(ops):
         log.warning("decode matmul kernel disagrees with torch here; using torch's matmuls")
-        ops.has_matmul = ops.has_forward = False
+        ops.has_matmul = ops.has_forward = ops.has_prefill = False
     return ops
 
 
@@ -143,13 +143,14 @@ class DecodeOps:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         p, i32, i64, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
-        # An older commit's library (bench/kernels_ab.py) may predate the bfloat16 KV cache: its
-        # calls take no flag for the cache's type, and its cache is float32.
+        # An older commit's library (bench/kernels_ab.py) may predate the bfloat16 KV cache
+        # (version 2) or the prefill (version 3): its calls then take no flag for them.
         version = (
             library.decode_kernels_version() if hasattr(library, "decode_kernels_version") else 1
         )
         self.kv_bf16 = version >= 2
         kv = [i32] if self.kv_bf16 else []
+        slot = [i32] if version >= 3 else []  # prefill_slot
         # An older commit's library (bench/kernels_ab.py) may predate the matmul.
         self.has_matmul = hasattr(library, "decode_matmul")
         if self.has_matmul:
@@ -161,12 +162,13 @@ class DecodeOps:
             self._packed_elements.argtypes = [i32, i32, i32]
         # The whole step in one call, on weights packed for the matmul (decode_forward.c).
         self.has_forward = self.has_matmul and hasattr(library, "decode_forward")
+        self.has_prefill = self.has_forward and version >= 3
         if self.has_forward:
             self._forward = _signature(
                 library.decode_forward,
                 [p, i32, p, p, i32, i32, *kv, p, p, p, i64, i64, i64]
                 + [i32] * 6
-                + [f32, f32, p, p],
+                + [f32, f32, *slot, p, p],
             )
         self._norm = _signature(library.add_rms_norm, [p, p, i32, p, f32, i32, i32, p, i32])
         self._silu_mul = _signature(library.silu_mul, [p, i32, i32, i32, p, i32])
@@ -370,12 +372,42 @@ class DecodeOps:
         rows = x.shape[0]
         if not 0 < rows <= plan.rows:
             raise ValueError(f"decode kernels: {rows} rows, the caches hold 1 to {plan.rows}")
-        _check(x, torch.float32, (rows, plan.width))
         _check(positions, torch.int64, (rows,))
+        return self._run(plan, x, positions, cos, sin, eps, -1)
+
+    def prefill(
+        self, plan: ForwardPlan, slot: int, x: Any, start: int, cos: Any, sin: Any, eps: float
+    ) -> Any:
+        """One sequence's next T tokens into ``slot`` of ``plan``'s caches: x [T, E] float32, the
+        tokens' embeddings, at positions start..start+T-1; the slot's columns 0..start-1 must
+        hold the sequence so far. Each token attends the columns up to its own (causal).
+        Returns the last token's logits [1, V] float32.
+
+        The decode step's kernels with the tokens as its rows (``decode_forward.c``): each
+        weight block is read once for all of them.
+        """
+        import torch
+
+        if not self.has_prefill:
+            raise ValueError("decode kernels: this build has no prefill (version 3)")
+        if not 0 <= slot < plan.rows:
+            raise ValueError(f"decode kernels: slot {slot}, the caches hold 0 to {plan.rows - 1}")
+        if x.shape[0] < 1 or start < 0:
+            raise ValueError("decode kernels: a prefill takes 1 or more tokens from position 0 on")
+        positions = torch.arange(start, start + x.shape[0], dtype=torch.int64)
+        return self._run(plan, x, positions, cos, sin, eps, slot)
+
+    def _run(
+        self, plan: ForwardPlan, x: Any, positions: Any, cos: Any, sin: Any, eps: float, slot: int
+    ) -> Any:
+        import torch
+
+        rows = x.shape[0]
+        _check(x, torch.float32, (rows, plan.width))
         _check(cos, torch.float32, (cos.shape[0], plan.head_dim))
         _check(sin, torch.float32, cos.shape)
         columns = min(plan.capacity, cos.shape[0])  # a position needs a column and a table row
-        logits = torch.empty(rows, plan.vocab)
+        logits = torch.empty(1 if slot >= 0 else rows, plan.vocab)
         status = self._forward(
             plan.table.data_ptr(),
             plan.table.shape[0],
@@ -398,6 +430,7 @@ class DecodeOps:
             plan.inner,
             eps,
             plan.head_dim**-0.5,
+            *([slot] if self.has_prefill else []),
             x.data_ptr(),
             logits.data_ptr(),
         )

@@ -50,6 +50,9 @@ calls a layer (``fused_ops``, ``_decode_fused``), and so do the matmuls
 Then the whole step is one call into C (``one_call``, ``decode_forward.c``): the same kernels
 in the same order as ``_decode_fused``, so the same logits, without its ~240 calls from
 Python a step.
+The same call prefills (``prefill``): a row's new tokens are the rows of one call, all in the
+row's slot, each attending the columns up to its own, so every weight block is read once for
+all of them (two to four times the transformers model's prefill rate here).
 ``_decode`` is the same step in torch ops. Without a compiler the step uses
 ``_decode`` with SDPA, where rows of very different lengths attend one by one,
 each over its own columns (``row_attention``, ``_row_lengths``): one SDPA call
@@ -268,6 +271,29 @@ class SlotDecoder:
         self.keys, self.values = [], []
         self.rows_capacity = self.length_capacity = 0
         self._plan = None
+
+    # --- the prefill -------------------------------------------------------------------------
+
+    @property
+    def can_prefill(self) -> bool:
+        """Whether ``prefill`` runs here: it is the one-call step's kernels, prefill-capable."""
+        return self.one_call and self.ops.has_prefill
+
+    def prefill(self, slot: int, tokens: Any, start: int) -> Any:
+        """Feed a row's next tokens [T] at positions start..start+T-1 into ``slot``, whose columns
+        0..start-1 already hold the row's KV (``load_row``); returns the last token's logits
+        [1, V] (fp32). The step's kernels with the tokens as rows, each attending the columns up
+        to its own: every weight is read once for all T tokens, at two to four times the rate
+        of the transformers model's prefill here (``bench/prefill.py``)."""
+        if not self.can_prefill:
+            raise ValueError("prefill needs the one-call step (the C kernels, version 3)")
+        self.reserve(slot + 1, start + len(tokens))
+        if self._plan is None:
+            self._plan = self.ops.plan(
+                self.layers, self.norm, self.lm_head, self.keys, self.values, self.heads
+            )
+        x = self.embed[tokens]  # [T, E], a copy: it becomes the residual stream
+        return self.ops.prefill(self._plan, slot, x, start, self.cos, self.sin, self.eps)
 
     # --- the step ----------------------------------------------------------------------------
 

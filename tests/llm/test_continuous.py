@@ -38,8 +38,15 @@ def full_forward_logprobs(
         SamplingParams(max_new_tokens=16, seed=7, top_p=0.95, stop=()),
     ],
 )
-async def test_a_cached_kv_turn_equals_a_full_recompute(tiny_model_dir, recompute, params) -> None:
+@pytest.mark.parametrize("prefill", ["kernels", "model"])
+async def test_a_cached_kv_turn_equals_a_full_recompute(
+    tiny_model_dir, recompute, params, prefill
+) -> None:
     engine = ContinuousEngine(tiny_model_dir, weights_dtype=EXACT)
+    if prefill == "model":  # the engine's way without the one-call kernels
+        engine.decoder.one_call = False
+    elif not engine.decoder.can_prefill:
+        pytest.skip("no C compiler: the engine prefills through the model")
     first_prompt = list(range(200, 260))
     [first] = await engine.generate([first_prompt], params)
     assert first.meta["reused_tokens"] == 0

@@ -431,3 +431,53 @@ def test_one_call_refuses_what_it_would_misread(ops):
     bf16_head = ops.pack(torch.randn(300, 128).bfloat16())
     with pytest.raises(ValueError, match="do not fit"):
         ops.plan(stack, norm, bf16_head, keys, values, heads=4)
+
+
+# --- the prefill: the step's kernels with one sequence's tokens as the rows ------------------
+
+
+@needs_compiler
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_prefill_is_the_same_as_stepping_its_tokens_one_by_one(ops, dtype, kv_dtype):
+    generator = torch.Generator().manual_seed(13)
+    stack, norm, lm_head, cos, sin = _random_model(ops, dtype, generator)
+    keys, values = _caches(3, 3, 2, 400, 32, generator, kv_dtype)
+    stepped_keys, stepped_values = [k.clone() for k in keys], [v.clone() for v in values]
+    embed = torch.randn(300, 128, generator=generator)
+    # Slot 1's columns 0..259 hold a sequence so far (random); 40 tokens more, past a
+    # 256-column block of the attention.
+    tokens, start, slot = torch.randint(0, 300, (40,), generator=generator), 260, 1
+    plan = ops.plan(stack, norm, lm_head, keys, values, heads=4)
+    got = ops.prefill(plan, slot, embed[tokens], start, cos, sin, 1e-5)
+
+    # The same tokens as decode steps of one row, that row being slot 1 (a one-row view).
+    one_row = ops.plan(
+        stack, norm, lm_head, [k[slot : slot + 1] for k in stepped_keys],
+        [v[slot : slot + 1] for v in stepped_values], heads=4,
+    )  # fmt: skip
+    for i, token in enumerate(tokens.tolist()):
+        want = ops.forward(one_row, embed[[token]], torch.tensor([start + i]), cos, sin, 1e-5)
+    assert got.shape == (1, 300) and got.dtype == torch.float32
+    assert torch.equal(got, want)  # each row of a kernel is computed as it is alone
+    for cache, stepped in zip(keys + values, stepped_keys + stepped_values, strict=True):
+        assert torch.equal(cache, stepped)  # the other slots untouched, slot 1 the same
+
+
+@needs_compiler
+def test_a_prefill_refuses_what_it_would_misread(ops):
+    generator = torch.Generator().manual_seed(14)
+    stack, norm, lm_head, cos, sin = _random_model(ops, torch.float32, generator)
+    keys, values = _caches(3, 2, 2, 64, 32, generator)
+    plan = ops.plan(stack, norm, lm_head, keys, values, heads=4)
+    before = [k.clone() for k in keys]
+    x = torch.randn(10, 128)
+    with pytest.raises(ValueError, match="slot 2"):
+        ops.prefill(plan, 2, x, 0, cos, sin, 1e-5)
+    with pytest.raises(ValueError, match="positions must be 0 to 63"):
+        ops.prefill(plan, 1, x, 60, cos, sin, 1e-5)  # 60..69 runs past the cache
+    with pytest.raises(ValueError, match="1 or more tokens"):
+        ops.prefill(plan, 1, torch.randn(0, 128), 3, cos, sin, 1e-5)
+    with pytest.raises(ValueError, match=r"\(10, 128\)"):
+        ops.prefill(plan, 1, x[:, :64].contiguous(), 0, cos, sin, 1e-5)
+    assert all(torch.equal(k, b) for k, b in zip(keys, before, strict=True))  # nothing written

@@ -215,6 +215,32 @@ def test_one_call_a_step_gives_the_op_by_op_logits_as_rows_come_and_go(model, we
         assert torch.equal(one_call, op_by_op)
 
 
+@pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler")
+def test_a_prefill_gives_the_model_s_logits_and_the_steps_go_on_from_it(model) -> None:
+    prompt = list(range(700, 830))
+    decoder = SlotDecoder(model, max_rows=3, max_length=512, weights_dtype="float32")
+    assert decoder.can_prefill
+    decoder.load_row(2, prefill(model, prompt[:50]))  # a cached prefix of 50 tokens
+    with torch.inference_mode():
+        logits = decoder.prefill(2, torch.tensor(prompt[50:]), 50)  # [1, V]
+        assert logits.shape == (1, decoder.embed.shape[0])
+        got = torch.log_softmax(logits[0], -1)
+        assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4)
+        # Its KV is the model's, so the row steps on as from a model prefill.
+        for _ in range(3):
+            token = int(got.argmax())
+            prompt.append(token)
+            step = decoder.step(
+                torch.tensor([token, token, token]), torch.tensor([0, 0, len(prompt) - 1])
+            )
+            got = torch.log_softmax(step[2], -1)
+            assert torch.allclose(got, reference_logprobs(model, prompt), atol=1e-4)
+    with pytest.raises(ValueError, match="one-call step"):
+        SlotDecoder(model, max_rows=1, max_length=8, one_call=False).prefill(
+            0, torch.tensor([1]), 0
+        )
+
+
 def test_bf16_weights_stay_close_and_unknown_types_are_refused(model) -> None:
     prompt = list(range(500, 540))
     decoder = SlotDecoder(model, max_rows=1, max_length=256, weights_dtype="bfloat16")

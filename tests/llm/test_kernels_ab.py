@@ -52,7 +52,9 @@ def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
     assert decode_kernels.load_ops().has_matmul
 
 
-def test_a_commit_from_before_the_bfloat16_cache_keeps_a_float32_one(tmp_path, tiny_model_dir):
+def test_a_commit_from_before_the_bfloat16_cache_keeps_a_float32_one_and_no_prefill(
+    tmp_path, tiny_model_dir
+):
     added = subprocess.run(
         ["git", "-C", str(REPO), "log", "-S", "decode_kernels_version", "--format=%H", "--"]
         + ["termrl/llm/decode_attention.c"],
@@ -67,6 +69,7 @@ def test_a_commit_from_before_the_bfloat16_cache_keeps_a_float32_one(tmp_path, t
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     decoder = SlotDecoder(model, max_rows=1, max_length=8, weights_dtype="bfloat16", kernels=before)
     assert decoder.kv_dtype == torch.float32  # its calls take no cache type: float32 it is
+    assert decoder.one_call and not decoder.can_prefill  # an engine prefills through the model
     keys = values = torch.zeros(1, 1, 16, 8, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="KV cache"):
         before.rope_attend(
