@@ -20,27 +20,9 @@
 #define MAX_GROUP 16
 #define MAX_DIM 256
 
-typedef float vec16 __attribute__((vector_size(64), aligned(4))); /* 16 floats, any address */
+typedef f32x16 vec16; /* 16 floats, any address (decode_math.h) */
 typedef float vec8 __attribute__((vector_size(32)));
 typedef float vec4 __attribute__((vector_size(16)));
-typedef uint16_t u16x16 __attribute__((vector_size(32)));
-typedef uint32_t u32x16 __attribute__((vector_size(64)));
-
-/* 16 cache values from float32 or bfloat16 (widened: a bf16 is a float32's top half). */
-static inline vec16 load_f32(const float *a) {
-    vec16 v;
-    memcpy(&v, a, sizeof v);
-    return v;
-}
-
-static inline vec16 load_bf16(const uint16_t *a) {
-    u16x16 h;
-    memcpy(&h, a, sizeof h);
-    const u32x16 w = __builtin_convertvector(h, u32x16) << 16;
-    vec16 v;
-    memcpy(&v, &w, sizeof v);
-    return v;
-}
 
 /* The sums of four vectors' lanes, together: three quarters of the shuffles of four sum16. */
 static inline vec4 sum16x4(vec16 t0, vec16 t1, vec16 t2, vec16 t3) {
@@ -136,14 +118,14 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, float *
         for (int g = 0; g < NG; g++) memcpy(part + g * 66 + 2, acc[g], sizeof(acc[g]));         \
     }
 
-ATTEND_BLOCK_64(1, attend_f32, float, load_f32)
-ATTEND_BLOCK_64(2, attend_f32, float, load_f32)
-ATTEND_BLOCK_64(3, attend_f32, float, load_f32)
-ATTEND_BLOCK_64(4, attend_f32, float, load_f32)
-ATTEND_BLOCK_64(1, attend_bf16, uint16_t, load_bf16)
-ATTEND_BLOCK_64(2, attend_bf16, uint16_t, load_bf16)
-ATTEND_BLOCK_64(3, attend_bf16, uint16_t, load_bf16)
-ATTEND_BLOCK_64(4, attend_bf16, uint16_t, load_bf16)
+ATTEND_BLOCK_64(1, attend_f32, float, load_f32x16)
+ATTEND_BLOCK_64(2, attend_f32, float, load_f32x16)
+ATTEND_BLOCK_64(3, attend_f32, float, load_f32x16)
+ATTEND_BLOCK_64(4, attend_f32, float, load_f32x16)
+ATTEND_BLOCK_64(1, attend_bf16, uint16_t, load_bf16x16)
+ATTEND_BLOCK_64(2, attend_bf16, uint16_t, load_bf16x16)
+ATTEND_BLOCK_64(3, attend_bf16, uint16_t, load_bf16x16)
+ATTEND_BLOCK_64(4, attend_bf16, uint16_t, load_bf16x16)
 
 /* The G heads of one KV head, up to four at a time; k and v are float32, or bfloat16 where
  * kv_bf16. */
@@ -171,22 +153,12 @@ static void attend_block_64(const float *q, const void *k, const void *v, int kv
     }
 }
 
-/* Column j's D values of a cache block, widened to float32 into out. */
-static void load_column(const void *base, int kv_bf16, int64_t j, int D, float *out) {
-    if (kv_bf16) {
-        const uint16_t *c = (const uint16_t *)base + j * D;
-#pragma omp simd
-        for (int d = 0; d < D; d++) out[d] = bf16_to_float(c[d]);
-    } else {
-        memcpy(out, (const float *)base + j * D, sizeof(float) * D);
-    }
-}
-
 static void attend_block_any(const float *q, const void *k, const void *v, int kv_bf16, int n,
                              int G, int D, float scale, float *part) {
-    float s[MAX_GROUP][BLOCK], column[MAX_DIM];
+    const int64_t size = kv_bf16 ? 2 : 4; /* bytes a cache value */
+    float s[MAX_GROUP][BLOCK], column[MAX_DIM]; /* column j, widened to float32 */
     for (int j = 0; j < n; j++) {
-        load_column(k, kv_bf16, j, D, column);
+        load_row((const char *)k + j * D * size, kv_bf16, D, column);
         for (int g = 0; g < G; g++) {
             const float *qg = q + g * D;
             float dot = 0.0f;
@@ -198,7 +170,7 @@ static void attend_block_any(const float *q, const void *k, const void *v, int k
     softmax_rows(s, n, G, D, part);
     for (int g = 0; g < G; g++) memset(part + g * (D + 2) + 2, 0, sizeof(float) * D);
     for (int j = 0; j < n; j++) {
-        load_column(v, kv_bf16, j, D, column);
+        load_row((const char *)v + j * D * size, kv_bf16, D, column);
         for (int g = 0; g < G; g++) {
             float *acc = part + g * (D + 2) + 2;
             const float p = s[g][j];

@@ -149,8 +149,9 @@ class DecodeOps:
             library.decode_kernels_version() if hasattr(library, "decode_kernels_version") else 1
         )
         self.kv_bf16 = version >= 2
+        self._takes_slot = version >= 3
         kv = [i32] if self.kv_bf16 else []
-        slot = [i32] if version >= 3 else []  # prefill_slot
+        slot = [i32] if self._takes_slot else []  # prefill_slot
         # An older commit's library (bench/kernels_ab.py) may predate the matmul.
         self.has_matmul = hasattr(library, "decode_matmul")
         if self.has_matmul:
@@ -162,7 +163,7 @@ class DecodeOps:
             self._packed_elements.argtypes = [i32, i32, i32]
         # The whole step in one call, on weights packed for the matmul (decode_forward.c).
         self.has_forward = self.has_matmul and hasattr(library, "decode_forward")
-        self.has_prefill = self.has_forward and version >= 3
+        self.has_prefill = self.has_forward and self._takes_slot
         if self.has_forward:
             self._forward = _signature(
                 library.decode_forward,
@@ -279,7 +280,7 @@ class DecodeOps:
             positions.data_ptr(),
             keys.data_ptr(),
             values.data_ptr(),
-            *self._kv_flag(keys),
+            *self._kv_flag(_is_bf16(keys)),
             keys.stride(0),
             keys.stride(1),
             columns,
@@ -415,7 +416,7 @@ class DecodeOps:
             plan.lm_head.data.data_ptr(),
             plan.vocab,
             plan.bf16,
-            *([plan.kv_bf16] if self.kv_bf16 else []),
+            *self._kv_flag(plan.kv_bf16),
             cos.data_ptr(),
             sin.data_ptr(),
             positions.data_ptr(),
@@ -430,7 +431,7 @@ class DecodeOps:
             plan.inner,
             eps,
             plan.head_dim**-0.5,
-            *([slot] if self.has_prefill else []),
+            *((slot,) if self._takes_slot else ()),
             x.data_ptr(),
             logits.data_ptr(),
         )
@@ -440,9 +441,9 @@ class DecodeOps:
         if not _attention_takes(keys, values, heads) or (_is_bf16(keys) and not self.kv_bf16):
             raise ValueError("decode kernels: unsupported KV cache shapes, types or layout")
 
-    def _kv_flag(self, keys: Any) -> tuple[int, ...]:
+    def _kv_flag(self, kv_bf16: int) -> tuple[int, ...]:
         """The cache-type argument, for a library whose calls take one."""
-        return (_is_bf16(keys),) if self.kv_bf16 else ()
+        return (kv_bf16,) if self.kv_bf16 else ()
 
 
 @dataclasses.dataclass(frozen=True)

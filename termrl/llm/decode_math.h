@@ -20,6 +20,49 @@ static inline uint16_t float_to_bf16(float f) {
     return (uint16_t)((i + 0x7fffu + ((i >> 16) & 1u)) >> 16);
 }
 
+/* 16 floats at any address, and the 16-lane integer vectors that widen bfloat16 into them. */
+typedef float f32x16 __attribute__((vector_size(64), aligned(4)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+static inline f32x16 load_f32x16(const float *a) {
+    f32x16 v;
+    __builtin_memcpy(&v, a, sizeof v);
+    return v;
+}
+
+/* 16 bfloat16 values widened to float32. */
+static inline f32x16 load_bf16x16(const uint16_t *a) {
+    u16x16 h;
+    __builtin_memcpy(&h, a, sizeof h);
+    const u32x16 w = __builtin_convertvector(h, u32x16) << 16;
+    f32x16 v;
+    __builtin_memcpy(&v, &w, sizeof v);
+    return v;
+}
+
+/* n values of a (float32, or bfloat16 where bf16) into float32 dst. */
+static inline void load_row(const void *a, int bf16, int64_t n, float *dst) {
+    if (bf16) {
+        const uint16_t *h = a;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(h[i]);
+    } else {
+        __builtin_memcpy(dst, a, sizeof(float) * n);
+    }
+}
+
+/* n float32 values of src into a (float32, or bfloat16 rounded to nearest even where bf16). */
+static inline void store_row(const float *src, int64_t n, void *a, int bf16) {
+    if (bf16) {
+        uint16_t *h = a;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) h[i] = float_to_bf16(src[i]);
+    } else {
+        __builtin_memcpy(a, src, sizeof(float) * n);
+    }
+}
+
 /* exp(x) for x <= 0, to ~1 ulp: Cody-Waite reduction by ln 2 and Cephes' polynomial.
  * Plain arithmetic, so the compiler vectorizes it (libm's expf is a call per value). */
 static inline float exp_nonpositive(float x) {

@@ -32,24 +32,9 @@
 #define ROWS 8     /* rows a pass over a block (a batch of more goes 8 rows at a time) */
 
 typedef float v16 __attribute__((vector_size(64)));
-typedef uint16_t u16x16 __attribute__((vector_size(32)));
-typedef uint32_t u32x16 __attribute__((vector_size(64)));
 
 static inline v16 splat(float f) {
     return (v16){f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f};
-}
-
-static inline v16 load_f32(const float *a) {
-    v16 v;
-    memcpy(&v, a, sizeof v);
-    return v;
-}
-
-/* 16 bfloat16 values widened to float32: a bf16 is a float32's top half. */
-static inline v16 load_bf16(const uint16_t *a) {
-    u16x16 h;
-    memcpy(&h, a, sizeof h);
-    return (v16)(__builtin_convertvector(h, u32x16) << 16);
 }
 
 static inline int paired(int bf16) { return bf16 && PAIRED; }
@@ -97,7 +82,7 @@ static inline void block_f32(const float *x, int64_t ldx, int M, int K, const fl
                              v16 acc[ROWS][3]) {
     for (int k = 0; k < K; k++) {
         const float *wk = w + (int64_t)k * NB;
-        const v16 w0 = load_f32(wk), w1 = load_f32(wk + 16), w2 = load_f32(wk + 32);
+        const v16 w0 = load_f32x16(wk), w1 = load_f32x16(wk + 16), w2 = load_f32x16(wk + 32);
         for (int m = 0; m < M; m++) {
             const v16 b = splat(x[m * ldx + k]);
             acc[m][0] += b * w0;
@@ -127,7 +112,7 @@ static inline void block_bf16(const uint16_t *x, int64_t ldx, int M, int K, cons
 #else
     for (int k = 0; k < K; k++) {
         const uint16_t *wk = w + (int64_t)k * NB;
-        const v16 w0 = load_bf16(wk), w1 = load_bf16(wk + 16), w2 = load_bf16(wk + 32);
+        const v16 w0 = load_bf16x16(wk), w1 = load_bf16x16(wk + 16), w2 = load_bf16x16(wk + 32);
         for (int m = 0; m < M; m++) {
             const v16 b = splat(bf16_to_float(x[m * ldx + k]));
             acc[m][0] += b * w0;

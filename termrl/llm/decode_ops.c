@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "decode_math.h"
 
@@ -18,28 +17,6 @@ int decode_attention(const float *q, const void *keys, const void *values, int k
                      int64_t row_stride, int64_t head_stride, int64_t capacity,
                      const int64_t *lengths, int B, int H, int H_kv, int D, float scale,
                      float *out); /* decode_attention.c */
-
-/* n values of a (float32, or bfloat16 where bf16) into float32 dst. */
-static void load_row(const void *a, int bf16, int64_t n, float *dst) {
-    if (bf16) {
-        const uint16_t *h = a;
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(h[i]);
-    } else {
-        memcpy(dst, a, sizeof(float) * n);
-    }
-}
-
-/* n float32 values of src into a (float32, or bfloat16 where bf16). */
-static void store_row(const float *src, int64_t n, void *a, int bf16) {
-    if (bf16) {
-        uint16_t *h = a;
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) h[i] = float_to_bf16(src[i]);
-    } else {
-        memcpy(a, src, sizeof(float) * n);
-    }
-}
 
 static inline int64_t item_size(int bf16) { return bf16 ? 2 : 4; }
 

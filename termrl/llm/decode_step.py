@@ -288,12 +288,16 @@ class SlotDecoder:
         if not self.can_prefill:
             raise ValueError("prefill needs the one-call step (the C kernels, version 3)")
         self.reserve(slot + 1, start + len(tokens))
+        x = self.embed[tokens]  # [T, E], a copy: it becomes the residual stream
+        return self.ops.prefill(self._forward_plan(), slot, x, start, self.cos, self.sin, self.eps)
+
+    def _forward_plan(self) -> decode_kernels.ForwardPlan:
+        """The one-call step's plan of the current caches, made again after they change."""
         if self._plan is None:
             self._plan = self.ops.plan(
                 self.layers, self.norm, self.lm_head, self.keys, self.values, self.heads
             )
-        x = self.embed[tokens]  # [T, E], a copy: it becomes the residual stream
-        return self.ops.prefill(self._plan, slot, x, start, self.cos, self.sin, self.eps)
+        return self._plan
 
     # --- the step ----------------------------------------------------------------------------
 
@@ -306,13 +310,9 @@ class SlotDecoder:
         length = max(own_lengths)
         self.reserve(rows, length)
         if self.one_call:
-            if self._plan is None:
-                self._plan = self.ops.plan(
-                    self.layers, self.norm, self.lm_head, self.keys, self.values, self.heads
-                )
             positions = positions.to(torch.int64).contiguous()
             return self.ops.forward(
-                self._plan, self.embed[tokens], positions, self.cos, self.sin, self.eps
+                self._forward_plan(), self.embed[tokens], positions, self.cos, self.sin, self.eps
             )
         # The model, the tables and this batch's rows of the KV slots: what both steps read.
         state = (

@@ -29,22 +29,20 @@ def test_a_commits_kernels_are_built_from_its_sources(tmp_path):
     )
 
 
-def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
-    added = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(REPO),
-            "log",
-            "--diff-filter=A",
-            "--format=%H",
-            "--",
-            "termrl/llm/decode_matmul.c",
-        ],
+def _commits(*selection: str) -> list[str]:
+    """The commits ``git log`` selects (``selection``: its options, then the one path), newest
+    first; none where there is no git history."""
+    *options, path = selection
+    return subprocess.run(
+        ["git", "-C", str(REPO), "log", *options, "--format=%H", "--", path],
         capture_output=True,
         text=True,
         check=False,
     ).stdout.split()
+
+
+def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
+    added = _commits("--diff-filter=A", "termrl/llm/decode_matmul.c")
     if not added:
         pytest.skip("no git history here to find the commit before the matmul kernel in")
     before = DecodeOps(library_at(f"{added[-1]}~1", tmp_path))
@@ -55,13 +53,7 @@ def test_a_commit_from_before_a_kernel_is_built_without_it(tmp_path):
 def test_a_commit_from_before_the_bfloat16_cache_keeps_a_float32_one_and_no_prefill(
     tmp_path, tiny_model_dir
 ):
-    added = subprocess.run(
-        ["git", "-C", str(REPO), "log", "-S", "decode_kernels_version", "--format=%H", "--"]
-        + ["termrl/llm/decode_attention.c"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    added = _commits("-S", "decode_kernels_version", "termrl/llm/decode_attention.c")
     if not added:
         pytest.skip("no git history here to find the commit before the bfloat16 KV cache in")
     before = DecodeOps(library_at(f"{added[-1]}~1", tmp_path))
