@@ -67,6 +67,16 @@ static inline float sum16(vec16 x) {
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
+/* Columns j..j+3's scores for G heads: t[g][c] holds head g's products with column c in its
+ * lanes, summed here and scaled. */
+static inline void store_scores(vec16 t[][4], int G, int j, float scale,
+                                float s[MAX_GROUP][BLOCK]) {
+    for (int g = 0; g < G; g++) {
+        const vec4 dots = sum16x4(t[g][0], t[g][1], t[g][2], t[g][3]) * scale;
+        memcpy(&s[g][j], &dots, sizeof(dots));
+    }
+}
+
 /* One block: columns [0, n) of keys/values (column stride D) for the G query heads in q;
  * s holds the block's scores, and leaves with their weights exp(s - max), rounded to bfloat16
  * where rounded (the weights the values are then multiplied by, so that the sum is theirs).
@@ -114,10 +124,7 @@ static void softmax_rows(float s[MAX_GROUP][BLOCK], int n, int G, int D, int rou
                     t[g][c] = qv[4 * g] * k0 + qv[4 * g + 1] * k1 + qv[4 * g + 2] * k2 +         \
                               qv[4 * g + 3] * k3;                                                \
             }                                                                                    \
-            for (int g = 0; g < NG; g++) {                                                       \
-                const vec4 dots = sum16x4(t[g][0], t[g][1], t[g][2], t[g][3]) * scale;           \
-                memcpy(&s[g][j], &dots, sizeof(dots));                                           \
-            }                                                                                    \
+            store_scores(t, NG, j, scale, s);                                                    \
         }                                                                                        \
         for (; j < n; j++) {                                                                     \
             const T *kj = k + (int64_t)j * 64;                                                   \
@@ -186,10 +193,7 @@ ATTEND_BLOCK_64(4, attend_bf16, uint16_t, load_bf16x16)
                     t[g][c] = (vec16)_mm512_dpbf16_ps(                                           \
                         _mm512_dpbf16_ps(_mm512_setzero_ps(), qb[g][0], k0), qb[g][1], k1);     \
             }                                                                                    \
-            for (int g = 0; g < NG; g++) {                                                       \
-                const vec4 dots = sum16x4(t[g][0], t[g][1], t[g][2], t[g][3]) * scale;           \
-                memcpy(&s[g][j], &dots, sizeof(dots));                                           \
-            }                                                                                    \
+            store_scores(t, NG, j, scale, s);                                                    \
         }                                                                                        \
         for (; j < n; j++) {                                                                     \
             const uint16_t *kj = k + (int64_t)j * 64;                                            \
