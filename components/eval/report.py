@@ -8,7 +8,8 @@ Contents, top to bottom: a summary table (accuracy, pass@k, failure modes,
 tokens, turns, wall time, tool-call statistics; one column per run), plots
 (pass rate by family and by difficulty, failure modes, turns, tokens and wall
 time distributions, calls per turn and read-only vs state-changing calls),
-the family and difficulty tables, and the per-task table. Every pass rate
+the family and difficulty tables, the per-task table, and what the agent ran
+in each failed trial (its transcript, folded per trial). Every pass rate
 comes with its 95 % Wilson interval (``components.eval.stats``).
 
 With several runs the first is the base: a comparison section shows each
@@ -145,6 +146,26 @@ def _task_tables(runs: Sequence[Run]) -> str:
     return "".join(parts)
 
 
+def _failed_transcripts(runs: Sequence[Run]) -> str:
+    """Each run's failed trials with what the agent ran in them; nothing when no row has a
+    transcript (the oracle and nop agents, results written before transcripts were kept)."""
+    parts = []
+    for label, rows in runs:
+        failed = sorted(
+            (r for r in rows if not r.get("passed") and r.get("transcript")),
+            key=lambda r: (r.get("family") or "", r["task_id"], r.get("trial") or 0),
+        )
+        items = "".join(
+            f"<details><summary>{html.escape(r['task_id'])} · trial {r.get('trial', 0)} · "
+            f"{html.escape(r.get('failure_mode') or 'failed')}</summary>"
+            f"<pre>{html.escape(r['transcript'])}</pre></details>"
+            for r in failed
+        )
+        if items:
+            parts.append(f"<h3>{html.escape(label)} ({len(failed)} failed)</h3>{items}")
+    return "<h2>What the agent ran in failed trials</h2>" + "".join(parts) if parts else ""
+
+
 def _comparison(runs: Sequence[Run], heldout_families: Collection[str]) -> str:
     """Each policy's pass rate and its paired difference vs the first run, overall and per family."""
     return (
@@ -251,6 +272,8 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 .plots{display:flex;flex-wrap:wrap;gap:12px}
 figure{margin:0;border:1px solid #eee;padding:6px}
 figcaption{font-size:12px;color:#555}
+details{margin:2px 0}summary{cursor:pointer;font-size:13px}
+pre{background:#f7f7f7;padding:6px;font-size:12px;white-space:pre-wrap;margin:4px 0 8px}
 """
 
 
@@ -285,8 +308,7 @@ def render_report(
         + f'<h2>Plots</h2><div class="plots">{figures}</div>'
         f"<h2>By family</h2>{_group_tables(runs, 'family')}"
         f"<h2>By difficulty</h2>{_group_tables(runs, 'difficulty')}"
-        f"<h2>Per task</h2>{_task_tables(runs)}"
-        "</body></html>"
+        f"<h2>Per task</h2>{_task_tables(runs)}" + _failed_transcripts(runs) + "</body></html>"
     )
 
 

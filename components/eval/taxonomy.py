@@ -32,6 +32,10 @@ Tool-call statistics (``call_stats``) describe how the agent acts, failed or
 not: calls per turn, how many turns issued more than one call (parallel
 calls), and how many calls were read-only (``termrl.llm.toolcalls.is_read_only``:
 the calls the agent may run concurrently) versus state-changing.
+
+``transcript`` is what the agent ran, turn by turn, with the tail of what each
+turn answered: the first thing to read when a policy fails a task (did it run
+the wrong command, the right one on the wrong path, or the same one again?).
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ __all__ = [
     "FAILURE_MODES",
     "LOOP_REPEATS",
     "MALFORMED_FRACTION",
+    "TRANSCRIPT_CHARS",
     "CallStats",
     "FailureMode",
     "TrialFacts",
     "call_stats",
     "classify",
     "longest_failed_repeat",
+    "transcript",
 ]
 
 FailureMode = Literal[
@@ -221,3 +227,50 @@ def call_stats(chunks: Sequence[ChunkLike]) -> CallStats:
         read_only_calls=read_only,
         calls_per_turn=per_turn,
     )
+
+
+TRANSCRIPT_CHARS = 4000
+"""A trial's transcript is cut to this many characters (its middle goes first)."""
+
+_COMMAND_CHARS = 600
+_ANSWER_LINES, _ANSWER_CHARS = 4, 300
+_RESPONSE_TAGS = ("<tool_response>", "</tool_response>")
+
+
+def _answer_tail(observation: str) -> str:
+    """The last lines of what a turn answered, without the tool-response tags around them."""
+    lines = [
+        line
+        for line in observation.splitlines()
+        if line.strip() and line.strip() not in _RESPONSE_TAGS
+    ]
+    tail = "\n".join(lines[-_ANSWER_LINES:])
+    return tail if len(tail) <= _ANSWER_CHARS else "…" + tail[-_ANSWER_CHARS:]
+
+
+def transcript(chunks: Sequence[ChunkLike]) -> str | None:
+    """What the agent ran, one ``$ command`` per call and the tail of each turn's answer
+    indented under it; None for an agent with no turns (oracle, nop)."""
+    if not chunks:
+        return None
+    parts = []
+    for chunk in chunks:
+        calls = _turn_calls(chunk)
+        if not calls:
+            parts.append(f"(no usable tool call: {chunk.call_format})")
+        for call in calls:
+            if call.get("name") == "bash":
+                command = str((call.get("arguments") or {}).get("command", ""))
+                if len(command) > _COMMAND_CHARS:
+                    command = command[:_COMMAND_CHARS] + "…"
+                parts.append("$ " + command)
+            else:
+                parts.append(f"({call.get('name')})")
+        answer = _answer_tail(chunk.observation or "")
+        if answer:
+            parts.append("  " + answer.replace("\n", "\n  "))
+    text = "\n".join(parts)
+    if len(text) <= TRANSCRIPT_CHARS:
+        return text
+    half = TRANSCRIPT_CHARS // 2
+    return text[:half] + "\n[… cut …]\n" + text[-half:]

@@ -10,7 +10,8 @@ One trial, the official way (Terminal-Bench's execution model):
       ─► tests under task.verifier_timeout_sec       (termrl.taskrun.run_tests)
       (a multi-step task: those two for each step in order, one reward: termrl.multistep;
        the agent carries on from its previous step, the policy agent in one conversation)
-      ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats
+      ─► row: passed, reward, failure mode, turns, tokens, times, tool-call stats,
+              the agent's transcript
 
 A trial whose agent phase ended past its budget counts as failed and is
 flagged ``over_budget`` whatever the tests say (their verdict is kept in
@@ -48,7 +49,7 @@ from tqdm import tqdm
 
 from components.eval.agents import Agent, TrialRun, make_agent, open_engine
 from components.eval.config import EvalConfig
-from components.eval.taxonomy import TrialFacts, call_stats, classify
+from components.eval.taxonomy import TrialFacts, call_stats, classify, transcript
 from termrl.artifacts.tasks import Task, load_tasks
 from termrl.errors import ConfigError, RewardFailed, TermrlError, failure_type
 from termrl.llm.engine import Engine
@@ -150,6 +151,8 @@ def trial_row(
         "test_sec": test_sec,
         "agent_timeout_sec": task.agent_timeout_sec,
         "test_output": test_output[-TEST_OUTPUT_CHARS:] if test_output else None,
+        # what the agent ran, turn by turn (taxonomy.transcript); None for the oracle and nop
+        "transcript": transcript(run.chunks),
         # what the agent changed that scoring ran (termrl.tampering.find_tampering); None when nothing
         "tampering": "; ".join(tampering) or None,
     }

@@ -93,6 +93,23 @@ def test_single_run_report_is_self_contained_with_plots() -> None:
     assert {"hello", "csv", "tar"} <= set(cells)
 
 
+def test_the_report_shows_what_the_agent_ran_in_each_failed_trial() -> None:
+    rows = sample_rows()
+    for row in rows:
+        row["transcript"] = f"$ echo {row['task_id']} {row['trial']} <&>"
+    page_text = render_report([("run-a", rows)])
+    page = parse(page_text)
+    assert "What the agent ran in failed trials" in page.headings
+    failed = [r for r in rows if not r["passed"]]
+    assert page_text.count("<details>") == len(failed) == 3
+    for row in failed:  # escaped, in a folded block per trial
+        assert f"$ echo {row['task_id']} {row['trial']} &lt;&amp;&gt;" in page_text
+    assert "$ echo hello 0" not in page_text  # passed trials are not listed
+    # results without transcripts (oracle, nop, older files): no such section
+    plain = render_report([("run-a", sample_rows())])
+    assert "What the agent ran" not in plain and "<details>" not in plain
+
+
 def test_comparison_report_from_two_result_files(tmp_path: Path) -> None:
     a = written(tmp_path, sample_rows("run-a"), "a.parquet")
     b = written(tmp_path, sample_rows("run-b", flip=True), "b.parquet")

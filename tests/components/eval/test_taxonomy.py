@@ -13,10 +13,12 @@ import pytest
 
 from components.eval.taxonomy import (
     FAILURE_MODES,
+    TRANSCRIPT_CHARS,
     TrialFacts,
     call_stats,
     classify,
     longest_failed_repeat,
+    transcript,
 )
 from termrl.agent.loop import AgentConfig, Chunk, run_episode
 from termrl.llm.toolcalls import ToolCall, render_tool_call
@@ -145,6 +147,47 @@ def test_call_stats() -> None:
     assert stats.parallel_turns == 2
     assert stats.read_only_calls == 4
     assert stats.state_changing_calls == 2
+
+
+def test_the_transcript_shows_each_command_and_the_tail_of_its_answer() -> None:
+    answer = (
+        "<tool_response>\n"
+        + "".join(f"line {i}\n" for i in range(10))
+        + "[exit code: 1]\n</tool_response>"
+    )
+    chunks = [
+        turn("ls /srv", "cat /srv/a.env", observation="<tool_response>\na.env\n</tool_response>"),
+        turn("sed -i 's/x/y/' /srv/a.env", exit_code=1, observation=answer),
+        no_call(call_format="malformed"),
+    ]
+    chunks[2].observation = "the arguments of 'bash' are not valid JSON"
+    done = turn()
+    done.action = json.dumps([{"name": "done", "arguments": {}}])
+    text = transcript([*chunks, done])
+    assert text.splitlines() == [
+        "$ ls /srv",
+        "$ cat /srv/a.env",
+        "  a.env",
+        "$ sed -i 's/x/y/' /srv/a.env",
+        "  line 7",  # the last four lines of the answer, the response tags dropped
+        "  line 8",
+        "  line 9",
+        "  [exit code: 1]",
+        "(no usable tool call: malformed)",
+        "  the arguments of 'bash' are not valid JSON",
+        "(done)",
+    ]
+    assert transcript([]) is None  # the oracle and nop agents have no turns
+
+
+def test_a_long_transcript_keeps_its_start_and_its_end() -> None:
+    chunks = [turn(f"echo {i} " + "x" * 500) for i in range(40)]
+    text = transcript(chunks)
+    assert len(text) <= TRANSCRIPT_CHARS + 20
+    assert text.startswith("$ echo 0 ") and "[… cut …]" in text
+    assert "$ echo 39 " in text and "$ echo 20 " not in text
+    long = transcript([turn("y" * 5000)])
+    assert len(long) < 700 and long.endswith("…")
 
 
 def _bash(cmd: str) -> str:

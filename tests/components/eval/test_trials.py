@@ -123,6 +123,7 @@ def test_oracle_passes_and_nop_fails_quick_subset(tmp_path: Path) -> None:
     )
     assert not any(r["passed"] for r in nop)
     assert all(r["failure_mode"] == "wrong-result" and r["tests_passed"] is False for r in nop)
+    assert all(r["transcript"] is None for r in oracle + nop)  # neither takes turns
     assert "<img" in (tmp_path / "oracle.html").read_text()
 
 
@@ -234,6 +235,9 @@ def test_policy_agent_with_the_tiny_model(tmp_path: Path, tiny_model_dir: Path) 
         assert row["stop_reason"] in ("done", "max-turns", "context-overflow", "lifetime")
         assert row["tests_passed"] is not None
         assert row["passed"] or row["failure_mode"] in FAILURE_MODES
+        # what it ran: one entry per turn (a command, or why the turn had none)
+        entries = [line for line in row["transcript"].splitlines() if not line.startswith("  ")]
+        assert len(entries) >= row["turns"]
     html = (tmp_path / "policy.html").read_text()
     assert html.count("<img") == 8 and "policy:" in html
 
