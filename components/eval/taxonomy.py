@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from termrl.llm.toolcalls import ToolCall, is_read_only
+from termrl.llm.toolcalls import ToolCall, is_read_only, truncate_middle
 
 __all__ = [
     "ENVIRONMENT_ERRORS",
@@ -269,8 +269,4 @@ def transcript(chunks: Sequence[ChunkLike]) -> str | None:
         answer = _answer_tail(chunk.observation or "")
         if answer:
             parts.append("  " + answer.replace("\n", "\n  "))
-    text = "\n".join(parts)
-    if len(text) <= TRANSCRIPT_CHARS:
-        return text
-    half = TRANSCRIPT_CHARS // 2
-    return text[:half] + "\n[… cut …]\n" + text[-half:]
+    return truncate_middle("\n".join(parts), TRANSCRIPT_CHARS)

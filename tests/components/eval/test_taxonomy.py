@@ -183,8 +183,11 @@ def test_the_transcript_shows_each_command_and_the_tail_of_its_answer() -> None:
 def test_a_long_transcript_keeps_its_start_and_its_end() -> None:
     chunks = [turn(f"echo {i} " + "x" * 500) for i in range(40)]
     text = transcript(chunks)
-    assert len(text) <= TRANSCRIPT_CHARS + 20
-    assert text.startswith("$ echo 0 ") and "[… cut …]" in text
+    head, rest = text.split("\n[... ", 1)
+    marker, tail = rest.split(" ...]\n", 1)
+    assert marker.endswith("characters omitted")
+    assert len(head) + len(tail) == TRANSCRIPT_CHARS  # truncate_middle: the rest is the marker
+    assert text.startswith("$ echo 0 ")
     assert "$ echo 39 " in text and "$ echo 20 " not in text
     long = transcript([turn("y" * 5000)])
     assert len(long) < 700 and long.endswith("…")
