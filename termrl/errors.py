@@ -19,6 +19,8 @@ at one boundary each and never escape raw.
         │   ├── SandboxUnavailable  the backend cannot give a sandbox right now
         │   ├── ResetFailed         the environment could not be reset for an episode
         │   └── RewardFailed        the tests/reward script could not produce a reward
+        │       └── SandboxUnscorable   scoring's own set-up cannot run in the sandbox the agent
+        │                               left (run_tests scores it a failure, never raises it)
         └── TransientError          → the whole group is dropped (within a global ratio)
             ├── ExecTimeout         a tool call ran past its timeout
             ├── SandboxDied         the sandbox vanished mid-episode
@@ -39,6 +41,7 @@ __all__ = [
     "ResetFailed",
     "RewardFailed",
     "SandboxDied",
+    "SandboxUnscorable",
     "UnsupportedModel",
     "SandboxUnavailable",
     "SchemaMismatch",
@@ -117,6 +120,17 @@ class ResetFailed(UnrecoverableError):
 
 class RewardFailed(UnrecoverableError):
     """The reward could not be computed (tests crashed, reward file unreadable)."""
+
+
+class SandboxUnscorable(RewardFailed):
+    """Scoring's own set-up (making /tests and /logs/verifier, the test kit's mount points) failed in
+    the sandbox as the agent left it: its bash, rm or mkdir gone, a library they load moved.
+
+    The sandbox ran bash and rm when it was handed out (``remove_leftovers``) and a dead sandbox
+    raises ``SandboxDied``, so the agent broke it. ``run_tests`` turns this into a failed outcome
+    with reward 0 (``TestOutcome.unscorable``): masking it would let a policy escape a failing
+    score by breaking its sandbox. Anywhere else it is the RewardFailed it derives from.
+    """
 
 
 class TransientError(EpisodeError):

@@ -119,6 +119,7 @@ def combine(task: Task, outcomes: list[TestOutcome]) -> TestOutcome:
         timed_out=any(o.timed_out for o in outcomes),
         exit_code=outcomes[-1].exit_code,
         tampering=tuple(t for o in outcomes for t in o.tampering),
+        unscorable="; ".join(o.unscorable for o in outcomes if o.unscorable),
     )
 
 

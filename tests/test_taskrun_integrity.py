@@ -705,3 +705,36 @@ async def test_a_python3_waiting_in_local_bin_for_the_installers_env_file_is_fla
     copy = "mkdir -p ~/.local/bin && cp /usr/bin/python3.11 ~/.local/bin/python3"
     outcome = await _score(manager, base_images, REWARD_TASK, [copy], solve=True)
     assert outcome.tampering == ("/root/.local/bin/python3: shadows /usr/bin/python3",)
+
+
+BREAKS_SCORING = {
+    "bash moved": "mv /bin/bash /bin/bash.txt",
+    "bash not executable": "chmod 000 /bin/bash",
+    "mkdir moved": "mv /usr/bin/mkdir /tmp/",
+    "libc moved": "for f in /lib/*/libc.so.6; do mv $f /tmp/; done",
+}
+"""What a policy has run (``mv /bin/bash ...`` from a rename template) or could: scoring's own
+set-up then cannot start in the sandbox."""
+
+
+async def test_a_sandbox_the_agent_broke_for_scoring_is_a_failure_not_a_harness_error(
+    manager, base_images
+):
+    """Raised as RewardFailed, a rollout would mask the episode: breaking the sandbox would be a way
+    out of a failing score. Solved first, it still fails: the tests never ran."""
+    outcomes = await asyncio.gather(
+        *(
+            _score(manager, base_images, REWARD_TASK, [command], solve=True)
+            for command in BREAKS_SCORING.values()
+        )
+    )
+    for name, outcome in zip(BREAKS_SCORING, outcomes, strict=True):
+        assert (outcome.passed, outcome.reward) == (False, 0.0), (name, outcome)
+        assert "cannot prepare /tests" in outcome.unscorable, (name, outcome)
+        assert outcome.tampering == (), (name, outcome)  # a failure: nothing left to mask
+
+
+async def test_a_logs_folder_the_agent_turned_into_a_file_is_replaced(manager, base_images):
+    for logs in ("rm -rf /logs && echo x > /logs", "rm -rf /logs && ln -s /tmp /logs"):
+        solved = await _score(manager, base_images, REWARD_TASK, [logs], solve=True)
+        assert (solved.passed, solved.unscorable) == (True, ""), (logs, solved)

@@ -9,23 +9,26 @@ model:
    not build, no sandbox could be had, the sandbox died, the reward could
    not be read, or the engine failed (any ``UnrecoverableError``,
    ``SandboxDied``, ``NetworkError`` or ``ModelError``, see termrl.errors).
-2. ``verifier-tampering`` the agent changed what the tests run: a command
+2. ``sandbox-broken``     the agent left its sandbox unable to run scoring's
+   own set-up (it deleted or moved bash, rm or mkdir, or a library they load:
+   ``TestOutcome.unscorable``). The tests never ran; the trial is a failure.
+3. ``verifier-tampering`` the agent changed what the tests run: a command
    replaced or shadowed on the PATH, a Python startup hook it planted
    (``termrl.tampering.find_tampering``). Such a trial never counts as passed,
    whatever the tests said: its result may be forged.
-3. ``timeout``            the agent phase ran past the task's agent timeout
+4. ``timeout``            the agent phase ran past the task's agent timeout
    (``over_budget``; the episode's own ``lifetime`` stop is the same thing
    seen from inside), or the tests ran past the verifier timeout.
-4. ``context-overflow``   the episode stopped because no room was left in
+5. ``context-overflow``   the episode stopped because no room was left in
    the context window for another response.
-5. ``invalid-loop``       after a clear failure (a command that exited
+6. ``invalid-loop``       after a clear failure (a command that exited
    non-zero or timed out) the agent issued the very same command again,
    turn after turn: at least ``LOOP_REPEATS`` identical turns in a row after
    the failing one. Re-running a command that just failed without changing
    anything is the repeated-command loop the seed warns about.
-6. ``malformed-tool-calls`` at least half of the agent's turns carried no
+7. ``malformed-tool-calls`` at least half of the agent's turns carried no
    usable tool call (an unparseable or invalid call, or none at all).
-7. ``wrong-result``       none of the above: the agent stopped (``done``,
+8. ``wrong-result``       none of the above: the agent stopped (``done``,
    ``max-turns``) and the tests failed.
 
 Tool-call statistics (``call_stats``) describe how the agent acts, failed or
@@ -64,6 +67,7 @@ __all__ = [
 
 FailureMode = Literal[
     "environment-error",
+    "sandbox-broken",
     "verifier-tampering",
     "timeout",
     "context-overflow",
@@ -73,6 +77,7 @@ FailureMode = Literal[
 ]
 FAILURE_MODES: tuple[str, ...] = (
     "environment-error",
+    "sandbox-broken",
     "verifier-tampering",
     "timeout",
     "context-overflow",
@@ -127,6 +132,8 @@ class TrialFacts:
     tests_timed_out: bool = False
     tampered: bool = False
     """Scoring found the agent had changed what the tests run."""
+    sandbox_broken: bool = False
+    """Scoring's own set-up could not run in the sandbox the agent left (``TestOutcome.unscorable``)."""
 
 
 def _turn_calls(chunk: ChunkLike) -> list[dict[str, Any]]:
@@ -180,6 +187,8 @@ def classify(facts: TrialFacts) -> FailureMode | None:
         return None
     if facts.failure_type in ENVIRONMENT_ERRORS:
         return "environment-error"
+    if facts.sandbox_broken:
+        return "sandbox-broken"
     if facts.tampered:
         return "verifier-tampering"
     if facts.over_budget or facts.stop_reason == "lifetime" or facts.tests_timed_out:

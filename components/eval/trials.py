@@ -105,6 +105,7 @@ def trial_row(
     wall_sec: float | None = None,
     test_output: str | None = None,
     tampering: tuple[str, ...] = (),
+    unscorable: str = "",
 ) -> dict[str, Any]:
     """The eval-results row of one trial (schema columns, then eval's extra columns)."""
     passed = (
@@ -118,6 +119,7 @@ def trial_row(
         over_budget=over_budget,
         tests_timed_out=tests_timed_out,
         tampered=bool(tampering),
+        sandbox_broken=bool(unscorable),
     )
     stats = call_stats(run.chunks)
     return {
@@ -220,6 +222,7 @@ def _row(
             "test_sec": outcome.duration,
             "test_output": outcome.output,
             "tampering": outcome.tampering,
+            "unscorable": outcome.unscorable,
         }
     return trial_row(
         config,

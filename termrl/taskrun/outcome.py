@@ -34,6 +34,9 @@ class TestOutcome:
     tampering: tuple[str, ...] = ()
     """Changes the agent made to what scoring runs (``find_tampering``): flagged, not failed, since
     installing software is often the task itself."""
+    unscorable: str = ""
+    """Why scoring's own set-up could not run in the sandbox the agent left (``SandboxUnscorable``:
+    its bash or mkdir gone, a library they load moved); such an outcome is a failure, reward 0."""
 
     __test__ = False  # not a pytest class
 

@@ -44,6 +44,14 @@ Scoring is what the policy optimises, so nothing the agent did may reach it
    (``termrl.reward``: a reward file only as a regular file holding a finite
    number in [0, 1], else ``RewardFailed`` and never a pass; or pytest's report).
 
+Where scoring's own set-up cannot run in the sandbox the agent left (step 3's
+folders, the test kit's mount points: its bash, rm or mkdir deleted, a library
+they load moved), the outcome is a failure with reward 0 and the reason in
+``TestOutcome.unscorable``, not a ``RewardFailed``: a rollout masks those, and
+a policy must not escape a failing score by breaking its sandbox
+(``termrl.errors.SandboxUnscorable``). A ``/logs`` that is no longer a folder
+is replaced, like the paths under it.
+
 What stays open, on every backend: binaries the agent replaced in system
 paths before scoring (a ``/usr/local/bin/bash``, a pytest plugin installed
 into site-packages or into a ``.venv`` it left in the working directory,
@@ -68,7 +76,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from termrl.artifacts.tasks import Task, TaskFile
-from termrl.errors import RewardFailed
+from termrl.errors import RewardFailed, SandboxUnscorable
 from termrl.reward import VERIFIER_DIR, read_host_reward, read_sandbox_reward
 from termrl.sandbox.session import relative_inside
 from termrl.sandbox.spec import resolve_env
@@ -86,9 +94,12 @@ log = logging.getLogger(__name__)
 PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 """pytest's configuration files, in the order it prefers them within one directory."""
 
-FRESH_TEST_DIRS = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ ! -L /logs ] || rm -f /logs; }} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
+FRESH_TEST_DIRS = (
+    f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && {{ [ -d /logs ] && [ ! -L /logs ] || rm -f /logs; }}"
+    f" && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
+)
 """Whatever the agent left at the tests' and verifier's paths goes: a planted conftest.py, a reward
-file, a symlink that would send the reward elsewhere."""
+file, a symlink that would send the reward elsewhere, a file where the /logs folder was."""
 
 
 def pytest_addopts(task: Task) -> str:
@@ -133,7 +144,7 @@ async def run_tests(
             log.warning(
                 "task %s: the agent changed what scoring runs: %s", task.id, "; ".join(tampering)
             )
-        return await _score(session, task, timeout, tampering)
+        return await _score_or_fail(session, task, timeout, tampering)
 
 
 @asynccontextmanager
@@ -164,18 +175,43 @@ async def _run_separate(session: TaskSession, task: Task, timeout: float) -> Tes
     async with sandboxes.open(task, verifier=True) as fresh:
         if artifacts:
             await fresh.upload_files(artifacts, "/")
-        return await _score(fresh, task, timeout, ())
+        return await _score_or_fail(fresh, task, timeout, ())
+
+
+async def _score_or_fail(
+    session: TaskSession, task: Task, timeout: float, tampering: tuple[str, ...]
+) -> TestOutcome:
+    """``_score``; a sandbox whose state stops scoring's own set-up is the agent's failure, reward 0."""
+    started = time.monotonic()
+    try:
+        return await _score(session, task, timeout, tampering, started)
+    except SandboxUnscorable as exc:
+        log.warning("%s: scored a failure", str(exc).partition("\n")[0])
+        # What find_tampering saw goes into the output, not the tampering field: that field masks
+        # a rollout episode (a pass may be forged), and this outcome is no pass.
+        seen = "".join(f"\nchanged: {line}" for line in tampering)
+        return TestOutcome(
+            passed=False,
+            reward=0.0,
+            output=f"{exc}{seen}",
+            duration=time.monotonic() - started,
+            timed_out=False,
+            unscorable=str(exc).partition("\n")[0],
+        )
 
 
 async def _score(
-    session: TaskSession, task: Task, timeout: float, tampering: tuple[str, ...]
+    session: TaskSession,
+    task: Task,
+    timeout: float,
+    tampering: tuple[str, ...],
+    started: float,
 ) -> TestOutcome:
     """Steps 3 to 5 of the module docstring: fresh test directories, the tests, the reward."""
-    started = time.monotonic()
     prepare = await session.exec_fresh(FRESH_TEST_DIRS, timeout=30)
     if prepare.exit_code != 0:
-        raise RewardFailed(
-            f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR}",
+        raise SandboxUnscorable(
+            f"task {task.id}: cannot prepare {TESTS_DIR} and {VERIFIER_DIR} in the agent's sandbox",
             log_tail=prepare.output[-2000:],
         )
     env = {

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Protocol
 
 from termrl.artifacts.tasks import Task, TaskFile
-from termrl.errors import ConfigError, RewardFailed
+from termrl.errors import ConfigError, SandboxUnscorable
 from termrl.sandbox.spec import resolve_env
 from termrl.tbcompat.kit import (
     SANDBOX_UV_CACHE_DIR,
@@ -200,7 +200,7 @@ async def prepare_test_phase(
         files = [path for path in phase.binds if path not in dirs]
         made = await session.exec_fresh(_mount_points_script(dirs, files), timeout=30)
         if made.exit_code != 0:
-            raise RewardFailed(
+            raise SandboxUnscorable(
                 f"task {task.id}: cannot make the test kit's mount points",
                 log_tail=made.output[-2000:],
             )
@@ -226,7 +226,7 @@ async def _kit_phase(
         cache = shlex.quote(SANDBOX_UV_CACHE_DIR)
         emptied = await session.exec_fresh(f"rm -rf -- {cache} && mkdir -m 777 {cache}", timeout=60)
         if emptied.exit_code != 0:
-            raise RewardFailed(
+            raise SandboxUnscorable(
                 f"task {task.id}: cannot empty uv's cache for the tests",
                 log_tail=emptied.output[-2000:],
             )

@@ -74,6 +74,20 @@ def test_environment_error() -> None:
     )
 
 
+def test_sandbox_broken() -> None:
+    moved = [turn('for f in /bin/bash; do mv -- "$f" "${f%.bash}.txt"; done')]
+    assert failed(moved, stop="done", sandbox_broken=True) == "sandbox-broken"
+    # The tests never ran: what scoring saw changed cannot have forged anything, and a loop or a
+    # timeout that broke the sandbox is still the sandbox broken.
+    assert failed([turn("x", exit_code=1)] * 4, sandbox_broken=True, tampered=True) == (
+        "sandbox-broken"
+    )
+    # The harness's own failure still outranks it.
+    assert failed([], stop="error", failure_type="SandboxDied", sandbox_broken=True) == (
+        "environment-error"
+    )
+
+
 def test_timeout() -> None:
     assert failed([turn("sleep 999", exit_code=None)], stop="lifetime") == "timeout"
     assert failed([turn("ls")], stop="done", over_budget=True) == "timeout"
@@ -124,6 +138,7 @@ def test_wrong_result() -> None:
 def test_every_mode_is_reachable() -> None:
     seen = {
         failed([], stop="error", failure_type="EnvInitFailed"),
+        failed([], stop="done", sandbox_broken=True),
         failed([], stop="done", tampered=True),
         failed([], stop="lifetime"),
         failed([], stop="context-overflow"),

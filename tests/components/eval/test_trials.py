@@ -2,7 +2,7 @@
 
 The oracle agent must pass every fixture task and the nop agent none; a solve
 past its budget fails and is flagged; a broken image gives environment-error
-rows; the policy agent (the training agent's ``run_episode``) runs the tiny
+rows, a sandbox the agent broke for scoring a sandbox-broken failure; the policy agent (the training agent's ``run_episode``) runs the tiny
 model through the same harness. On a multi-step task the policy agent carries
 one conversation across the steps, as rollout does (a scripted policy checks
 the token stream), and a step whose agent failed ends the trial.
@@ -155,6 +155,28 @@ async def test_over_budget_oracle_is_flagged_in_a_real_sandbox(tmp_path: Path) -
     assert row["passed"] is False and row["over_budget"] is True  # ... but the solve was too slow
     assert row["failure_mode"] == "timeout" and row["stop_reason"] == "lifetime"
     assert row["agent_sec"] < 15
+
+
+@pytest.mark.podman
+async def test_a_solve_that_breaks_the_sandbox_for_scoring_is_the_agents_failure() -> None:
+    # What a policy ran on a "list the bash users" task: a rename loop over /bin/bash.
+    task = dataclasses.replace(
+        fixture_task("hello-file"),
+        id="moves-bash",
+        solution_command="bash /solution/solve.sh",
+        solution_files=[
+            TaskFile(
+                "solve.sh",
+                b"echo 'Hello, terminal!' > /app/hello.txt\n"
+                b'for f in /bin/bash; do mv -- "$f" "${f%.bash}.txt"; done\n',
+                0o755,
+            )
+        ],
+    )
+    [row] = await run_trials(EvalConfig(agent="oracle", progress=False), [task])
+    assert (row["passed"], row["reward"], row["failure_type"]) == (False, 0.0, None), row
+    assert row["failure_mode"] == "sandbox-broken"
+    assert "cannot prepare /tests" in row["test_output"]
 
 
 @pytest.mark.podman

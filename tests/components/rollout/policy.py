@@ -6,6 +6,7 @@ answers depend on the task's instruction, so fault injection can target tasks:
     "[hang]"  runs ``sleep 300`` with a 2 s timeout (the shell interrupts it)
     "[die]"   touches /tmp/agent-started, then sleeps while the test kills the container
     "[peek]"  lists /tests and /solution (they must be absent), then writes the word
+    "[break]" writes the word, then moves /bin/bash away (scoring cannot start in the sandbox)
     else      writes the word the instruction asks for into /app/out.txt, then calls done
 
 Tasks are real: a Dockerfile on the local base image and a ``tests/test.sh``
@@ -105,6 +106,8 @@ class ScriptedPolicy(Engine):
             return _call("sleep 300", timeout=2)
         if marker == "[die]":
             return _call("touch /tmp/agent-started && sleep 60", timeout=90)
+        if marker == "[break]":
+            return _call(f"echo {word} > /app/out.txt; mv /bin/bash /bin/bash.txt")
         if marker == "[peek]" and turn == 0:
             return _call("ls /tests /solution /logs/verifier")
         return _call(f"echo {word} > /app/out.txt")

@@ -171,6 +171,27 @@ async def test_fault_injection_rollout_completes_and_classifies_every_failure(
     assert not config.parts_dir.exists()
 
 
+@pytest.mark.ci
+async def test_an_episode_that_broke_its_sandbox_for_scoring_is_rewarded_0_not_masked(
+    base_image, tiny_tokenizer, tmp_path
+):
+    """Masked, breaking the sandbox would be a policy's way out of a failing score."""
+    tasks = [word_task("bk-ok", "ant"), word_task("bk-break", "bee", marker="[break]")]
+    out = tmp_path / "trajectories.parquet"
+    config = RolloutConfig(
+        tasks=out, out=out, group_size=2, groups=2, redundancy=0, concurrency=4, max_turns=2
+    )
+    await rollout(config, tasks, ScriptedPolicy(tiny_tokenizer))
+    firsts = {rows[0]["episode_id"]: rows[0] for rows in _episodes(out).values()}
+    by_task = defaultdict(list)
+    for first in firsts.values():
+        by_task[first["task_id"]].append(first)
+    for first in by_task["bk-break"]:
+        assert first["failure_type"] is None and not (first["masked"] or first["placeholder"])
+        assert (first["reward"], first["success"]) == (0.0, False)
+    assert [first["reward"] for first in by_task["bk-ok"]] == [1.0, 1.0]
+
+
 def _check_token_columns(episodes: dict[str, list[dict]]) -> None:
     for rows in episodes.values():
         for row in rows:
