@@ -108,6 +108,9 @@ class RolloutEpisode:
     tampering: tuple[str, ...] = ()
     """What the agent changed that scoring ran (``termrl.tampering.find_tampering``); the
     episode is masked as unrecoverable (``verifier_tampering``) when there is any."""
+    sandbox_broken: bool = False
+    """Scoring's own set-up could not run in the sandbox the agent left (``TestOutcome.unscorable``):
+    a failure with reward 0 like any other, counted by the monitor."""
     execs: list[ExecRecord] = field(default_factory=list)
     step_rewards: list[float] = field(default_factory=list)
     """A multi-step task's scored steps' rewards, in order (those after a step below its
@@ -291,6 +294,7 @@ class SandboxEpisodeRunner:
             outcome = combine(task, scored)
             record.reward, record.success, record.rewarded = outcome.reward, outcome.passed, True
             record.tampering = outcome.tampering
+            record.sandbox_broken = bool(outcome.unscorable)
             record.step_rewards = [o.reward for o in scored] if task.steps else []
 
     async def _score(self, session: Session, step: Task) -> TestOutcome:

@@ -14,6 +14,9 @@ counts the flags it is given. A tampering: scoring found that the agent changed
 what the tests run (a command replaced or shadowed, a startup hook;
 ``termrl.tampering.find_tampering``). Such an episode is masked; a task that
 keeps producing them teaches hacking.
+A sandbox broken: scoring's own set-up could not run in the sandbox the agent
+left (bash or mkdir moved; ``TestOutcome.unscorable``). Such an episode keeps
+its reward 0; the count says how often the policy wrecks its environment.
 
 The rows go to the rollout metrics artifact (long format); ``summary_lines``
 prints them for a human, with a ``WARNING`` line per alert.
@@ -123,10 +126,11 @@ _GLOBAL_FLAGS = (
     "destructive",
     "test_access",
     "tampering",
+    "sandbox_broken",
 )
 """The episode flags counted over the batch, in the order of their ``rollout/*_episodes`` rows."""
 
-_TASK_FLAGS = ("failed", "loop", "destructive", "test_access", "tampering")
+_TASK_FLAGS = ("failed", "loop", "destructive", "test_access", "tampering", "sandbox_broken")
 """The episode flags counted per task."""
 
 
@@ -144,6 +148,7 @@ def _episode_flags(record: RolloutEpisode, seen: BehaviourFlags) -> dict[str, bo
         "unrecoverable": classify_failure(record.failure_type) == "unrecoverable",
         "transient": classify_failure(record.failure_type) == "transient",
         "tampering": bool(record.tampering),
+        "sandbox_broken": record.sandbox_broken,
     }
 
 
@@ -282,6 +287,11 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
                 + (
                     f", tampering {m['tampering_episodes']:.0f}"
                     if m.get("tampering_episodes")
+                    else ""
+                )
+                + (
+                    f", sandbox broken {m['sandbox_broken_episodes']:.0f}"
+                    if m.get("sandbox_broken_episodes")
                     else ""
                 )
             )

@@ -10,7 +10,7 @@ Each part is written atomically (temp file, fsync, rename: ``write_artifact``)
 the moment its episode ends, so a crash loses at most the episodes in flight.
 A rerun with the same ``--out`` reads the parts back and skips those
 episodes. Parts keep the raw record (reward, failure type, exec log, a
-multi-step task's step rewards) in private ``_``-prefixed columns; mask &
+multi-step task's step rewards, what scoring found tampered or broken) in private ``_``-prefixed columns; mask &
 filter runs only at the merge, over the whole batch, and the merged artifact
 carries none of the private columns.
 """
@@ -74,6 +74,8 @@ def record_to_rows(record: RolloutEpisode) -> list[dict[str, Any]]:
         "_error": record.error,
         "_execs": json.dumps([vars(e) for e in record.execs]),
         "_step_rewards": json.dumps(record.step_rewards),
+        "_tampering": json.dumps(record.tampering),
+        "_sandbox_broken": record.sandbox_broken,
         "_wall_sec": record.wall_sec,
         "_finished_at": record.finished_at,
     }
@@ -118,6 +120,8 @@ def record_from_rows(rows: list[dict[str, Any]]) -> RolloutEpisode:
         episode_tokens=first["episode_tokens"] or 0,
         execs=[ExecRecord(**e) for e in json.loads(first["_execs"] or "[]")],
         step_rewards=json.loads(first.get("_step_rewards") or "[]"),  # older parts lack it
+        tampering=tuple(json.loads(first.get("_tampering") or "[]")),
+        sandbox_broken=bool(first.get("_sandbox_broken")),
         wall_sec=first["_wall_sec"],
         finished_at=first["_finished_at"],
     )

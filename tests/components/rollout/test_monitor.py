@@ -115,6 +115,7 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
         ],
     ]
     groups[0][0].tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
+    groups[1][1].sandbox_broken = True  # its rm -rf / took bash with it
     rows = monitor_rows(
         groups,
         MonitorThresholds(loop_rate=0.2),
@@ -138,6 +139,8 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
         and value[("task", "b", "tampering_episodes")] == 0
     )
     assert value[("global", "all", "rollout/tampering_episodes")] == 1
+    assert value[("global", "all", "rollout/sandbox_broken_episodes")] == 1
+    assert value[("task", "b", "sandbox_broken_episodes")] == 1
     assert value[("task", "b", "stragglers_cancelled")] == 1  # the queued one never ran
     # bash calls: ls, cat, ls, make×3, rm = 7; failures: cat (1), make×3 (2), rm (timed out) = 5.
     assert value[("tool", "bash", "calls")] == 7 and value[("tool", "bash", "failure")] == 5
@@ -154,7 +157,8 @@ def test_monitor_rows_count_per_task_tool_and_command_and_raise_alerts(tmp_path,
     assert any(line.startswith("  task a: ") and line.endswith(", tampering 1") for line in lines)
     assert "groups dropped 1" in lines[0]
     assert (
-        "  task b: success 0% of 2, failed 0, loops 1, destructive 1, test access 0; "
+        "  task b: success 0% of 2, failed 0, loops 1, destructive 1, test access 0, "
+        "sandbox broken 1; "
         "1 straggler(s) cancelled" in lines
     )
     assert "  task c: 1 straggler(s) cancelled" in lines  # no kept episode of its own

@@ -190,6 +190,12 @@ async def test_an_episode_that_broke_its_sandbox_for_scoring_is_rewarded_0_not_m
         assert first["failure_type"] is None and not (first["masked"] or first["placeholder"])
         assert (first["reward"], first["success"]) == (0.0, False)
     assert [first["reward"] for first in by_task["bk-ok"]] == [1.0, 1.0]
+    metrics = {
+        (r["scope"], r["key"], r["metric"]): r["value"]
+        for r in read_rollout_metrics(config.metrics_path).to_pylist()
+    }
+    assert metrics[("global", "all", "rollout/sandbox_broken_episodes")] == 2
+    assert metrics[("task", "bk-ok", "sandbox_broken_episodes")] == 0
 
 
 def _check_token_columns(episodes: dict[str, list[dict]]) -> None:

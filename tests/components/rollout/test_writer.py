@@ -16,6 +16,9 @@ def test_records_round_trip_through_part_files(tmp_path):
     failed = record(1, 0, commands=(), stop="error", failure="EnvInitFailed", success=False)
     failed.error = "image build failed (exit status 3)"
     done.step_rewards = [1.0, 0.5]  # a multi-step task's scored steps
+    # What scoring found survives a resume: a tampered episode must stay masked.
+    done.tampering = ("/usr/local/bin/pytest: shadows /usr/bin/pytest",)
+    failed.sandbox_broken = True
     writer.write(done)
     writer.write(failed)
     loaded = {r.ids.episode_id: r for r in writer.load()}
