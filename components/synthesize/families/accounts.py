@@ -128,7 +128,9 @@ def _medium(rng: random.Random) -> Draft:
     )
     solution = f"""
 grep '^{team}:' {etc}/group
-gid=$(awk -F: '$1 == "{team}" {{print $3}}' {etc}/group); {{ awk -F: -v g="$gid" '$4 == g {{print $1}}' {etc}/passwd; awk -F: '$1 == "{team}" {{print $4}}' {etc}/group | tr ',' '\\n'; }} | grep -v '^$' | sort -u > {answer}
+cd {etc}
+gid=$(awk -F: '$1 == "{team}" {{print $3}}' group)
+{{ awk -F: -v g="$gid" '$4 == g {{print $1}}' passwd; awk -F: '$1 == "{team}" {{print $4}}' group | tr ',' '\\n'; }} | grep -v '^$' | sort -u > {answer}
 cat {answer}
 """
     files, script = _setup(etc, users, groups)

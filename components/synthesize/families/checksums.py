@@ -111,8 +111,9 @@ def _medium(rng: random.Random) -> Draft:
     )
     solution = f"""
 cd {folder} && sha256sum -c SHA256SUMS 2>/dev/null | grep -v ': OK$' || true
-cd {folder} && mkdir -p {quarantine} && {{ sha256sum -c SHA256SUMS 2>/dev/null || true; }} | sed -n 's/: FAILED$//p' | while read -r f; do mv -- "$f" {quarantine}/; done
-cd {folder} && sha256sum -c --ignore-missing SHA256SUMS && ls {quarantine}
+mkdir -p {quarantine}
+{{ sha256sum -c SHA256SUMS 2>/dev/null || true; }} | sed -n 's/: FAILED$//p' | while read -r f; do mv -- "$f" {quarantine}/; done
+sha256sum -c --ignore-missing SHA256SUMS && ls {quarantine}
 """
     good = sorted(p for p in files if p not in bad)
     return Draft(

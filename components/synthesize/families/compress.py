@@ -109,7 +109,9 @@ def _medium(rng: random.Random) -> Draft:
     )
     solution = f"""
 for f in {inbox}/*.dat; do printf '%s ' "$f"; head -c 6 "$f" | od -An -tx1; done
-mkdir -p {out} && for f in {inbox}/*.dat; do n=$(basename "$f" .dat); for t in gzip bzip2 xz; do if $t -t < "$f" 2>/dev/null; then $t -dc < "$f" > {out}/"$n".txt; break; fi; done; done
+mkdir -p {out}
+cd {inbox}
+for f in *.dat; do for t in gzip bzip2 xz; do if $t -t < "$f" 2>/dev/null; then $t -dc < "$f" > {out}/"${{f%.dat}}".txt; break; fi; done; done
 ls -l {out}
 """
     return Draft(

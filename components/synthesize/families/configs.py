@@ -105,7 +105,7 @@ def _easy(rng: random.Random) -> Draft:
         f"{path}. Please fix it there without touching the other variables.",
         ticket=f"{path}: {key}={new}. No duplicates, rest unchanged.",
     )
-    solution = f"grep -q '^{key}=' {path} && sed -i 's|^{key}=.*|{key}={new}|' {path} || echo '{key}={new}' >> {path}"
+    solution = f"sed -i '/^{key}=/d' {path} && echo '{key}={new}' >> {path}"
     expected = {**values, key: new}
     return Draft(
         instruction=instruction,

@@ -147,10 +147,7 @@ check(got == {str(total)!r}, "{out} says %r" % got)
         solution = f"""
 python3 -c "
 import csv, json
-rows = list(csv.DictReader(open('{src}')))
-for r in rows:
-    for k in ('id', 'units', 'amount'):
-        r[k] = int(r[k])
+rows = [dict(r, id=int(r['id']), units=int(r['units']), amount=int(r['amount'])) for r in csv.DictReader(open('{src}'))]
 json.dump(rows, open('{out}', 'w'), indent=2)
 "
 """

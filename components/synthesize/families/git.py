@@ -198,14 +198,15 @@ def _pre_commit(rng: random.Random) -> Draft:
     )
     solution = f"""
 {FIX_HOOKS_PATH}
-cat > {repo}/.git/hooks/pre-commit <<'HOOK'
+cd {repo}/.git/hooks
+cat > pre-commit <<'HOOK'
 #!/bin/sh
 if git diff --cached -U0 | grep '^+' | grep -qF -- '{banned}'; then
   echo "pre-commit: refusing to commit '{banned}'" >&2
   exit 1
 fi
 HOOK
-chmod +x {repo}/.git/hooks/pre-commit
+chmod +x pre-commit
 """
     check = f"""
 import shutil, tempfile

@@ -109,7 +109,8 @@ def _medium(rng: random.Random) -> Draft:
     )
     solution = f"""
 ls {root}
-cd {root} && for f in IMG_????????_????.jpg; do [ -e "$f" ] || continue; n=$(printf '%s' "$f" | sed -E 's/^IMG_([0-9]{{4}})([0-9]{{2}})([0-9]{{2}})_([0-9]{{4}})\\.jpg$/\\1-\\2-\\3_\\4.jpg/'); [ "$n" != "$f" ] && mv -n -- "$f" "$n"; done; true
+cd {root}
+ls | grep -E '^IMG_[0-9]{{8}}_[0-9]{{4}}\\.jpg$' | while read -r f; do mv -n -- "$f" "${{f:4:4}}-${{f:8:2}}-${{f:10:2}}_${{f:13}}"; done
 ls {root}
 """
     setup, script = _setup(root, files)

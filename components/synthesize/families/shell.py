@@ -86,7 +86,8 @@ check(read({answer!r}).strip() == {str(count)!r}, "{answer} says %r" % read({ans
 
 def _medium(rng: random.Random) -> Draft:
     folder = rng.choice(["/usr/local/bin", "/opt/tools/bin", "/root/bin", "/usr/local/sbin"])
-    script = f"{folder}/{rng.choice(['extstat', 'countext', 'filetypes', 'extsummary', 'bytype'])}{rng.randint(1, 9)}"
+    tool = f"{rng.choice(['extstat', 'countext', 'filetypes', 'extsummary', 'bytype'])}{rng.randint(1, 9)}"
+    script = f"{folder}/{tool}"
     none, status = rng.choice(["none", "noext", "(none)", "-", "other"]), rng.choice([1, 2, 3, 64])
     fmt, sep = rng.choice(
         [("<extension> <count>", " "), ("<extension>: <count>", ": "), ("<extension>,<count>", ",")]
@@ -113,17 +114,18 @@ def _medium(rng: random.Random) -> Draft:
         f"exit {status}.",
     )
     solution = f"""
-mkdir -p {folder}
-cat > {script} <<'SH'
+mkdir -p {folder} && cd {folder}
+cat > {tool} <<'SH'
 #!/bin/bash
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: $(basename "$0") DIR" >&2
   exit {status}
 fi
-find "$1" -type f -printf '%f\\n' | awk '{{ n = split($0, p, "."); e = (n > 1 && p[1] != "") ? p[n] : "{none}"; c[e]++ }}
-  END {{ for (e in c) print e, c[e] }}' | sort -k2,2nr -k1,1 | sed 's/ /{sep}/'
 SH
-chmod +x {script}
+cat >> {tool} <<'SH'
+find "$1" -type f -printf '%f\\n' | awk -F. '{{ c[NF > 1 && $1 != "" ? $NF : "{none}"]++ }} END {{ for (e in c) print e, c[e] }}' | sort -k2nr -k1,1 | sed 's/ /{sep}/'
+SH
+chmod +x {tool}
 """
     check = f"""
 import random, shutil, tempfile

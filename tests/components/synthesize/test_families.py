@@ -14,6 +14,8 @@ from components.synthesize.draft import BASE_IMAGE
 from components.synthesize.families import DIFFICULTIES, FAMILIES, cron
 from components.synthesize.families.envrepair import make_wheel
 from components.synthesize.generate import make_task
+from pipelines.presets import CPU_CURRICULUM
+from termrl.agent.demonstration import demonstration_commands, expert_responses
 
 CELLS = [(f, d) for f in FAMILIES for d in DIFFICULTIES]
 
@@ -146,3 +148,17 @@ def test_make_wheel_installs_with_real_pip(tmp_path):
         text=True,
     )
     assert out.stdout.strip() == "42"
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium"])
+def test_every_demonstration_turn_fits_the_curriculums_turn_budget(tiny_tokenizer, difficulty: str):
+    """A turn the policy may not write out (``max_new_tokens``) can be imitated only cut short: a
+    task whose solution needs one is one no policy of the default run can pass. The curriculum
+    trains and measures easy and medium tasks, perturbed or not."""
+    budget = CPU_CURRICULUM.values["max_new_tokens"].value
+    for family in FAMILIES:
+        for seed in range(30):
+            task = make_task(family, difficulty, seed, perturbation_rate=0.5)
+            for response in expert_responses(demonstration_commands(task)):
+                tokens = len(tiny_tokenizer.encode(response, add_special_tokens=False))
+                assert tokens <= budget, f"{task.id}: a {tokens}-token turn:\n{response}"
