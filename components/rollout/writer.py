@@ -10,9 +10,9 @@ Each part is written atomically (temp file, fsync, rename: ``write_artifact``)
 the moment its episode ends, so a crash loses at most the episodes in flight.
 A rerun with the same ``--out`` reads the parts back and skips those
 episodes. Parts keep the raw record (reward, failure type, exec log, a
-multi-step task's step rewards, what scoring found tampered or broken) in private ``_``-prefixed columns; mask &
-filter runs only at the merge, over the whole batch, and the merged artifact
-carries none of the private columns.
+multi-step task's step rewards, what scoring found tampered or broken) in
+private ``_``-prefixed columns; mask & filter runs only at the merge, over the
+whole batch, and the merged artifact carries none of the private columns.
 """
 
 from __future__ import annotations

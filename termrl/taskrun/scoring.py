@@ -186,7 +186,8 @@ async def _score_or_fail(
     try:
         return await _score(session, task, timeout, tampering, started)
     except SandboxUnscorable as exc:
-        log.warning("%s: scored a failure", str(exc).partition("\n")[0])
+        reason = str(exc).partition("\n")[0]  # the message without the command's output
+        log.warning("%s: scored a failure", reason)
         # What find_tampering saw goes into the output, not the tampering field: that field masks
         # a rollout episode (a pass may be forged), and this outcome is no pass.
         seen = "".join(f"\nchanged: {line}" for line in tampering)
@@ -196,7 +197,7 @@ async def _score_or_fail(
             output=f"{exc}{seen}",
             duration=time.monotonic() - started,
             timed_out=False,
-            unscorable=str(exc).partition("\n")[0],
+            unscorable=reason,
         )
 
 

@@ -2,8 +2,9 @@
 
 The oracle agent must pass every fixture task and the nop agent none; a solve
 past its budget fails and is flagged; a broken image gives environment-error
-rows, a sandbox the agent broke for scoring a sandbox-broken failure; the policy agent (the training agent's ``run_episode``) runs the tiny
-model through the same harness. On a multi-step task the policy agent carries
+rows, a sandbox the agent broke for scoring a sandbox-broken failure; the
+policy agent (the training agent's ``run_episode``) runs the tiny model through
+the same harness. On a multi-step task the policy agent carries
 one conversation across the steps, as rollout does (a scripted policy checks
 the token stream), and a step whose agent failed ends the trial.
 """
