@@ -38,6 +38,7 @@ def colocated_round(
     anchor_state: Optional[Input[Artifact]] = None,
     demonstrations: Optional[Input[Dataset]] = None,
     anchoring: Optional[str] = None,
+    recoveries_per_task: Optional[int] = None,
     prompt_style: Optional[str] = None,
     policy_version: Optional[int] = None,
     seed: Optional[int] = None,
@@ -118,6 +119,7 @@ def colocated_round(
             sandbox_registry=sandbox_registry,
             sandbox_pull_secret=sandbox_pull_secret,
             anchoring=anchoring,
+            recoveries_per_task=recoveries_per_task,
             prompt_style=prompt_style,
         ),
         train_parameters=dict(

@@ -92,6 +92,9 @@ class CurriculumParams:
     """Weight of the RL (IPA) term; 0 keeps only imitation (the imitation-only ablation)."""
     anchoring: str = stage("rollout.anchoring")
     """Phase-1 resampling: none, parallel or rollback."""
+    recoveries_per_task: int = stage("rollout.recoveries_per_task")
+    """Phase 1: per task, up to this many failed episodes whose first command erred are replayed
+    with the expert's solution after the error, and imitated beside the RL term (0: none)."""
     group_size: int = stage("rollout.group_size")
     """Episodes per group (the advantage baseline)."""
     groups: int = stage("rollout.groups")

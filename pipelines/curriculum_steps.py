@@ -282,7 +282,11 @@ class CurriculumSteps:
     ) -> PipelineTask:
         # Phase 1 learns on tasks the imitation step never saw, starting groups inside their
         # demonstrations; phase 2 rolls out from scratch.
-        anchored = {"demonstrations": anchors, "anchoring": self.p.anchoring}
+        anchored = {
+            "demonstrations": anchors,
+            "anchoring": self.p.anchoring,
+            "recoveries_per_task": self.p.recoveries_per_task,
+        }
         rolled = self.ops.rollout(
             **self._rollout_arguments(rnd, pools),
             policy=state.policy,
@@ -316,6 +320,7 @@ class CurriculumSteps:
         phase1 = {
             "rollout_demonstrations": anchors,
             "anchoring": self.p.anchoring,
+            "recoveries_per_task": self.p.recoveries_per_task,
             "demonstrations": demos,
         }
         both = self._rollout_arguments(rnd, pools) | self._train_arguments(rnd)  # one seed

@@ -97,6 +97,11 @@ class RolloutConfig:
     """rollback: where to write the next state; None puts ``anchors.json`` beside ``out``."""
     rollback_threshold: float = 0.5
     """rollback: success rate from the current anchor at which it moves one chunk earlier."""
+    recoveries_per_task: int = 0
+    """Recovery demonstrations (``recovery.py``): per task, up to this many failed episodes whose
+    first sampled command exited non-zero are replayed with the expert's solution after the
+    mistake and, where that passes, written beside the episodes as demonstrations (train
+    imitates them). Needs ``demonstrations`` and roll-managed mode. 0: none."""
 
     max_turns: int = ROLLOUT_EPISODES["rollout.max_turns"]
     """Assistant turns per episode (T); shorter than eval's, see ``termrl.presets``."""
@@ -221,6 +226,7 @@ class RolloutConfig:
             "dynamic_sampling",
             "policy_version",
             "max_failed_response_tokens",
+            "recoveries_per_task",
         ):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, not {getattr(self, name)}")
@@ -258,6 +264,14 @@ class RolloutConfig:
             self.demonstrations is None or not self.demonstrations.is_file()
         ):
             problems.append(f"anchoring {self.anchoring!r} needs a demonstrations artifact")
+        if self.recoveries_per_task > 0 and (
+            self.demonstrations is None or not self.demonstrations.is_file()
+        ):
+            problems.append("recoveries_per_task needs a demonstrations artifact")
+        if self.recoveries_per_task > 0 and self.mode != "roll-managed":
+            problems.append(
+                "recoveries_per_task needs roll-managed mode (it replays termrl's agent)"
+            )
         if not 0.0 < self.rollback_threshold <= 1.0:
             problems.append("rollback_threshold must be within (0, 1]")
         if self.out.suffix != ".parquet":

@@ -6,6 +6,8 @@
       ├─ engine (continuous CPU | vLLM) ─┬─ roll-managed: termrl's agent loop
       │                                  └─ cli-native: ModelProxy + reference agent CLI
       ├─ EnvManager: every episode async, first N complete groups kept, parts written as they end
+      ├─ recoveries (``recoveries_per_task``): failed episodes' first errors, replayed with
+      │  the expert's solution after them ─► demonstrations beside the episodes (recovery.py)
       ├─ behaviour flags per episode ─► shaping (penalties) and monitor counts
       ├─ mask & filter over the batch ─► trajectories.parquet (atomic)
       └─ monitor ─► rollout_metrics.parquet + printed summary and warnings
@@ -49,6 +51,7 @@ from components.rollout.env_manager import (
 from components.rollout.episode import AgentStep, SandboxEpisodeRunner, roll_managed_step
 from components.rollout.mask_filter import MaskRules, apply_mask_filter
 from components.rollout.monitor import MonitorThresholds, monitor_rows, summary_lines
+from components.rollout.recovery import RecoveryBatch, plan_recoveries, run_recoveries
 from components.rollout.writer import PartWriter
 from termrl.artifacts import load_tasks, write_rollout_metrics
 from termrl.artifacts.tasks import Task
@@ -242,12 +245,18 @@ async def rollout(
 ) -> RolloutSummary:
     """Roll out one batch and write the trajectories and metrics artifacts."""
     started = time.monotonic()
+    if config.recoveries_per_task > 0 and getattr(engine, "tokenizer", None) is None:
+        raise ConfigError(
+            f"recoveries_per_task needs a policy engine that owns a tokenizer, not {engine.name}"
+        )
     drawable = without_quarantined(tasks, config.quarantine)
     check_mode_runs(config, drawable)
     writer = PartWriter(config.parts_dir, fingerprint(config, drawable))
     finished = writer.load()
     demonstrations = (
-        load_demonstrations(config.demonstrations) if config.anchoring != "none" else {}
+        load_demonstrations(config.demonstrations)
+        if config.anchoring != "none" or config.recoveries_per_task > 0
+        else {}
     )
     state = read_state(config.anchor_state)
     anchor_for = anchor_picker(config.anchoring, demonstrations, seed=config.seed, state=state)
@@ -284,6 +293,20 @@ async def rollout(
             informative=config.dynamic_sampling > 0,
             value=episode_return(config.penalties, config.loop_repeats),
         ).run()
+        recoveries = None
+        if config.recoveries_per_task > 0:  # roll-managed only (validate)
+            planned = plan_recoveries(
+                writer.load(), demonstrations, per_task=config.recoveries_per_task
+            )
+            recoveries = await run_recoveries(
+                planned,
+                {t.id: t for t in drawable},
+                runner.sandboxes,
+                engine.tokenizer,
+                config.agent,
+                policy_version=config.policy_version,
+                verifier_timeout_sec=config.verifier_timeout_sec,
+            )
     if outcome.cancelled:
         writer.record_cancelled(outcome.cancelled)
     summary = _finish(
@@ -292,6 +315,7 @@ async def rollout(
         time.monotonic() - started,
         outcome.finished_now,
         quarantined=len(tasks) - len(drawable),
+        recoveries=recoveries,
     )
     if config.anchoring == "rollback":
         scored = [
@@ -313,8 +337,10 @@ def _finish(
     finished_now: int,
     *,
     quarantined: int,
+    recoveries: RecoveryBatch | None = None,
 ) -> RolloutSummary:
-    """Mask & filter the batch on disk, write both artifacts, summarise."""
+    """Mask & filter the batch on disk, write both artifacts (the recoveries' rows after the
+    episodes'), summarise."""
     finished = writer.load()
     value = episode_return(config.penalties, config.loop_repeats)
     kept = select_complete_groups(
@@ -341,6 +367,9 @@ def _finish(
     extra["rollout/groups_finished"] = float(len(complete_groups(finished, config.group_size)))
     extra["rollout/groups_informative"] = float(sum(informative(g, value) for g in kept))
     extra["rollout/quarantined_tasks"] = float(quarantined)
+    if recoveries is not None:
+        extra["rollout/recoveries"] = float(recoveries.kept)
+        extra["rollout/recoveries_dropped"] = float(sum(recoveries.dropped.values()))
     extra["rollout/max_failed_response_tokens"] = float(
         config.max_failed_response_tokens
     )  # the mask in force
@@ -354,8 +383,12 @@ def _finish(
     )
     metrics = monitor_rows(kept, thresholds, behaviour, extra_global=extra, cancelled=cancelled)
     write_rollout_metrics(config.metrics_path, metrics)
+    recovered = recoveries.rows if recoveries is not None else []
     writer.merge(
-        result.rows, config.out, temperature=config.temperature, keep_parts=config.keep_parts
+        result.rows + recovered,
+        config.out,
+        temperature=config.temperature,
+        keep_parts=config.keep_parts,
     )
     return RolloutSummary(
         episodes=episodes,
@@ -364,6 +397,6 @@ def _finish(
         cancelled=len(cancelled),
         dropped_groups=result.dropped_groups,
         wall_sec=wall_sec,
-        lines=summary_lines(metrics),
+        lines=summary_lines(metrics) + ([recoveries.line()] if recoveries is not None else []),
         episode_rows=[r for r in result.rows if r["chunk_index"] == 0],
     )

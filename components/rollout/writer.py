@@ -193,8 +193,15 @@ class PartWriter:
     def merge(
         self, rows: list[dict[str, Any]], out: Path, *, temperature: float, keep_parts: bool
     ) -> None:
-        """Write the final artifact atomically, every row recording the sampling ``temperature``
-        (train reads it there), then drop the sidecar folder (unless kept)."""
-        write_trajectories(out, [{**row, "temperature": temperature} for row in rows])
+        """Write the final artifact atomically, every policy row recording the sampling
+        ``temperature`` (train reads it there; an expert row sampled nothing), then drop the
+        sidecar folder (unless kept)."""
+        write_trajectories(
+            out,
+            [
+                {**row, "temperature": None if row.get("source") == "expert" else temperature}
+                for row in rows
+            ],
+        )
         if not keep_parts:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -120,6 +120,10 @@ def test_dag_has_every_stage_in_curriculum_order(compiled):
         and key("demonstrate-2", "tasks") == "train_pool"
     )
     assert "demonstrations" not in tasks["rollout-3"].inputs.artifacts  # phase 2: from scratch
+    # recovery demonstrations need a demonstration: phase 1's rollouts only
+    recoveries = tasks["rollout"].inputs.parameters["recoveries_per_task"]
+    assert recoveries.component_input_parameter == "recoveries_per_task"
+    assert "recoveries_per_task" not in tasks["rollout-3"].inputs.parameters
     # train N consumes rollout N's trajectories; each round starts from the policy that the
     # branch taken on the health verdict of the round before handed on
     assert producer("rollout", "policy") == "train"
@@ -530,6 +534,8 @@ def test_a_colocated_curriculum_runs_each_rl_round_as_one_gpu_task(tmp_path):
         inputs = set(leaves[name].task.inputs.artifacts)
         anchored = {"rollout_demonstrations", "demonstrations"} <= inputs
         assert anchored == (name in phase1), (name, inputs)
+        recovers = "recoveries_per_task" in leaves[name].task.inputs.parameters
+        assert recovers == (name in phase1), name
     for name in (n for n in leaves if n.startswith("health")):
         assert set(_origin(spec, name, "rollout_metrics")) <= set(rounds)
         assert set(_origin(spec, name, "checkpoint")) <= set(rounds)
