@@ -392,7 +392,7 @@ def _finish(
     )
     return RolloutSummary(
         episodes=episodes,
-        rows=len(result.rows),
+        rows=len(result.rows) + len(recovered),
         finished_now=finished_now,
         cancelled=len(cancelled),
         dropped_groups=result.dropped_groups,

@@ -150,6 +150,7 @@ async def test_a_rollouts_failed_episodes_become_recoveries_train_imitates(
     summary = await rollout(config, tasks, Policy(tiny_tokenizer, []))
 
     rows = read_trajectories(config.out).to_pylist()
+    assert summary.rows == len(rows)
     policy_rows = [r for r in rows if r["source"] == "policy"]
     assert len({r["episode_id"] for r in policy_rows}) == 4 and not any(
         r["success"] for r in policy_rows
