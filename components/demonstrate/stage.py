@@ -40,7 +40,7 @@ from termrl.agent.demonstration import (
 from termrl.agent.loop import run_episode
 from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task
-from termrl.artifacts.trajectories import read_trajectories, write_trajectories
+from termrl.artifacts.trajectories import expert_episode, read_trajectories, write_trajectories
 from termrl.errors import ConfigError, TermrlError
 from termrl.sandbox.manager import SandboxManager
 from termrl.taskrun import TaskSandboxes, run_tests
@@ -115,26 +115,15 @@ def expert_rows(task: Task, result: Any, reward: float, phrasing: str = "") -> l
     """The trajectories rows of one demonstration (every chunk replayed, source expert); a
     ``phrasing`` other than the task's own instruction gets an episode (and group) of its own."""
     name = f"{task.id}~{phrasing}" if phrasing else task.id
-    episode = {
-        "episode_id": f"expert-{name}",
-        "group_id": f"expert:{name}",
-        "task_id": task.id,
-        "policy_version": 0,
-        "mode": "demonstration",
-        "source": "expert",
-        "anchor": None,
-        "reward": reward,
-        "success": True,
-        "stop_reason": result.stop_reason,
-        "failure_type": None,
-        "masked": False,
-        "mask_reason": None,
-        "drop": False,
-        "placeholder": False,
-        "trainable": result.trainable,
-        "num_chunks": len(result.chunks),
-        "episode_tokens": result.episode_tokens,
-    }
+    episode = expert_episode(
+        episode_id=f"expert-{name}",
+        group_id=f"expert:{name}",
+        task_id=task.id,
+        mode="demonstration",
+        reward=reward,
+        result=result,
+        num_chunks=len(result.chunks),
+    )
     return [{**chunk.to_row(), **episode, "replayed": True} for chunk in result.chunks]
 
 

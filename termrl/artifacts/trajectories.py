@@ -52,6 +52,7 @@ recorded (train then needs the temperature given: it refuses to guess).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -67,6 +68,7 @@ from termrl.errors import ArtifactError
 __all__ = [
     "TRAJECTORIES",
     "UNSAMPLED_TEMPERATURE",
+    "expert_episode",
     "read_trajectories",
     "sampling_temperature",
     "write_trajectories",
@@ -133,6 +135,41 @@ def write_trajectories(path: str | os.PathLike, rows: Rows) -> None:
 def read_trajectories(path: str | os.PathLike) -> pa.Table:
     """Read and validate a trajectories artifact; an older file gets the later columns as nulls."""
     return read_artifact_with_added(path, TRAJECTORIES, _ADDED)
+
+
+def expert_episode(
+    *,
+    episode_id: str,
+    group_id: str,
+    task_id: str,
+    mode: str,
+    reward: float,
+    result: Any,
+    num_chunks: int,
+    policy_version: int = 0,
+) -> dict[str, Any]:
+    """The episode columns of a demonstration (``source: expert``, a success, its group its own):
+    ``result`` is the replay's ``AgentEpisode``; every chunk row also gets ``replayed`` true."""
+    return {
+        "episode_id": episode_id,
+        "group_id": group_id,
+        "task_id": task_id,
+        "policy_version": policy_version,
+        "mode": mode,
+        "source": "expert",
+        "anchor": None,
+        "reward": reward,
+        "success": True,
+        "stop_reason": result.stop_reason,
+        "failure_type": None,
+        "masked": False,
+        "mask_reason": None,
+        "drop": False,
+        "placeholder": False,
+        "trainable": result.trainable,
+        "num_chunks": num_chunks,
+        "episode_tokens": result.episode_tokens,
+    }
 
 
 UNSAMPLED_TEMPERATURE = 1.0
