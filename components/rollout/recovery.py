@@ -182,6 +182,8 @@ async def run_recoveries(
                 outcome = await run_tests(session, task, timeout=verifier_timeout_sec)
         except TermrlError as exc:
             return [], f"environment error ({type(exc).__name__})"
+        except Exception as exc:  # an extra: it must never sink the rollout's finished episodes
+            return [], f"unexpected error ({type(exc).__name__})"
         if outcome.unscorable or outcome.tampering:
             return [], "the mistake broke scoring"
         if not outcome.passed:

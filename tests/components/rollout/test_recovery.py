@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 
 import pytest
 
@@ -15,11 +16,14 @@ from components.demonstrate.config import DemonstrateConfig
 from components.demonstrate.stage import demonstrate
 from components.rollout.config import RolloutConfig
 from components.rollout.episode import EpisodeIds, RolloutEpisode
-from components.rollout.recovery import plan_recoveries
+from components.rollout.recovery import Recovery, plan_recoveries, run_recoveries
 from components.rollout.stage import rollout
 from components.train.data import load_episodes
+from termrl.agent.loop import AgentConfig
 from termrl.artifacts import read_rollout_metrics, read_trajectories, save_tasks
 from termrl.errors import ConfigError
+from termrl.sandbox.manager import SandboxManager
+from termrl.taskrun import TaskSandboxes
 from tests.agent.scripted import ScriptedEngine
 from tests.components.rollout.policy import DONE, bash_call, word_task
 
@@ -187,3 +191,24 @@ async def test_a_rollouts_failed_episodes_become_recoveries_train_imitates(
     trained = episode.input_ids[episode.token_chunk >= 0].tolist()
     expected = [t for r in recovered for t in r["response_ids"]]
     assert trained == expected  # only the expert's turns
+
+
+@pytest.mark.podman
+async def test_a_recovery_that_fails_unexpectedly_is_dropped_and_the_rollout_goes_on(base_image):
+    class Broken:  # a tokenizer that fails the replay half-way, inside its sandbox
+        def __getattr__(self, name):
+            raise RuntimeError("boom")
+
+    task = word_task("rc-crash", "ant")
+    recovery = Recovery("e1", task.id, (bash_call("false"), DONE), 1)
+    async with SandboxManager(max_sessions=1) as manager:
+        batch = await run_recoveries(
+            [recovery],
+            {task.id: task},
+            TaskSandboxes(manager),
+            Broken(),
+            AgentConfig(),
+            policy_version=1,
+        )
+    assert (batch.rows, batch.kept) == ([], 0)
+    assert batch.dropped == Counter({"unexpected error (RuntimeError)": 1})
