@@ -40,7 +40,11 @@ from termrl.agent.demonstration import (
 from termrl.agent.loop import run_episode
 from termrl.artifacts import load_tasks
 from termrl.artifacts.tasks import Task
-from termrl.artifacts.trajectories import expert_episode, read_trajectories, write_trajectories
+from termrl.artifacts.trajectories import (
+    demonstration_rows,
+    read_trajectories,
+    write_trajectories,
+)
 from termrl.errors import ConfigError, TermrlError
 from termrl.sandbox.manager import SandboxManager
 from termrl.taskrun import TaskSandboxes, run_tests
@@ -115,16 +119,15 @@ def expert_rows(task: Task, result: Any, reward: float, phrasing: str = "") -> l
     """The trajectories rows of one demonstration (every chunk replayed, source expert); a
     ``phrasing`` other than the task's own instruction gets an episode (and group) of its own."""
     name = f"{task.id}~{phrasing}" if phrasing else task.id
-    episode = expert_episode(
+    return demonstration_rows(
+        [chunk.to_row() for chunk in result.chunks],
         episode_id=f"expert-{name}",
         group_id=f"expert:{name}",
         task_id=task.id,
         mode="demonstration",
         reward=reward,
         result=result,
-        num_chunks=len(result.chunks),
     )
-    return [{**chunk.to_row(), **episode, "replayed": True} for chunk in result.chunks]
 
 
 async def _one(

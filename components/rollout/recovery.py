@@ -39,7 +39,7 @@ from components.rollout.episode import RolloutEpisode
 from termrl.agent.demonstration import ReplayEngine
 from termrl.agent.loop import AgentConfig, run_episode
 from termrl.artifacts.tasks import Task
-from termrl.artifacts.trajectories import expert_episode
+from termrl.artifacts.trajectories import demonstration_rows
 from termrl.errors import TermrlError
 from termrl.llm.toolcalls import ToolCall, render_tool_call
 from termrl.taskrun import TaskSandboxes, run_tests
@@ -141,20 +141,16 @@ def recovery_rows(
     context, taught = chunks[: recovery.context_turns], chunks[recovery.context_turns :]
     lead = [t for c in context for t in (*c["prompt_ids"], *c["response_ids"])]
     taught[0] = {**taught[0], "prompt_ids": lead + list(taught[0]["prompt_ids"])}
-    episode = expert_episode(
+    return demonstration_rows(
+        taught,
         episode_id=f"recovery-{recovery.episode_id}",
         group_id=f"recovery:{recovery.episode_id}",
         task_id=recovery.task_id,
         mode="recovery",
         reward=reward,
         result=result,
-        num_chunks=len(taught),
         policy_version=policy_version,
     )
-    return [
-        {**chunk, **episode, "chunk_index": index, "replayed": True}
-        for index, chunk in enumerate(taught)
-    ]
 
 
 async def run_recoveries(

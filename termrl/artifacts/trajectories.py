@@ -68,7 +68,7 @@ from termrl.errors import ArtifactError
 __all__ = [
     "TRAJECTORIES",
     "UNSAMPLED_TEMPERATURE",
-    "expert_episode",
+    "demonstration_rows",
     "read_trajectories",
     "sampling_temperature",
     "write_trajectories",
@@ -137,7 +137,8 @@ def read_trajectories(path: str | os.PathLike) -> pa.Table:
     return read_artifact_with_added(path, TRAJECTORIES, _ADDED)
 
 
-def expert_episode(
+def demonstration_rows(
+    chunks: list[dict[str, Any]],
     *,
     episode_id: str,
     group_id: str,
@@ -145,12 +146,12 @@ def expert_episode(
     mode: str,
     reward: float,
     result: Any,
-    num_chunks: int,
     policy_version: int = 0,
-) -> dict[str, Any]:
-    """The episode columns of a demonstration (``source: expert``, a success, its group its own):
-    ``result`` is the replay's ``AgentEpisode``; every chunk row also gets ``replayed`` true."""
-    return {
+) -> list[dict[str, Any]]:
+    """The rows of a demonstration (``source: expert``, a success, its group its own): each of
+    ``chunks`` (chunk columns, in order) numbered from 0, marked ``replayed``, with the episode's
+    columns; ``result`` is the replay's ``AgentEpisode``."""
+    episode = {
         "episode_id": episode_id,
         "group_id": group_id,
         "task_id": task_id,
@@ -167,9 +168,13 @@ def expert_episode(
         "drop": False,
         "placeholder": False,
         "trainable": result.trainable,
-        "num_chunks": num_chunks,
+        "num_chunks": len(chunks),
         "episode_tokens": result.episode_tokens,
     }
+    return [
+        {**chunk, **episode, "chunk_index": index, "replayed": True}
+        for index, chunk in enumerate(chunks)
+    ]
 
 
 UNSAMPLED_TEMPERATURE = 1.0
