@@ -7,7 +7,7 @@ issue 35). Only the RL part is repeated, on the run's own upstream artifacts (it
 imitation checkpoint, its phase-1 pool with that pool's demonstrations as anchors,
 the imitation pool's demonstrations, its held-out tasks), so only the seeds vary:
 
-    python bench/rl_seeds.py --run runs/<name> --out /tmp/rl-seeds [--seeds 0,1,2]
+    python bench/rl_seeds.py --run runs/<name> --out /tmp/rl-seeds [--seeds 0,1,2] [--tasks T]
 
 Per seed: the curriculum's phase-1 rounds (rollout -> train -> health -> the branch on
 the verdict), built by its own step builders (``CurriculumSteps``) with the parameters
@@ -27,6 +27,15 @@ folder, on the 2-core machine beside a test run: 12-16 min per seed (rollout ~4 
 train 3-8 min, eval ~4 min), 41 min for three. Disk: a full checkpoint per seed and
 round.
 
+More tasks, a narrower interval: ``--tasks`` evaluates both policies on another admitted
+task set (a ``termrl stage synthesize`` then ``termrl stage verify`` output, for example
+a hundred easy tasks of the training families with a seed of their own) instead of the
+run's held-out tasks. The interval is over tasks, so it narrows with the square root of
+their number, while more seeds cannot narrow it once the seeds agree. The imitation
+policy is then evaluated here too; the results go to ``--out/on-<file>-<hash>/``, and the
+seeds' rollouts and trains come from ``--out``'s cache when they ran there before (only
+the evals run).
+
 Reading the result: per seed and slice (all tasks; the training families' tasks by
 difficulty; the families left out of training), both pass rates with Wilson
 intervals and RL − imitation; then the difference pooled over seeds
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import shutil
@@ -55,9 +65,11 @@ __all__ = [
     "RunInputs",
     "bench_pipeline",
     "main",
+    "on_tasks",
     "pooled_paired_difference",
     "read_run",
     "report_lines",
+    "results_folder",
     "round_seed",
     "run_stages",
     "slice_of",
@@ -316,6 +328,33 @@ def read_run(run_dir: Path) -> RunInputs:
     )
 
 
+def on_tasks(inputs: RunInputs, tasks: Path) -> RunInputs:
+    """``inputs`` evaluating on the admitted task set ``tasks`` instead of the run's held-out
+    tasks; the run's imitation eval measured other tasks, so the bench evaluates it again."""
+    from termrl.artifacts import load_tasks
+    from termrl.errors import ConfigError
+
+    if not tasks.exists():
+        raise ConfigError(f"--tasks {tasks}: no such file")
+    try:
+        count = len(load_tasks(tasks))
+    except Exception as error:  # any unreadable file: say which and why
+        raise ConfigError(f"--tasks {tasks}: not a task set ({error})") from error
+    if count < 2:
+        raise ConfigError(f"--tasks {tasks}: {count} task(s); a paired interval needs 2 or more")
+    return dataclasses.replace(inputs, heldout=str(tasks.resolve()), imitation_results=None)
+
+
+def results_folder(out: Path, tasks: Path | None) -> Path:
+    """Where the results on ``tasks`` go: ``out`` itself for the run's held-out tasks, else a
+    folder of their own inside it, named by the task set's file, so that the seeds' rollouts and
+    trains are reused from ``out``'s cache and never paired with another task set's baseline."""
+    if tasks is None:
+        return out
+    digest = hashlib.sha256(str(tasks.resolve()).encode()).hexdigest()[:8]
+    return out / f"on-{tasks.stem}-{digest}"
+
+
 # --- one seed: the curriculum's phase-1 rounds and an eval, on kfp's local runner --------------
 
 
@@ -383,9 +422,10 @@ def _eval_name(seed: int | None) -> str:
     return EVAL_IMITATION if seed is None else f"eval · RL seed {seed}"
 
 
-def run_stages(inputs: RunInputs, seed: int | None, out: Path) -> Path:
-    """Run one seed's pipeline (or the imitation eval's) and return its eval results file,
-    copied to ``out/<seed-N|imitation>/results.parquet`` (the mark that the seed is done)."""
+def run_stages(inputs: RunInputs, seed: int | None, out: Path, cache: Path) -> Path:
+    """Run one seed's pipeline (or the imitation eval's) with kfp's cache in ``cache`` and
+    return its eval results file, copied to ``out/<seed-N|imitation>/results.parquet`` (the mark
+    that the seed is done)."""
     from pipelines.curriculum import CurriculumShape
     from pipelines.docker_runner import RunnerChoice
     from pipelines.local import pipeline_defaults, run_pipeline_locally
@@ -414,7 +454,7 @@ def run_stages(inputs: RunInputs, seed: int | None, out: Path) -> Path:
             pipeline,
             arguments,
             run_dir=out / label / "run",
-            cache_dir=out / "cache",
+            cache_dir=cache,
             shape={"rl_seeds_of": str(inputs.run_dir), **choice.shape_fields()},
             echo=echo,
             runner=kfp,
@@ -474,6 +514,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, required=True, help="a termrl run folder (run.json)")
     parser.add_argument("--out", type=Path, required=True, help="the bench's folder (resumable)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        help="an admitted task set to evaluate on instead of the run's held-out tasks",
+    )
     args = parser.parse_args(argv)
     try:
         seeds = sorted({int(s) for s in args.seeds.split(",") if s.strip()})
@@ -481,14 +526,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     if not seeds or min(seeds) < 0:
         parser.error("--seeds needs at least one seed, each >= 0")
-    inputs = read_run(args.run)
+    from termrl.errors import ConfigError
+
+    try:
+        inputs = read_run(args.run)
+        if args.tasks is not None:
+            inputs = on_tasks(inputs, args.tasks)
+    except ConfigError as error:
+        raise SystemExit(f"error: {error}") from None
     for options in ("rollout_options", "train_options"):
         if "seed" in (inputs.arguments.get(options) or {}):
             raise SystemExit(f"the run's {options} set a seed, which would override the bench's")
-    args.out.mkdir(parents=True, exist_ok=True)
-    imitation = inputs.imitation_results or run_stages(inputs, None, args.out)
+    out, cache = results_folder(args.out, args.tasks), args.out / "cache"
+    out.mkdir(parents=True, exist_ok=True)
+    imitation = inputs.imitation_results or run_stages(inputs, None, out, cache)
     print(f"imitation-only baseline: {imitation}", flush=True)
-    results = {seed: run_stages(inputs, seed, args.out) for seed in seeds}
+    results = {seed: run_stages(inputs, seed, out, cache) for seed in seeds}
     summary = summarize(
         _rows(imitation), {s: _rows(p) for s, p in results.items()}, inputs.heldout_families
     )
@@ -498,13 +551,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "round_seeds": {
             str(s): [round_seed(s, r) for r in range(1, inputs.phase1_rounds + 1)] for s in seeds
         },
+        "tasks": inputs.heldout,
         "imitation_results": str(imitation),
         "results": {str(s): str(p) for s, p in results.items()},
         "interval": "paired t-interval over tasks of the per-task mean over seeds",
     }
-    (args.out / "rl_seeds.json").write_text(json.dumps(summary, indent=1))
+    (out / "rl_seeds.json").write_text(json.dumps(summary, indent=1))
     print("\n".join(report_lines(summary)))
-    print(f"every number: {args.out / 'rl_seeds.json'}")
+    print(f"every number: {out / 'rl_seeds.json'}")
 
 
 if __name__ == "__main__":

@@ -17,17 +17,20 @@ from bench.rl_seeds import (
     RunInputs,
     bench_pipeline,
     main,
+    on_tasks,
     pooled_paired_difference,
     read_run,
     report_lines,
+    results_folder,
     round_seed,
     summarize,
     t_quantile_975,
 )
+from components.synthesize.generate import make_task, task_seed
 from pipelines.curriculum import EVAL_IMITATION, CurriculumShape, build_curriculum
 from pipelines.local import RunRecord, TaskRecord, pipeline_defaults
 from pipelines.spec_tasks import leaf_tasks
-from termrl.artifacts import read_eval_results
+from termrl.artifacts import load_tasks, read_eval_results, save_tasks
 from termrl.errors import ConfigError
 
 
@@ -265,6 +268,32 @@ def test_the_bench_refuses_a_run_with_no_phase1(tmp_path):
         read_run(folder)
 
 
+def test_the_bench_evaluates_both_policies_on_another_task_set(tmp_path):
+    tasks = tmp_path / "easy.parquet"
+    save_tasks(tasks, [make_task("text-processing", "easy", task_seed(7, i)) for i in range(3)])
+    inputs = on_tasks(read_run(_fake_run(tmp_path / "run", evaluated_imitation=True)), tasks)
+    assert inputs.heldout == str(tasks.resolve())
+    assert inputs.imitation_results is None  # the run's imitation eval measured other tasks
+    folder = results_folder(tmp_path / "bench", tasks)
+    assert folder.parent == tmp_path / "bench" and folder.name.startswith("on-easy-")
+    assert results_folder(tmp_path / "bench", tmp_path / "other" / "easy.parquet") != folder
+    assert results_folder(tmp_path / "bench", None) == tmp_path / "bench"
+
+
+def test_the_bench_refuses_a_task_set_it_cannot_pair_over(tmp_path):
+    inputs = read_run(_fake_run(tmp_path / "run", evaluated_imitation=True))
+    with pytest.raises(ConfigError, match="no such file"):
+        on_tasks(inputs, tmp_path / "missing.parquet")
+    (tmp_path / "notes.parquet").write_text("not parquet")
+    with pytest.raises(ConfigError, match="not a task set"):
+        on_tasks(inputs, tmp_path / "notes.parquet")
+    save_tasks(tmp_path / "one.parquet", [make_task("git", "easy", 1)])
+    with pytest.raises(ConfigError, match="1 task"):
+        on_tasks(inputs, tmp_path / "one.parquet")
+    with pytest.raises(SystemExit, match="no such file"):
+        main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "b"), "--tasks", "/nope"])
+
+
 @pytest.mark.slow
 @pytest.mark.podman
 def test_bench_runs_two_seeds_on_a_run_and_resumes(first_run, tmp_path, capsys):
@@ -297,3 +326,13 @@ def test_bench_runs_two_seeds_on_a_run_and_resumes(first_run, tmp_path, capsys):
     again = capsys.readouterr().out
     assert "seed-0: " not in again and "seed-1: " not in again  # both done: nothing runs
     assert json.loads((out / "rl_seeds.json").read_text())["pooled"] == summary["pooled"]
+
+    # on another task set: the seeds' rounds come from the cache, only the evals run
+    two = tmp_path / "two.parquet"
+    save_tasks(two, load_tasks(summary["tasks"])[:2])
+    main(["--run", str(run_dir), "--out", str(out), "--seeds", "0,1", "--tasks", str(two)])
+    printed = capsys.readouterr().out
+    assert "phase 1 · rollout 1/1: cached" in printed and "eval · RL seed 1: executed" in printed
+    assert f"imitation-only baseline: {results_folder(out, two)}" in printed
+    other = json.loads((results_folder(out, two) / "rl_seeds.json").read_text())
+    assert other["pooled"]["all"]["tasks"] == 2 and other["tasks"] == str(two.resolve())
