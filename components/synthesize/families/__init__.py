@@ -38,6 +38,7 @@ from components.synthesize.families import (
     shellenv,
     sqlite,
     text,
+    textutils,
 )
 
 __all__ = ["DIFFICULTIES", "FAMILIES", "Family"]
@@ -83,4 +84,5 @@ FAMILIES: dict[str, Family] = {
     "shell-env": _family("shell-env", shellenv),
     "process-control": _family("process-control", procs),
     "set-operations": _family("set-operations", setops),
+    "text-utils": _family("text-utils", textutils),
 }

@@ -43,6 +43,7 @@ NEW_FAMILIES = [
     "shell-env",
     "process-control",
     "set-operations",
+    "text-utils",
 ]
 SAMPLE_SEED = 35
 CI_MEDIUM = ["checksums", "process-control", "config-edit"]
@@ -228,6 +229,33 @@ async def test_medium_and_hard(bwrap: SandboxManager, family: str, difficulty: s
     await _golden_passes_noop_fails(bwrap, _sample(family, difficulty, own_perturbation=own))
 
 
+# The text-utils easy operations in Python, given the task's metadata as ``m``.
+TEXT_UTILS_PY = """import collections, re
+text = open(m["src"]).read()
+rows = text.splitlines()
+counts = collections.Counter(rows)
+sizes = {"lines": len(rows), "words": len(text.split()), "characters": len(text)}
+res = {
+    "reverse": lambda: rows[::-1],
+    "number": lambda: [f"{i}. {r}" for i, r in enumerate(rows, 1)],
+    "head": lambda: rows[: m["n"]],
+    "tail": lambda: rows[-m["n"] :],
+    "range": lambda: rows[m["first"] - 1 : m["last"]],
+    "count": lambda: [str(sizes[m["kind"]])],
+    "case": lambda: [r.upper() if m["case"] == "upper" else r.lower() for r in rows],
+    "column": lambda: [r.split(m["delimiter"])[m["field"] - 1] for r in rows],
+    "frequency": lambda: [f"{c}\\t{v}" for v, c in counts.most_common()],
+    "sort-numeric": lambda: sorted(rows, key=int, reverse=m["descending"]),
+    "join": lambda: [m["delimiter"].join(rows)],
+    "drop-blank": lambda: [r for r in rows if r.strip()],
+    "squeeze": lambda: [re.sub(" +", " ", r) for r in rows],
+    "longest": lambda: [max(rows, key=len)],
+    "unique": lambda: [r for r in counts if counts[r] == 1],
+    "reverse-chars": lambda: [r[::-1] for r in rows],
+}[m["op"]]()
+open(m["out"], "w").write("\\n".join(res))
+"""
+
 # Another correct approach than the golden one, per family: the checks judge the outcome, not the tool.
 ALTERNATIVES = {
     # git's diff instead of diff -u: other headers (diff --git, index), same hunks.
@@ -255,6 +283,9 @@ for d, _, files in os.walk(root):
 open({m["report"]!r}, "w").write("".join(b + "\\n" for b in bad))
 PY"""
     ),
+    # Python instead of the coreutils filter, whichever operation the seed drew; no trailing
+    # newline, `1. line` numbering and tab-separated counts: the checks normalise all three.
+    ("text-utils", "easy"): lambda m: f"python3 - <<'PY'\nm = {m!r}\n" + TEXT_UTILS_PY + "PY",
     # The file rewritten with `export` and quotes, as many people write .env files.
     ("config-edit", "easy"): lambda m: (
         f"grep -v '^{m['key']}=' {m['path']} > /tmp/env && "
