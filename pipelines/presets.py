@@ -57,9 +57,9 @@ CPU_CURRICULUM = Preset(
             "shell-scripting,service,environment-repair,sql-sqlite,checksums,find-xargs,"
             "config-edit,diff-patch,date-time,users-groups,compression,regex-rename,disk-usage,"
             "shell-env,process-control,set-operations",
-            "every family but scheduled-jobs (the held-out families are left out of training by "
-            "heldout_families). Verify admits scheduled-jobs again (a cron job is file state, not "
-            "a process); it rejoins once measured in a run",
+            "every family but scheduled-jobs and text-utils (the held-out families are left out "
+            "of training by heldout_families). Verify admits scheduled-jobs again (a cron job is "
+            "file state, not a process), and text-utils is new: each joins once measured in a run",
         ),
         "synth_difficulties": Chosen(
             "easy",
