@@ -300,10 +300,26 @@ def _one_line(step: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+# Names of data, not requests: a one-word code span (`server`, `server.version`), a path,
+# file name or dotted key (/etc/server.conf, server.port), an INI section header ([server]),
+# and a word naming a part of a file (the server section, the service key).
+_DATA_NAMES = re.compile(
+    r"`[^`\s]+`"
+    r"|\S*\w[./]\w\S*"
+    r"|\[[\w.-]+\]"
+    r"|\b\w+(?=\s+(?:section|key|field|setting|entry|table|column|property|attribute|"
+    r"variable|value)s?\b)",
+    re.IGNORECASE,
+)
+
+
 def process_match(instruction: str, patterns: list[re.Pattern[str]]) -> str | None:
-    """The words of ``instruction`` that ask for a process (service, hook, job...), if any."""
+    """The words of ``instruction`` that ask for a process (service, daemon, background...), if
+    any. Words inside names of data do not count: "the `version` of the `server` section" asks
+    for a value, "/etc/server.conf" is a file."""
+    prose = _DATA_NAMES.sub(lambda m: " " * len(m.group(0)), instruction)
     for pattern in patterns:
-        found = pattern.search(instruction)
+        found = pattern.search(prose)
         if found:
             return found.group(0)
     return None

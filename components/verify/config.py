@@ -73,7 +73,7 @@ class VerifyConfig:
     process_patterns: tuple[str, ...] = (
         r"\b(service|daemon|server|systemd|supervisor)\b",
         r"\b(periodic(ally)?|every \d*\s*seconds?)\b",
-        r"\b(hook|background|keeps? running|listen(s|ing)? on|port \d+|watch(es|er)?)\b",
+        r"\b(background|keeps? running|listen(s|ing)? on|on (tcp |udp )?port \d+|watch(es|er)?)\b",
     )
     """An instruction matching one of these (case-insensitive) asks for a *process*. When
     the state-replay probe passes on such a task, its tests check only final file state,
@@ -81,8 +81,11 @@ class VerifyConfig:
     A scheduled job (cron, ``every 15 minutes``) is not such a process: what the agent
     makes is a crontab or cron.d file that the system's cron daemon reads, so file state
     is the whole outcome and the tests can only read the entry and run its command as cron
-    would; these words would reject every correct cron task. Anything every few seconds is
-    below cron's one-minute grain, so it must be a live loop and stays a process."""
+    would; these words would reject every correct cron task. A git hook is the same: a file
+    that git runs. Anything every few seconds is below cron's one-minute grain, so it must be
+    a live loop and stays a process. A port is a process's only "on port N" (listening, served
+    on): "database port 5410" is a setting. Words in names of data (`server.version`, the
+    [server] section, /etc/server.conf) are not matched (``checks.process_match``)."""
     replay_exclude: tuple[str, ...] = (
         "/proc",
         "/sys",

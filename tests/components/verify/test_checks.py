@@ -103,8 +103,30 @@ def test_process_words_in_instructions():
         process_match("Run /app/poll.sh every 2 seconds in a loop", patterns) == "every 2 seconds"
     )
     assert process_match("Start a web server listening on port 8080", patterns) == "server"
-    assert process_match("Add a pre-commit hook to the repo", patterns) == "hook"
+    assert process_match("Serve /srv/www over HTTP on port 8776", patterns) == "on port 8776"
     assert process_match("Write the sorted names to /app/sorted.txt", patterns) is None
+    # A git hook is a file that git runs, as a crontab is one that cron reads.
+    assert process_match("Add a pre-commit hook to the repo", patterns) is None
+
+
+def test_process_words_in_names_of_data_do_not_ask_for_a_process():
+    patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
+    for instruction in (
+        "A deploy script needs the `host` setting of the `server` section in /srv/a/manifest.json",
+        "Write the value of `server.version` from /home/user/config.json to /home/user/v.txt",
+        "Set port to 8080 in the [server] section of /etc/app.ini",
+        "Set the server.port entry of app.properties to 9090",
+        "Fix the off-by-one in /srv/app/server.py",
+        "Make the effective settings: database port 5410, logging level warn",
+        "Add a `daemon` key with the value true to settings.json",
+    ):
+        assert process_match(instruction, patterns) is None, instruction
+    # The same words as prose still ask for one.
+    assert (
+        process_match("Restart the service so that the new `server.port` takes effect", patterns)
+        == "service"
+    )
+    assert process_match("Run `python3 app.py` so it keeps running", patterns) == "keeps running"
 
 
 def test_a_scheduled_cron_job_is_file_state_not_a_process():

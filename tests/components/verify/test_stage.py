@@ -87,13 +87,16 @@ def test_corpus_is_rejected_task_by_task_for_the_planted_reason(
     assert by_id["bad-process-as-file"]["state_replay_passed"] is True
     assert by_id["good-heartbeat-service"]["state_replay_passed"] is False
     assert by_id["good-text-report"]["state_replay_passed"] is True  # a file task: fine
-    for good in ("good-text-report", "good-heartbeat-service"):
+    # A file task whose instruction names a `server` section: a value, not a process.
+    assert by_id["good-config-lookup"]["state_replay_passed"] is True
+    for good in ("good-text-report", "good-heartbeat-service", "good-config-lookup"):
         probes = by_id[good]["ablation"]
         assert probes and not any(p["tests_passed"] for p in probes)
         assert by_id[good]["false_positive_risk"] == 0.0
     assert by_id["bad-noop-passes"]["false_positive_risk"] == 1.0
     assert sorted(t.id for t in load_tasks(config.admitted)) == [
+        "good-config-lookup",
         "good-heartbeat-service",
         "good-text-report",
     ]
-    assert "2 of 7 tasks admitted" in printed and "rejected by ablation: 1" in printed
+    assert "3 of 8 tasks admitted" in printed and "rejected by ablation: 1" in printed
