@@ -56,10 +56,13 @@ CPU_CURRICULUM = Preset(
             "text-processing,files-permissions,archives,log-analysis,csv-json,git,python-bugfix,"
             "shell-scripting,service,environment-repair,sql-sqlite,checksums,find-xargs,"
             "config-edit,diff-patch,date-time,users-groups,compression,regex-rename,disk-usage,"
-            "shell-env,process-control,set-operations",
-            "every family but scheduled-jobs and text-utils (the held-out families are left out "
-            "of training by heldout_families). Verify admits scheduled-jobs again (a cron job is "
-            "file state, not a process), and text-utils is new: each joins once measured in a run",
+            "shell-env,process-control,set-operations,text-utils",
+            "every family but scheduled-jobs (the held-out families are left out of training by "
+            "heldout_families); verify admits scheduled-jobs again (a cron job is file state, not "
+            "a process), and it joins once measured in a run. Adding text-utils cost nothing "
+            "measurable: its final policy passed 72 % of its run's easy held-out tasks and 75 % "
+            "of the previous run's (60 % and 67 % for the previous policy), 68 % of 120 fresh "
+            "easy tasks of the other families (72 %), and 3 of 24 text-utils tasks (none)",
         ),
         "synth_difficulties": Chosen(
             "easy",
