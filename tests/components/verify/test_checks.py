@@ -23,6 +23,9 @@ from termrl.artifacts.tasks import Task, TaskFile
 from termrl.sandbox import SandboxManager
 from termrl.taskrun import TaskSandboxes
 
+PROCESS = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
+"""The default process words, compiled as the verify runner compiles them."""
+
 SCRIPT = b"#!/bin/bash\nset -e\nmkdir -p /app/out\nsort a > /app/out/b\n"
 
 
@@ -98,19 +101,15 @@ def test_default_inert_patterns_skip_shell_state_and_printing_only():
 
 
 def test_process_words_in_instructions():
-    patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
-    assert (
-        process_match("Run /app/poll.sh every 2 seconds in a loop", patterns) == "every 2 seconds"
-    )
-    assert process_match("Start a web server listening on port 8080", patterns) == "server"
-    assert process_match("Serve /srv/www over HTTP on port 8776", patterns) == "on port 8776"
-    assert process_match("Write the sorted names to /app/sorted.txt", patterns) is None
+    assert process_match("Run /app/poll.sh every 2 seconds in a loop", PROCESS) == "every 2 seconds"
+    assert process_match("Start a web server listening on port 8080", PROCESS) == "server"
+    assert process_match("Serve /srv/www over HTTP on port 8776", PROCESS) == "on port 8776"
+    assert process_match("Write the sorted names to /app/sorted.txt", PROCESS) is None
     # A git hook is a file that git runs, as a crontab is one that cron reads.
-    assert process_match("Add a pre-commit hook to the repo", patterns) is None
+    assert process_match("Add a pre-commit hook to the repo", PROCESS) is None
 
 
 def test_process_words_in_names_of_data_do_not_ask_for_a_process():
-    patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
     for instruction in (
         "A deploy script needs the `host` setting of the `server` section in /srv/a/manifest.json",
         "Write the value of `server.version` from /home/user/config.json to /home/user/v.txt",
@@ -120,28 +119,27 @@ def test_process_words_in_names_of_data_do_not_ask_for_a_process():
         "Make the effective settings: database port 5410, logging level warn",
         "Add a `daemon` key with the value true to settings.json",
     ):
-        assert process_match(instruction, patterns) is None, instruction
+        assert process_match(instruction, PROCESS) is None, instruction
     # The same words as prose still ask for one.
     assert (
-        process_match("Restart the service so that the new `server.port` takes effect", patterns)
+        process_match("Restart the service so that the new `server.port` takes effect", PROCESS)
         == "service"
     )
-    assert process_match("Run `python3 app.py` so it keeps running", patterns) == "keeps running"
+    assert process_match("Run `python3 app.py` so it keeps running", PROCESS) == "keeps running"
 
 
 def test_a_scheduled_cron_job_is_file_state_not_a_process():
     """A cron job is an entry in a file that the system's cron daemon reads: tests that read
     the entry and run its command check the whole outcome, and pass on replayed files."""
-    patterns = [re.compile(p, re.IGNORECASE) for p in VerifyConfig().process_patterns]
     for instruction in (
         "Install a cron job that runs backup.sh",
         "Schedule the script /usr/local/bin/sync.sh to run every 15 minutes as root, using root's crontab.",
         "Add an entry to root's crontab that runs every hour at minute 5 and deletes old files.",
         "Schedule /usr/local/bin/rotate to run every day at 03:00 with a system cron file /etc/cron.d/rotate.",
     ):
-        assert process_match(instruction, patterns) is None, instruction
+        assert process_match(instruction, PROCESS) is None, instruction
     # Starting cron itself is still a process.
-    assert process_match("Start the cron daemon", patterns) == "daemon"
+    assert process_match("Start the cron daemon", PROCESS) == "daemon"
 
 
 def runs(name: str, *values: bool | None) -> CheckOutcome:
