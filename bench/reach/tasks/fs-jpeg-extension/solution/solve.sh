@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /home/user/photos && for f in *.JPEG; do mv -- "$f" "${f%.JPEG}.jpg"; done

@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -u /home/user/newsletter/signups.txt > /home/user/newsletter/unique.txt

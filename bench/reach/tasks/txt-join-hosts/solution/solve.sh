@@ -1,0 +1,2 @@
+#!/bin/bash
+paste -sd, /etc/ansible/inventories/prod_hosts.txt > /etc/ansible/inventories/prod_limit.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+tac /srv/docs/uploader/CHANGES.txt > /srv/docs/uploader/CHANGES.newest-first.txt

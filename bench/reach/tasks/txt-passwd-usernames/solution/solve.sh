@@ -1,0 +1,2 @@
+#!/bin/bash
+cut -d: -f1 /opt/audit/ledger01/passwd > /opt/audit/ledger01/accounts.txt

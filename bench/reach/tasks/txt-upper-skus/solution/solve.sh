@@ -1,0 +1,2 @@
+#!/bin/bash
+tr '[:lower:]' '[:upper:]' < /data/warehouse/skus.txt > /data/warehouse/skus_upper.txt
