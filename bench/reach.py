@@ -67,7 +67,8 @@ def evaluate(label: str, model: str, tasks: Path, out: Path, args: argparse.Name
         "--max-turns", str(args.max_turns), "--max-new-tokens", str(args.max_new_tokens),
         "--concurrency", str(args.concurrency), "--out", str(results), "--run-id", label,
     ]  # fmt: skip
-    subprocess.run(command, check=True, cwd=ROOT)
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        raise SystemExit(f"the eval of {label} ({model}) failed: its error is above")
     return results
 
 
