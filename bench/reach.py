@@ -28,7 +28,6 @@ that doing nothing fails them.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.policy_eval import evaluate  # noqa: E402
 from components.eval.stats import paired_difference, pass_rate  # noqa: E402
 from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
 from termrl.artifacts.tasks import Task, save_tasks  # noqa: E402
@@ -56,20 +56,6 @@ def reach_tasks(folder: Path = TASKS) -> list[Task]:
 def area(task_id: str) -> str:
     """A task's area: its folder name's prefix (``txt-count-errors`` -> ``txt``)."""
     return task_id.split("-", 1)[0]
-
-
-def evaluate(label: str, model: str, tasks: Path, out: Path, args: argparse.Namespace) -> Path:
-    results = out / f"{label}.parquet"
-    if results.exists():
-        return results
-    command = [
-        sys.executable, "-m", "components.eval", "--tasks", str(tasks), "--model", model,
-        "--max-turns", str(args.max_turns), "--max-new-tokens", str(args.max_new_tokens),
-        "--concurrency", str(args.concurrency), "--out", str(results), "--run-id", label,
-    ]  # fmt: skip
-    if subprocess.run(command, cwd=ROOT).returncode != 0:
-        raise SystemExit(f"the eval of {label} ({model}) failed: its error is above")
-    return results
 
 
 def summary_line(label: str, passed: dict[str, bool]) -> str:

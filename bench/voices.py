@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.policy_eval import evaluate  # noqa: E402
 from bench.rl_seeds import pooled_paired_difference  # noqa: E402
 from components.demonstrate.stage import phrasings  # noqa: E402
 from termrl.artifacts import load_tasks  # noqa: E402
@@ -54,19 +54,6 @@ def revoiced(tasks: list[Task], difficulty: str, exclude: set[str]) -> list[Task
             style = style or str(task.metadata.get("phrasing", "own"))
             out.append(dataclasses.replace(task, id=f"{task.id}{VOICE}{style}", instruction=text))
     return out
-
-
-def evaluate(label: str, model: str, tasks: Path, out: Path, args: argparse.Namespace) -> Path:
-    results = out / f"{label}.parquet"
-    if results.exists():
-        return results
-    command = [
-        sys.executable, "-m", "components.eval", "--tasks", str(tasks), "--model", model,
-        "--max-turns", str(args.max_turns), "--max-new-tokens", str(args.max_new_tokens),
-        "--concurrency", str(args.concurrency), "--out", str(results), "--run-id", label,
-    ]  # fmt: skip
-    subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
-    return results
 
 
 def main() -> None:
