@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.policy_eval import evaluate  # noqa: E402
+from bench.policy_eval import add_policy_options, evaluate, policies  # noqa: E402
 from components.eval.stats import paired_difference, pass_rate  # noqa: E402
 from termrl.artifacts.eval_results import read_eval_results  # noqa: E402
 from termrl.artifacts.tasks import Task, save_tasks  # noqa: E402
@@ -75,16 +75,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", action="append", required=True, help="LABEL=PATH, repeatable")
-    parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--tasks", type=Path, default=TASKS, help="a folder of task folders")
-    parser.add_argument("--max-turns", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--concurrency", type=int, default=16)
+    add_policy_options(parser)
     args = parser.parse_args()
-    models = dict(spec.split("=", 1) for spec in args.model)
-    if len(models) != len(args.model) or not all(models.values()):
-        parser.error("--model takes LABEL=PATH, each label once")
+    models = policies(parser, args)
 
     tasks = reach_tasks(args.tasks)
     args.out.mkdir(parents=True, exist_ok=True)

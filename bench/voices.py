@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.policy_eval import evaluate  # noqa: E402
+from bench.policy_eval import add_policy_options, evaluate, policies  # noqa: E402
 from bench.rl_seeds import pooled_paired_difference  # noqa: E402
 from components.demonstrate.stage import phrasings  # noqa: E402
 from termrl.artifacts import load_tasks  # noqa: E402
@@ -61,17 +61,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tasks", required=True, help="a tasks artifact (the held-out tasks)")
-    parser.add_argument("--model", action="append", required=True, help="LABEL=PATH, repeatable")
-    parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--difficulty", default="easy")
     parser.add_argument("--exclude-families", default="", help="comma-separated")
-    parser.add_argument("--max-turns", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--concurrency", type=int, default=16)
+    add_policy_options(parser)
     args = parser.parse_args()
-    models = dict(spec.split("=", 1) for spec in args.model)
-    if len(models) != len(args.model) or not all(models.values()):
-        parser.error("--model takes LABEL=PATH, each label once")
+    models = policies(parser, args)
 
     exclude = {f for f in args.exclude_families.split(",") if f}
     tasks = revoiced(load_tasks(args.tasks), args.difficulty, exclude)
